@@ -1,0 +1,75 @@
+# samespace: `make run` (index a repo and serve MCP on a local Ray) and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+STAMP := $(VENV)/.installed
+REPO ?= $(CURDIR)
+NAME ?= $(notdir $(abspath $(REPO)))
+QUERY ?= reindex a repository into a new collection and switch the alias
+MCP_PORT := 8000  # keep in step with serve_config.yaml
+DASHBOARD := http://127.0.0.1:8265
+MCP_URL := http://127.0.0.1:$(MCP_PORT)/mcp/
+STATE := $(CURDIR)/.samespace
+
+export PATH := $(VENV)/bin:$(PATH)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+export TOKENIZERS_PARALLELISM := false
+export RAY_USAGE_STATS_ENABLED := 0
+export RAY_AUTH_MODE := disabled
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
+export SAMESPACE_STORE__DATA_DIR ?= $(STATE)/data
+export SAMESPACE_SERVE__PORT := $(MCP_PORT)
+
+.PHONY: help venv run stop test bench
+
+help:
+	@echo "make run   [REPO=/path NAME=name]  local Ray + MCP server, index REPO (default: this repo)"
+	@echo "make stop                         stop everything make run started"
+	@echo "make test                         the whole test suite"
+	@echo "make bench                        throughput and latency benchmarks (bench/)"
+
+# torch first, from the local CPU wheel: otherwise pip resolves a multi-GB CUDA build.
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q torch==2.13.0
+	$(VENV)/bin/pip install -q -r requirements.txt
+	$(VENV)/bin/pip install -q --no-deps -e .
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	@mkdir -p $(STATE)
+	@if ! ray status --address 127.0.0.1:6379 >/dev/null 2>&1; then \
+	  echo "starting a local Ray head (loopback only, usage stats off, auth disabled)"; \
+	  ray start --head --num-cpus=$$(nproc) --disable-usage-stats --dashboard-host=127.0.0.1 \
+	    --port=6379 >$(STATE)/ray-start.log 2>&1 || { cat $(STATE)/ray-start.log; exit 1; }; \
+	fi
+	serve deploy --address $(DASHBOARD) serve_config.yaml
+	@echo "waiting for the MCP server at $(MCP_URL)"
+	@for i in $$(seq 1 120); do curl -sf http://127.0.0.1:$(MCP_PORT)/healthz >/dev/null && break; sleep 1; done; \
+	  curl -sf http://127.0.0.1:$(MCP_PORT)/healthz >/dev/null || { serve status --address $(DASHBOARD); exit 1; }
+	ray job submit --address $(DASHBOARD) --working-dir . -- \
+	  python -m jobs.reindex --repo "$(abspath $(REPO))" --name "$(NAME)"
+	@echo
+	@echo "MCP server: $(MCP_URL)"
+	@echo "Client config (Claude Code .mcp.json / Cursor .cursor/mcp.json):"
+	@python -m serve_apps.mcp_client --url $(MCP_URL) --print-config
+	@echo
+	@python -m serve_apps.mcp_client --url $(MCP_URL) -k 5 "$(QUERY)"
+	@echo
+	@echo "The cluster stays up: dashboard $(DASHBOARD); 'make stop' stops it."
+
+stop:
+	-@serve shutdown --address $(DASHBOARD) -y >/dev/null 2>&1
+	-@ray stop >/dev/null 2>&1 && echo "ray stopped"
+
+test: $(STAMP)
+	python -m pytest -q
+
+bench: $(STAMP)
+	python -m bench.run

@@ -1,0 +1,85 @@
+"""The index actor: sole owner of the vector store (both engines are single-process stores).
+
+A Ray shell around cluster.index.IndexCatalog; jobs write through it, Serve replicas read
+through it. Methods run one at a time, so a query sees either the old build or the new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from cluster.errors import ReadRefused
+from cluster.index import BuildProgress, IndexCatalog, IndexRecord
+from cluster.settings import SamespaceSettings
+from cluster.source import SourceLines, read_source_lines
+from cluster.space import EncoderIdentity
+from cluster.types import PayloadFilter, ScoredHit, StoredPoint
+from cluster.vector_store import open_vector_store
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
+class IndexActor:
+    def __init__(self, settings: SamespaceSettings) -> None:
+        self._settings = settings
+        store = open_vector_store(
+            settings.store.kind, data_dir=settings.store.data_dir, url=settings.store.url
+        )
+        self._catalog = IndexCatalog(store)
+
+    # writes (reindex job)
+    def begin_build(self, name: str, identity: EncoderIdentity, repo_root: str) -> str:
+        return self._catalog.begin_build(name, identity, repo_root)
+
+    def write(self, build: str, points: Sequence[StoredPoint]) -> int:
+        self._catalog.write(build, points)
+        return len(points)
+
+    def report_progress(self, build: str, progress: BuildProgress) -> None:
+        self._catalog.report_progress(build, progress)
+
+    def commit_build(self, build: str, files: int, providers: list[str]) -> IndexRecord:
+        return self._catalog.commit_build(build, files=files, providers=providers)
+
+    def fail_build(self, build: str, error: str) -> None:
+        self._catalog.fail_build(build, error)
+
+    # reads (MCP)
+    def names(self) -> list[str]:
+        return self._catalog.names()
+
+    def search(
+        self,
+        name: str | None,
+        vector: Sequence[float],
+        identity: EncoderIdentity,
+        limit: int,
+        filter: PayloadFilter | None,
+    ) -> tuple[list[ScoredHit], list[str]]:
+        """Hits best-first, plus a message for each index refused for living in another space."""
+        if name is not None:
+            return self._catalog.search(name, vector, identity, limit, filter), []
+        hits, refused = self._catalog.search_all(vector, identity, limit, filter)
+        return hits, [str(exc) for exc in refused]
+
+    def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
+        record = self._catalog.record(repo)
+        if not self._catalog.has_path(repo, path):
+            raise ReadRefused(repo, path, "not an indexed file of this repository")
+        return read_source_lines(
+            repo, Path(record.repo_root), path, start_line, end_line, self._settings.serve.read_max_lines
+        )
+
+    def collections(self) -> list[str]:
+        return self._catalog.collections()
+
+    def status(self) -> dict[str, Any]:
+        """Every index (record, serving point count) and every build this actor has seen."""
+        indexes = []
+        for name in self._catalog.names():
+            record = self._catalog.record(name)
+            indexes.append({"record": record, "space": record.identity.space_id})
+        return {"indexes": indexes, "builds": self._catalog.builds()}

@@ -1,0 +1,387 @@
+"""`EdgeStore`: the embedded engine, one Qdrant Edge shard per collection.
+
+Layout under `data_dir`:
+
+    aliases.json                          {"alias": "collection", ...}
+    collections/<name>/collection.json    {"width": 16, "keyword_fields": [...]}, written last
+    collections/<name>/meta.json          the caller's metadata dict
+    collections/<name>/shard/             the EdgeShard
+
+`collection.json` is the commit marker: a directory without it (or without `shard/`) is a
+torn create, treated as absent and removed by the next create or drop of that name. Every
+JSON file is replaced atomically. An EdgeShard directory can be opened by one process only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from cluster.errors import CollectionNotFound, StoreError
+from cluster.types import PayloadFilter, ScoredHit, StoredPoint
+from cluster.vector_store import (
+    canonical_id,
+    check_limit,
+    check_name,
+    check_query_width,
+    check_vector_widths,
+    check_width,
+    filter_items,
+    hit,
+)
+
+COLLECTIONS_DIR = "collections"
+ALIASES_FILE = "aliases.json"
+CONFIG_FILE = "collection.json"
+METADATA_FILE = "meta.json"
+SHARD_DIR = "shard"
+TOMBSTONE_PREFIX = ".dropping-"
+
+
+def write_json_atomic(path: Path, value: Any, operation: str) -> None:
+    """Write JSON to a temp file beside `path`, fsync it, rename over `path`, fsync the dir."""
+    try:
+        data = json.dumps(value, sort_keys=True, indent=1).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise StoreError(operation, f"not JSON-able: {exc}") from exc
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp_name, path)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise StoreError(operation, f"cannot write {path}: {exc}") from exc
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_json(path: Path) -> Any | None:
+    """Parsed JSON, or None when the file is missing or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
+    items = filter_items(filter)
+    if not items:
+        return None
+    return qe.Filter(must=[qe.FieldCondition(key=key, match=qe.MatchValue(value)) for key, value in items])
+
+
+@contextmanager
+def _engine_errors(operation: str) -> Iterator[None]:
+    """Translate the bare Exceptions qdrant_edge raises into StoreError."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(operation, f"qdrant edge: {exc}") from exc
+
+
+class EdgeStore:
+    """A `VectorStore` on Qdrant Edge shards in one directory; thread-safe, one process."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._root = Path(data_dir)
+        self._collections = self._root / COLLECTIONS_DIR
+        self._lock = threading.RLock()
+        self._shards: dict[str, qe.EdgeShard] = {}
+        self._widths: dict[str, int] = {}
+        self._closed = False
+        try:
+            self._collections.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError("open", f"cannot create {self._collections}: {exc}") from exc
+        self._remove_tombstones()
+        self._aliases = self._load_aliases()
+
+    # --- collections ------------------------------------------------------------
+
+    def create_collection(self, name: str, width: int, keyword_fields: Sequence[str]) -> None:
+        check_name(name, "create_collection")
+        check_width(width)
+        with self._lock:
+            self._check_open()
+            if self._exists(name):
+                raise StoreError("create_collection", f"collection {name!r} already exists")
+            if name in self._aliases:
+                raise StoreError("create_collection", f"{name!r} is already an alias")
+            directory = self._collections / name
+            if directory.exists():
+                self._remove_dir(directory)
+            config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine))
+            with _engine_errors("create_collection"):
+                directory.mkdir(parents=True)
+                shard = qe.EdgeShard.create(str(directory / SHARD_DIR), config)
+                try:
+                    for field in keyword_fields:
+                        shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+                    shard.flush()
+                    # The commit marker goes last: until it exists the directory is a torn create.
+                    write_json_atomic(
+                        directory / CONFIG_FILE,
+                        {"width": width, "keyword_fields": list(keyword_fields)},
+                        "create_collection",
+                    )
+                except BaseException:
+                    shard.close()
+                    raise
+            self._shards[name] = shard
+            self._widths[name] = width
+
+    def drop_collection(self, name: str) -> None:
+        check_name(name, "drop_collection")
+        with self._lock:
+            self._check_open()
+            shard = self._shards.pop(name, None)
+            self._widths.pop(name, None)
+            if shard is not None:
+                with _engine_errors("drop_collection"):
+                    shard.close()
+            remaining = {alias: target for alias, target in self._aliases.items() if target != name}
+            if remaining != self._aliases:
+                self._write_aliases(remaining)
+            directory = self._collections / name
+            if directory.exists():
+                self._remove_dir(directory)
+
+    def list_collections(self) -> list[str]:
+        with self._lock:
+            self._check_open()
+            return sorted(entry.name for entry in self._collections.iterdir() if self._is_valid(entry))
+
+    def collection_width(self, name: str) -> int:
+        with self._lock:
+            self._check_open()
+            return self._width(self._resolve(name))
+
+    # --- points -----------------------------------------------------------------
+
+    def upsert(self, collection: str, points: Sequence[StoredPoint]) -> None:
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection)
+            check_vector_widths(collection, self._width(name), points)
+            if not points:
+                return
+            edge_points = [qe.Point(canonical_id(p.id), list(p.vector), dict(p.payload)) for p in points]
+            with _engine_errors("upsert"):
+                self._shard(name).update(qe.UpdateOperation.upsert_points(edge_points))
+
+    def search(
+        self,
+        collection_or_alias: str,
+        vector: Sequence[float],
+        limit: int,
+        filter: PayloadFilter | None = None,
+    ) -> list[ScoredHit]:
+        check_limit(limit, "search")
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection_or_alias)
+            check_query_width(collection_or_alias, self._width(name), vector)
+            request = qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest([float(x) for x in vector]),
+                with_payload=True,
+                filter=_edge_filter(filter),
+            )
+            with _engine_errors("search"):
+                found = self._shard(name).query(request)
+            return [hit(point.id, point.score, point.payload) for point in found]
+
+    def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection_or_alias)
+            with _engine_errors("count"):
+                return int(self._shard(name).count(qe.CountRequest(exact=True, filter=_edge_filter(filter))))
+
+    def scroll(
+        self,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+    ) -> tuple[list[ScoredHit], str | None]:
+        check_limit(limit, "scroll")
+        start = canonical_id(offset) if offset is not None else None
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection_or_alias)
+            request = qe.ScrollRequest(offset=start, limit=limit, filter=_edge_filter(filter), with_payload=True)
+            with _engine_errors("scroll"):
+                records, next_offset = self._shard(name).scroll(request)
+            hits = [hit(record.id, 0.0, record.payload) for record in records]
+            return hits, (str(next_offset) if next_offset is not None else None)
+
+    # --- aliases ----------------------------------------------------------------
+
+    def set_alias(self, alias: str, collection: str) -> None:
+        check_name(alias, "set_alias")
+        check_name(collection, "set_alias")
+        with self._lock:
+            self._check_open()
+            if not self._exists(collection):
+                raise CollectionNotFound(collection)
+            if self._exists(alias):
+                raise StoreError("set_alias", f"{alias!r} is a collection, not an alias")
+            # One atomic file replace, then one dict swap: readers see old or new, never none.
+            self._write_aliases({**self._aliases, alias: collection})
+
+    def resolve_alias(self, alias: str) -> str | None:
+        with self._lock:
+            self._check_open()
+            return self._aliases.get(alias)
+
+    def aliases(self) -> dict[str, str]:
+        with self._lock:
+            self._check_open()
+            return dict(self._aliases)
+
+    def delete_alias(self, alias: str) -> None:
+        with self._lock:
+            self._check_open()
+            if alias in self._aliases:
+                self._write_aliases({k: v for k, v in self._aliases.items() if k != alias})
+
+    # --- metadata ---------------------------------------------------------------
+
+    def put_metadata(self, collection: str, metadata: dict[str, Any]) -> None:
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection)
+            if not isinstance(metadata, dict):
+                raise StoreError("put_metadata", f"metadata must be a dict, got {type(metadata).__name__}")
+            write_json_atomic(self._collections / name / METADATA_FILE, metadata, "put_metadata")
+
+    def get_metadata(self, collection: str) -> dict[str, Any] | None:
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection)
+            path = self._collections / name / METADATA_FILE
+            if not path.exists():
+                return None
+            value = _read_json(path)
+            if not isinstance(value, dict):
+                raise StoreError("get_metadata", f"metadata of {name!r} is unreadable")
+            return value
+
+    # --- lifecycle --------------------------------------------------------------
+
+    def flush(self) -> None:
+        with self._lock:
+            self._check_open()
+            with _engine_errors("flush"):
+                for shard in self._shards.values():
+                    shard.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            shards, self._shards = self._shards, {}
+            failures: list[str] = []
+            for name, shard in shards.items():
+                try:
+                    shard.flush()
+                    shard.close()
+                except Exception as exc:  # keep closing the others, report them all
+                    failures.append(f"{name}: {exc}")
+            if failures:
+                raise StoreError("close", "qdrant edge: " + "; ".join(failures))
+
+    # --- internals (call with the lock held) ------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("use", "the embedded vector store is closed")
+
+    def _is_valid(self, directory: Path) -> bool:
+        if directory.name.startswith(".") or not (directory / SHARD_DIR).is_dir():
+            return False
+        config = _read_json(directory / CONFIG_FILE)
+        return isinstance(config, dict) and isinstance(config.get("width"), int)
+
+    def _exists(self, name: str) -> bool:
+        return name in self._shards or self._is_valid(self._collections / name)
+
+    def _resolve(self, collection_or_alias: str) -> str:
+        """The collection behind a name or alias; CollectionNotFound if there is none."""
+        name = self._aliases.get(collection_or_alias, collection_or_alias)
+        check_name(name, "lookup")
+        if not self._exists(name):
+            raise CollectionNotFound(collection_or_alias)
+        return name
+
+    def _width(self, name: str) -> int:
+        if name not in self._widths:
+            config = _read_json(self._collections / name / CONFIG_FILE)
+            if not isinstance(config, dict) or not isinstance(config.get("width"), int):
+                raise CollectionNotFound(name)
+            self._widths[name] = config["width"]
+        return self._widths[name]
+
+    def _shard(self, name: str) -> qe.EdgeShard:
+        """The open shard of a collection, loaded on first use and kept open."""
+        shard = self._shards.get(name)
+        if shard is None:
+            with _engine_errors("open_collection"):
+                shard = qe.EdgeShard.load(str(self._collections / name / SHARD_DIR))
+            self._shards[name] = shard
+        return shard
+
+    def _load_aliases(self) -> dict[str, str]:
+        path = self._root / ALIASES_FILE
+        if not path.exists():
+            return {}
+        loaded = _read_json(path)
+        if not isinstance(loaded, dict):
+            raise StoreError("open", f"alias file {path} is unreadable")
+        return {str(alias): str(target) for alias, target in loaded.items()}
+
+    def _write_aliases(self, aliases: dict[str, str]) -> None:
+        write_json_atomic(self._root / ALIASES_FILE, aliases, "set_alias")
+        self._aliases = aliases
+
+    def _remove_dir(self, directory: Path) -> None:
+        """Rename aside (atomic: never half a collection under its name), then delete."""
+        tombstone = directory.with_name(f"{TOMBSTONE_PREFIX}{directory.name}-{uuid.uuid4().hex}")
+        try:
+            os.replace(directory, tombstone)
+            _fsync_dir(directory.parent)
+            shutil.rmtree(tombstone)
+        except OSError as exc:
+            raise StoreError("drop_collection", f"cannot remove {directory}: {exc}") from exc
+
+    def _remove_tombstones(self) -> None:
+        for entry in self._collections.iterdir():
+            if entry.name.startswith(TOMBSTONE_PREFIX):
+                shutil.rmtree(entry, ignore_errors=True)

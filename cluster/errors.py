@@ -1,0 +1,109 @@
+"""The samespace error tree. Every exception pickles across actors (all args passed up).
+
+SamespaceError
+ ├── ConfigError              a setting or config file is invalid
+ ├── StoreError               the vector store refused an operation
+ │    └── CollectionNotFound  a collection or alias does not exist
+ ├── IndexNotFound            no index of that name (lists the ones that exist)
+ ├── EncoderMismatch          a query vector from another encoder space (SPEC §10)
+ ├── WidthMismatch            a vector of the wrong width
+ ├── BuildConflict            another build of the same index is in progress
+ └── ReadRefused              read_code outside the indexed repository, or unknown file
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class SamespaceError(Exception):
+    """Root of every error samespace raises on purpose."""
+
+
+class ConfigError(SamespaceError):
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(field, problem)
+        self.field = field
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"config field {self.field!r}: {self.problem}"
+
+
+class StoreError(SamespaceError):
+    def __init__(self, operation: str, detail: str) -> None:
+        super().__init__(operation, detail)
+        self.operation = operation
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"vector store {self.operation} failed: {self.detail}"
+
+
+class CollectionNotFound(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__("lookup", name)
+        self.args = (name,)
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"collection or alias {self.name!r} does not exist"
+
+
+class IndexNotFound(SamespaceError):
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        super().__init__(name, list(known))
+        self.name = name
+        self.known = list(known)
+
+    def __str__(self) -> str:
+        known = ", ".join(sorted(self.known)) or "none"
+        return f"unknown repo {self.name!r}; indexed repos: {known}"
+
+
+class EncoderMismatch(SamespaceError):
+    """A query vector was produced in a different encoder space than the index's."""
+
+    def __init__(self, index: str, index_space: str, query_space: str) -> None:
+        super().__init__(index, index_space, query_space)
+        self.index = index
+        self.index_space = index_space
+        self.query_space = query_space
+
+    def __str__(self) -> str:
+        return (
+            f"index {self.index!r} lives in encoder space {self.index_space}; "
+            f"the query was embedded in {self.query_space}: refused, never answered from a mixed space"
+        )
+
+
+class WidthMismatch(SamespaceError):
+    def __init__(self, source: str, expected: int, got: int) -> None:
+        super().__init__(source, expected, got)
+        self.source = source
+        self.expected = expected
+        self.got = got
+
+    def __str__(self) -> str:
+        return f"{self.source}: expected vectors of width {self.expected}, got {self.got}"
+
+
+class BuildConflict(SamespaceError):
+    def __init__(self, index: str, build: str) -> None:
+        super().__init__(index, build)
+        self.index = index
+        self.build = build
+
+    def __str__(self) -> str:
+        return f"index {self.index!r} is already being built by {self.build!r}"
+
+
+class ReadRefused(SamespaceError):
+    def __init__(self, repo: str, path: str, reason: str) -> None:
+        super().__init__(repo, path, reason)
+        self.repo = repo
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"cannot read {self.path!r} in repo {self.repo!r}: {self.reason}"

@@ -1,0 +1,258 @@
+"""The index catalogue: staged builds, atomic switch, provenance, space-guarded search.
+
+Pure logic over a VectorStore (cluster/vector_store.py); the index actor owns one catalogue.
+An index is named by its repo name and is an alias (Qdrant) / atomic pointer (Edge) to one
+build collection. A build writes into a new collection and becomes visible only at commit.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from pydantic import Field
+
+from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
+from cluster.space import EncoderIdentity, require_same_space
+from cluster.types import Chunk, Clock, Payload, PayloadFilter, ScoredHit, StoredPoint, Strict
+from cluster.vector_store import VectorStore
+
+INDEX_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+BUILD_SEPARATOR = "__b"
+KEYWORD_FIELDS = ("repo", "path", "path_prefixes", "language", "symbol", "kind", "content_hash", "space")
+_POINT_NAMESPACE = uuid.UUID("5a3e5ba0-0000-4c0d-9e00-5a3e5ba0c0de")
+
+
+class IndexRecord(Strict):
+    """What a committed index says about itself (stored with its collection)."""
+
+    name: str
+    build: str = Field(description="The collection holding this build.")
+    repo_root: str = Field(description="Absolute path the repository was indexed from.")
+    identity: EncoderIdentity = Field(description="The encoder space every row lives in.")
+    providers: list[str] = Field(default_factory=list, description="Providers that wrote rows.")
+    files: int = 0
+    chunks: int = 0
+    started_at: float
+    built_at: float | None = None
+
+
+class BuildProgress(Strict):
+    files_done: int = 0
+    files_total: int = 0
+    chunks_done: int = 0
+    chunks_total: int = 0
+    chunks_per_s: float = 0.0
+    eta_s: float | None = None
+
+
+class BuildState(Strict):
+    index: str
+    build: str
+    state: str = Field(description="'building', 'failed' or 'committed'.")
+    started_at: float
+    progress: BuildProgress = Field(default_factory=BuildProgress)
+    error: str | None = None
+
+
+def validate_index_name(name: str) -> str:
+    if not INDEX_NAME_PATTERN.match(name) or BUILD_SEPARATOR in name:
+        raise SamespaceError(
+            f"invalid index name {name!r}: use letters, digits, '_', '.', '-' (max 63, not containing "
+            f"{BUILD_SEPARATOR!r})"
+        )
+    return name
+
+
+def path_prefixes(path: str) -> list[str]:
+    """'src/a/b.py' → ['src', 'src/a', 'src/a/b.py']: lets a keyword match filter by folder."""
+    parts = path.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def point_id(repo: str, chunk: Chunk) -> str:
+    key = f"{repo}\0{chunk.path}\0{chunk.start_line}\0{chunk.end_line}\0{chunk.content_hash}"
+    return str(uuid.uuid5(_POINT_NAMESPACE, key))
+
+
+def point_payload(repo: str, chunk: Chunk, identity: EncoderIdentity, provider: str, build: str) -> Payload:
+    """Provenance of one row (SPEC §10): where it came from and which encoder wrote it."""
+    return {
+        "repo": repo,
+        "path": chunk.path,
+        "path_prefixes": path_prefixes(chunk.path),
+        "start_line": chunk.start_line,
+        "end_line": chunk.end_line,
+        "language": chunk.language,
+        "symbol": chunk.symbol,
+        "kind": chunk.kind,
+        "content_hash": chunk.content_hash,
+        "text": chunk.text,
+        "space": identity.space_id,
+        "encoder": identity.model_dump(),
+        "provider": provider,
+        "build": build,
+    }
+
+
+class IndexCatalog:
+    """Staged builds and guarded search over one VectorStore. Not thread-safe: one owner."""
+
+    def __init__(self, store: VectorStore, clock: Clock = time.time) -> None:
+        self._store = store
+        self._clock = clock
+        self._builds: dict[str, BuildState] = {}
+        self._records: dict[str, IndexRecord] = {}  # by build collection; records are immutable
+
+    # ---- builds ---------------------------------------------------------------------------
+    def begin_build(self, name: str, identity: EncoderIdentity, repo_root: str) -> str:
+        """Create a fresh build collection; drop leftovers of earlier killed or failed builds."""
+        validate_index_name(name)
+        self.cleanup_partial(name)
+        started = self._clock()
+        stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%d%H%M%S")
+        build = f"{name}{BUILD_SEPARATOR}{stamp}{uuid.uuid4().hex[:6]}"
+        self._store.create_collection(build, identity.width, KEYWORD_FIELDS)
+        record = IndexRecord(name=name, build=build, repo_root=repo_root, identity=identity, started_at=started)
+        self._store.put_metadata(build, {"state": "building", "record": record.model_dump(mode="json")})
+        self._builds[name] = BuildState(index=name, build=build, state="building", started_at=started)
+        return build
+
+    def write(self, build: str, points: Sequence[StoredPoint]) -> None:
+        self._require_active(build)
+        self._store.upsert(build, points)
+
+    def report_progress(self, build: str, progress: BuildProgress) -> None:
+        state = self._require_active(build)
+        self._builds[state.index] = state.model_copy(update={"progress": progress})
+
+    def commit_build(self, build: str, *, files: int, providers: Sequence[str]) -> IndexRecord:
+        """Make the build the index's serving collection in one atomic switch; drop the old one."""
+        state = self._require_active(build)
+        record = self._load_record(build).model_copy(
+            update={
+                "files": files,
+                "chunks": self._store.count(build),
+                "providers": sorted(set(providers)),
+                "built_at": self._clock(),
+            }
+        )
+        self._store.put_metadata(build, {"state": "committed", "record": record.model_dump(mode="json")})
+        self._store.flush()
+        previous = self._store.resolve_alias(state.index)
+        self._store.set_alias(state.index, build)
+        if previous and previous != build:
+            self._store.drop_collection(previous)
+            self._records.pop(previous, None)
+        self._records[build] = record
+        self._builds[state.index] = state.model_copy(update={"state": "committed"})
+        return record
+
+    def fail_build(self, build: str, error: str) -> None:
+        """Record a failed build and drop its partial collection; the old index keeps serving."""
+        state = self._builds.get(self._index_of(build))
+        self._store.drop_collection(build)
+        if state is not None and state.build == build:
+            self._builds[state.index] = state.model_copy(update={"state": "failed", "error": error})
+
+    def cleanup_partial(self, name: str) -> list[str]:
+        """Drop every build collection of `name` that is not the serving one."""
+        serving = self._store.resolve_alias(name)
+        dropped = []
+        for collection in self._store.list_collections():
+            if self._index_of(collection) == name and collection != serving:
+                self._store.drop_collection(collection)
+                dropped.append(collection)
+        return dropped
+
+    # ---- reads ----------------------------------------------------------------------------
+    def names(self) -> list[str]:
+        return sorted(self._store.aliases())
+
+    def record(self, name: str) -> IndexRecord:
+        build = self._store.resolve_alias(name)
+        if build is None:
+            raise IndexNotFound(name, self.names())
+        return self._load_record(build)
+
+    def builds(self) -> dict[str, BuildState]:
+        return dict(self._builds)
+
+    def search(
+        self,
+        name: str,
+        vector: Sequence[float],
+        query_identity: EncoderIdentity,
+        limit: int,
+        filter: PayloadFilter | None = None,
+    ) -> list[ScoredHit]:
+        """Search one index; refuse a query vector from another encoder space (SPEC §10)."""
+        record = self.record(name)
+        require_same_space(name, record.identity, query_identity)
+        return self._store.search(record.build, vector, limit, filter)
+
+    def search_all(
+        self,
+        vector: Sequence[float],
+        query_identity: EncoderIdentity,
+        limit: int,
+        filter: PayloadFilter | None = None,
+    ) -> tuple[list[ScoredHit], list[EncoderMismatch]]:
+        """Search every index in the query's space; indexes in another space are refused, listed."""
+        hits: list[ScoredHit] = []
+        refused: list[EncoderMismatch] = []
+        for name in self.names():
+            try:
+                hits.extend(self.search(name, vector, query_identity, limit, filter))
+            except EncoderMismatch as exc:
+                refused.append(exc)
+        hits.sort(key=lambda hit: hit.score, reverse=True)
+        return hits[:limit], refused
+
+    def has_path(self, name: str, path: str) -> bool:
+        """True when the serving build holds rows of that file (read_code serves indexed files only)."""
+        build = self.record(name).build
+        return self._store.count(build, PayloadFilter(equals={"path": path})) > 0
+
+    def collections(self) -> list[str]:
+        return self._store.list_collections()
+
+    def scroll(self, name: str, filter: PayloadFilter, limit: int) -> list[ScoredHit]:
+        build = self.record(name).build
+        rows: list[ScoredHit] = []
+        offset: str | None = None
+        while len(rows) < limit:
+            page, offset = self._store.scroll(build, filter, min(256, limit - len(rows)), offset)
+            rows.extend(page)
+            if offset is None:
+                break
+        return rows
+
+    # ---- internals ------------------------------------------------------------------------
+    @staticmethod
+    def _index_of(collection: str) -> str:
+        return collection.split(BUILD_SEPARATOR, 1)[0] if BUILD_SEPARATOR in collection else ""
+
+    def _require_active(self, build: str) -> BuildState:
+        state = self._builds.get(self._index_of(build))
+        if state is None or state.build != build or state.state != "building":
+            raise StoreError("write", f"build {build!r} is not in progress (superseded, failed or committed)")
+        return state
+
+    def _load_record(self, build: str) -> IndexRecord:
+        cached = self._records.get(build)
+        if cached is not None:
+            return cached
+        try:
+            meta = self._store.get_metadata(build)
+        except CollectionNotFound:
+            meta = None
+        if not meta or "record" not in meta:
+            raise StoreError("read", f"collection {build!r} carries no index record")
+        record = IndexRecord.model_validate(meta["record"])
+        if meta.get("state") == "committed":
+            self._records[build] = record
+        return record

@@ -1,0 +1,126 @@
+"""One settings model for the whole cluster (env prefix SAMESPACE_, optional YAML file).
+
+Read once at an entry point (job, Serve app builder, CLI) and passed down; actors receive
+the parsed model, never the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+CONFIG_FILE_ENV = "SAMESPACE_CONFIG_FILE"
+DEFAULT_DATA_DIR = Path("~/.samespace/data").expanduser()
+DEFAULT_WIDTH = 384  # all-MiniLM-L6-v2; production example: 2560 (Qwen3-Embedding-4B)
+DEFAULT_NAMESPACE = "samespace"
+DEFAULT_MCP_PORT = 8000
+DEFAULT_WINDOW_LINES = 40  # SPEC §10: peer value
+DEFAULT_OVERLAP_LINES = 10  # SPEC §10: peer value
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RaySettings(_Section):
+    address: str = Field(default="auto", description="Ray address to connect to ('auto', 'local', ray://...).")
+    namespace: str = Field(default=DEFAULT_NAMESPACE, description="Ray namespace of every named actor.")
+
+
+class EmbeddingSettings(_Section):
+    model: str | None = Field(
+        default=None,
+        description="sentence-transformers model path or name; None = the packaged all-MiniLM-L6-v2, offline.",
+    )
+    width: int = Field(default=DEFAULT_WIDTH, ge=1, le=65536, description="Width of the index's vectors.")
+    batch_size: int = Field(default=32, ge=1, le=4096, description="Texts per encode() call.")
+    max_seq_length: int | None = Field(default=None, ge=8, description="Token cap; None = the model's own.")
+    device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="auto = cuda if the actor has a GPU.")
+    cpu_threads: int | None = Field(default=None, ge=1, description="torch threads on CPU; None = the node's cores.")
+    gpus_per_actor: float = Field(default=1.0, gt=0, le=8, description="GPU share of one GPU embedder actor.")
+
+
+class StoreSettings(_Section):
+    kind: Literal["embedded", "server"] = Field(
+        default="embedded", description="embedded = Qdrant Edge in the index actor; server = a Qdrant URL."
+    )
+    data_dir: Path = Field(default=DEFAULT_DATA_DIR, description="Folder of the embedded store (absolute).")
+    url: str | None = Field(default=None, description="Qdrant server URL (kind=server).")
+
+    @model_validator(mode="after")
+    def _server_needs_url(self) -> StoreSettings:
+        if self.kind == "server" and not self.url:
+            raise ValueError("store.url is required when store.kind is 'server'")
+        if not self.data_dir.is_absolute():
+            object.__setattr__(self, "data_dir", self.data_dir.expanduser().resolve())
+        return self
+
+
+class ChunkingSettings(_Section):
+    window_lines: int = Field(default=DEFAULT_WINDOW_LINES, ge=2, le=10_000, description="Longest span before windowing (peer: 40).")
+    overlap_lines: int = Field(default=DEFAULT_OVERLAP_LINES, ge=0, description="Overlap of consecutive windows (peer: 10).")
+    max_file_bytes: int = Field(default=1_000_000, ge=1, description="Files larger than this are skipped.")
+
+    @model_validator(mode="after")
+    def _overlap_below_window(self) -> ChunkingSettings:
+        if self.overlap_lines >= self.window_lines:
+            raise ValueError("chunking.overlap_lines must be smaller than chunking.window_lines")
+        return self
+
+
+class ServeSettings(_Section):
+    host: str = Field(default="127.0.0.1", description="Serve HTTP host (loopback by default).")
+    port: int = Field(default=DEFAULT_MCP_PORT, ge=1, le=65535, description="Serve HTTP port.")
+    mcp_replicas: int = Field(default=1, ge=1, le=64, description="Replicas of the stateless MCP deployment.")
+    read_max_lines: int = Field(default=400, ge=1, le=10_000, description="Most lines one read_code call returns.")
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Extra Host headers the MCP endpoint accepts (DNS-rebinding guard)."
+    )
+
+
+class SamespaceSettings(BaseSettings):
+    """Everything configurable. Precedence: init args > SAMESPACE_* env > YAML file > defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SAMESPACE_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    ray: RaySettings = Field(default_factory=RaySettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(CONFIG_FILE_ENV)
+        if config_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=Path(config_file)))
+        return tuple(sources)
+
+
+def load_settings(**overrides: Any) -> SamespaceSettings:
+    """The one place settings are read (env + optional YAML named by SAMESPACE_CONFIG_FILE)."""
+    config_file = os.environ.get(CONFIG_FILE_ENV)
+    if config_file and not Path(config_file).is_file():
+        from cluster.errors import ConfigError
+
+        raise ConfigError(CONFIG_FILE_ENV, f"file {config_file!r} does not exist")
+    return SamespaceSettings(**overrides)

@@ -1,0 +1,58 @@
+"""Shared value types and aliases: chunks, stored points, filters, hits."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Clock = Callable[[], float]
+Payload = dict[str, Any]
+
+
+class Strict(BaseModel):
+    """Base for every boundary model: unknown fields are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Chunk(Strict):
+    """One span of a source file, cut at a syntax boundary or a line window."""
+
+    path: str = Field(description="Repository-relative POSIX path.")
+    start_line: int = Field(ge=1, description="First line, 1-based, inclusive.")
+    end_line: int = Field(ge=1, description="Last line, 1-based, inclusive.")
+    language: str = Field(description="Language name, e.g. 'python', 'go', 'markdown', 'text'.")
+    symbol: str | None = Field(default=None, description="Function/class/section name, if any.")
+    kind: str = Field(description="'function', 'method', 'class', 'section', 'window', ...")
+    text: str = Field(description="The exact source text of the span.")
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.text)
+
+
+class StoredPoint(Strict):
+    """What the store persists: an id (UUID string), a vector and its payload."""
+
+    id: str
+    vector: list[float]
+    payload: Payload
+
+
+class PayloadFilter(Strict):
+    """Exact keyword matches, all of which must hold. On a list field any element may match."""
+
+    equals: dict[str, str] = Field(default_factory=dict)
+
+
+class ScoredHit(Strict):
+    id: str
+    score: float
+    payload: Payload

@@ -1,0 +1,1 @@
+"""Ray jobs, started with `ray job submit -- python -m jobs.<name>`."""

@@ -1,0 +1,133 @@
+"""Shared fixtures: one local Ray (with dashboard, for real job submission) and one Serve.
+
+Everything talks to 127.0.0.1 only; every process started here is stopped here.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _key, _value in {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "TOKENIZERS_PARALLELISM": "false",
+}.items():
+    os.environ.setdefault(_key, _value)
+
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def polyglot_repo(tmp_path: Path) -> Path:
+    """A copy of the multi-language fixture repo plus a file its .gitignore excludes."""
+    repo = tmp_path / "polyglot"
+    shutil.copytree(FIXTURES / "polyglot", repo)
+    (repo / "ignored_secret.py").write_text('API_TOKEN = "must never be indexed"\n')
+    return repo
+
+
+@dataclass
+class RayCluster:
+    settings: object  # cluster.settings.SamespaceSettings
+    dashboard_url: str
+    env: dict[str, str]
+    data_dir: Path
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+    import ray
+
+    from cluster.settings import SamespaceSettings
+
+    data_dir = tmp_path_factory.mktemp("samespace-data")
+    dashboard_port = free_port()
+    env = {
+        "SAMESPACE_STORE__DATA_DIR": str(data_dir),
+        "SAMESPACE_RAY__NAMESPACE": "samespace-test",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    os.environ.update(env)
+    context = ray.init(
+        address="local",
+        num_cpus=2,
+        namespace="samespace-test",
+        include_dashboard=True,
+        dashboard_host="127.0.0.1",
+        dashboard_port=dashboard_port,
+        log_to_driver=False,
+        runtime_env={"env_vars": env},
+    )
+    settings = SamespaceSettings(store={"data_dir": data_dir}, ray={"namespace": "samespace-test"})
+    dashboard_url = f"http://{context.dashboard_url}"
+    _wait_for_job_api(dashboard_url)
+    try:
+        yield RayCluster(settings=settings, dashboard_url=dashboard_url, env=env, data_dir=data_dir)
+    finally:
+        try:
+            from ray import serve
+
+            serve.shutdown()
+        finally:
+            ray.shutdown()
+
+
+def _wait_for_job_api(dashboard_url: str, timeout_s: float = 60.0) -> None:
+    from ray.job_submission import JobSubmissionClient
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            JobSubmissionClient(dashboard_url).list_jobs()
+            return
+        except Exception:  # the dashboard agent starts a few seconds after ray.init returns
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+@dataclass
+class McpServer:
+    url: str
+    port: int
+
+
+@pytest.fixture(scope="session")
+def mcp_server(ray_cluster: RayCluster) -> Iterator[McpServer]:
+    from ray import serve
+
+    from serve_apps.mcp_app import McpIngress
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    app = McpIngress.options(num_replicas=2).bind(ray_cluster.settings)
+    serve.run(app, name="mcp", route_prefix="/")
+    try:
+        yield McpServer(url=f"http://127.0.0.1:{port}/mcp/", port=port)
+    finally:
+        serve.delete("mcp")
+
+
+def reindex_entrypoint(repo: Path, name: str) -> str:
+    return f"{sys.executable} -m jobs.reindex --repo {repo} --name {name}"

@@ -1,0 +1,126 @@
+"""Staged builds, atomic switch, cleanup of partial builds, and the query-time space guard."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cluster.errors import EncoderMismatch, IndexNotFound, SamespaceError, StoreError
+from cluster.index import IndexCatalog, point_id, point_payload
+from cluster.space import EncoderIdentity
+from cluster.types import Chunk, PayloadFilter, StoredPoint
+from cluster.vector_store import open_vector_store
+
+WIDTH = 8
+IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=WIDTH, max_seq_length=256)
+
+
+def make_catalog(path: Path) -> IndexCatalog:
+    return IndexCatalog(open_vector_store("embedded", data_dir=path, url=None), clock=lambda: 1_700_000_000.0)
+
+
+def points(repo: str, build: str, n: int, marker: str) -> list[StoredPoint]:
+    rng = np.random.default_rng(len(marker) + n)
+    out = []
+    for i in range(n):
+        chunk = Chunk(path=f"src/f{i}.py", start_line=1, end_line=3, language="python", kind="function",
+                      symbol=f"{marker}_{i}", text=f"def {marker}_{i}(): pass")
+        vector = rng.normal(size=WIDTH)
+        out.append(StoredPoint(id=point_id(repo, chunk), vector=(vector / np.linalg.norm(vector)).tolist(),
+                               payload=point_payload(repo, chunk, IDENTITY, "p0", build)))
+    return out
+
+
+def build_index(catalog: IndexCatalog, name: str, marker: str, n: int = 5) -> str:
+    build = catalog.begin_build(name, IDENTITY, "/repo")
+    catalog.write(build, points(name, build, n, marker))
+    catalog.commit_build(build, files=n, providers=["p0"])
+    return build
+
+
+def test_an_uncommitted_build_is_invisible_and_the_old_one_keeps_serving(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    old = build_index(catalog, "repo", "old")
+    new = catalog.begin_build("repo", IDENTITY, "/repo")
+    catalog.write(new, points("repo", new, 5, "new"))
+    hits = catalog.search("repo", [1.0] + [0.0] * (WIDTH - 1), IDENTITY, 10)
+    assert {h.payload["build"] for h in hits} == {old}
+    catalog.commit_build(new, files=5, providers=["p0"])
+    hits = catalog.search("repo", [1.0] + [0.0] * (WIDTH - 1), IDENTITY, 10)
+    assert {h.payload["build"] for h in hits} == {new}
+    assert old not in catalog.collections()  # the superseded build is dropped at commit
+
+
+def test_a_killed_build_is_cleaned_up_by_the_next_run_even_after_a_restart(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    serving = build_index(catalog, "repo", "v1")
+    killed = catalog.begin_build("repo", IDENTITY, "/repo")
+    catalog.write(killed, points("repo", killed, 3, "partial"))
+    catalog._store.close()  # the owner dies without committing
+
+    restarted = make_catalog(tmp_path)
+    assert restarted.record("repo").build == serving
+    assert killed in restarted.collections()
+    fresh = restarted.begin_build("repo", IDENTITY, "/repo")
+    assert killed not in restarted.collections()
+    assert set(restarted.collections()) == {serving, fresh}
+
+
+def test_a_failed_build_is_dropped_and_recorded(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    serving = build_index(catalog, "repo", "v1")
+    failing = catalog.begin_build("repo", IDENTITY, "/repo")
+    catalog.fail_build(failing, "RuntimeError: boom")
+    assert catalog.collections() == [serving]
+    assert catalog.builds()["repo"].state == "failed" and catalog.builds()["repo"].error == "RuntimeError: boom"
+    with pytest.raises(StoreError):
+        catalog.write(failing, [])
+
+
+def test_a_query_from_another_encoder_space_is_refused(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    build_index(catalog, "repo", "v1")
+    other = IDENTITY.model_copy(update={"max_seq_length": 128})
+    with pytest.raises(EncoderMismatch) as caught:
+        catalog.search("repo", [1.0] * WIDTH, other, 3)
+    assert caught.value.index_space == IDENTITY.space_id and caught.value.query_space == other.space_id
+    assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)
+    hits, refused = catalog.search_all([1.0] * WIDTH, other, 3)
+    assert hits == [] and [r.index for r in refused] == ["repo"]
+
+
+def test_unknown_index_names_the_ones_that_exist(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    build_index(catalog, "alpha", "a")
+    build_index(catalog, "beta", "b")
+    with pytest.raises(IndexNotFound, match="unknown repo 'gamma'; indexed repos: alpha, beta"):
+        catalog.search("gamma", [1.0] * WIDTH, IDENTITY, 3)
+
+
+def test_search_all_merges_indexes_best_first_and_filters_apply(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    build_index(catalog, "alpha", "a", n=4)
+    build_index(catalog, "beta", "b", n=4)
+    hits, refused = catalog.search_all([1.0] * WIDTH, IDENTITY, 8)
+    assert refused == [] and len(hits) == 8 and {h.payload["repo"] for h in hits} == {"alpha", "beta"}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    only = catalog.search("alpha", [1.0] * WIDTH, IDENTITY, 8, PayloadFilter(equals={"path": "src/f1.py"}))
+    assert [h.payload["symbol"] for h in only] == ["a_1"]
+    assert catalog.has_path("alpha", "src/f1.py") and not catalog.has_path("alpha", "src/nope.py")
+
+
+def test_index_names_that_could_collide_with_build_names_are_refused(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    for bad in ["", "a__bxyz", "../x", "a b", "-x"]:
+        with pytest.raises(SamespaceError):
+            catalog.begin_build(bad, IDENTITY, "/repo")
+
+
+def test_point_ids_are_stable_and_depend_on_content(tmp_path: Path) -> None:
+    chunk = Chunk(path="a.py", start_line=1, end_line=2, language="python", kind="function", text="x")
+    assert point_id("r", chunk) == point_id("r", chunk)
+    assert point_id("r", chunk) != point_id("r", chunk.model_copy(update={"text": "y"}))
+    assert point_id("r", chunk) != point_id("s", chunk)

@@ -1,0 +1,308 @@
+"""One contract, two engines: every VectorStore behaves the same on Qdrant Edge and qdrant-client."""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cluster.errors import CollectionNotFound, ConfigError, StoreError, WidthMismatch
+from cluster.types import PayloadFilter, StoredPoint
+from cluster.vector_store import VectorStore, open_vector_store
+
+WIDTH = 16
+POINT_COUNT = 200
+TOP_K = 10
+KEYWORDS = ("path", "language", "path_prefixes")
+
+Opener = Callable[[], VectorStore]
+
+
+def _opener(engine: str, tmp_path: Path) -> Opener:
+    if engine == "embedded":
+        return lambda: open_vector_store("embedded", data_dir=tmp_path / "edge", url=None)
+    if engine == "memory":
+        return lambda: open_vector_store("server", data_dir=None, url=":memory:")
+    return lambda: open_vector_store("server", data_dir=None, url=f"path:{tmp_path / 'local'}")
+
+
+@pytest.fixture(params=["embedded", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    opened = _opener(request.param, tmp_path)()
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(params=["embedded", "path"])
+def reopenable(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    return _opener(request.param, tmp_path)
+
+
+def _vectors(count: int, seed: int = 7) -> np.ndarray:
+    raw = np.random.default_rng(seed).normal(size=(count, WIDTH))
+    return raw / np.linalg.norm(raw, axis=1, keepdims=True)
+
+
+def _points(vectors: np.ndarray) -> list[StoredPoint]:
+    points = []
+    for i, vector in enumerate(vectors):
+        prefixes = ["src", "src/a"] if i % 2 == 0 else ["lib"]
+        payload = {"path": f"src/f{i % 5}.py", "language": "python" if i % 3 else "go", "path_prefixes": prefixes}
+        points.append(StoredPoint(id=str(uuid.uuid4()), vector=vector.tolist(), payload=payload))
+    return points
+
+
+def _filled(store: VectorStore, name: str = "chunks", count: int = POINT_COUNT) -> list[StoredPoint]:
+    store.create_collection(name, WIDTH, KEYWORDS)
+    points = _points(_vectors(count))
+    store.upsert(name, points)
+    return points
+
+
+def _unit(seed: int) -> list[float]:
+    return _vectors(1, seed)[0].tolist()
+
+
+def test_created_collections_are_listed_sorted_and_dropping_removes_them(store: VectorStore) -> None:
+    store.create_collection("b-coll", WIDTH, KEYWORDS)
+    store.create_collection("a.coll_2", 8, [])
+    assert store.list_collections() == ["a.coll_2", "b-coll"]
+    assert store.collection_width("a.coll_2") == 8
+    with pytest.raises(StoreError):
+        store.create_collection("b-coll", WIDTH, KEYWORDS)
+    store.drop_collection("b-coll")
+    store.drop_collection("b-coll")
+    store.drop_collection("never-existed")
+    assert store.list_collections() == ["a.coll_2"]
+
+
+@pytest.mark.parametrize("bad_name", ["", "..", "../escape", "a/b", ".hidden", "sp ace"])
+def test_a_collection_name_with_path_tricks_is_refused(store: VectorStore, bad_name: str) -> None:
+    with pytest.raises(StoreError):
+        store.create_collection(bad_name, WIDTH, [])
+
+
+def test_search_ranks_like_numpy_cosine_top_k(store: VectorStore) -> None:
+    points = _filled(store)
+    matrix = np.array([p.vector for p in points])
+    query = np.array(_unit(99)) * 3.0  # an unnormalised query: cosine must not care
+    expected = np.argsort(-(matrix @ (query / np.linalg.norm(query))))[:TOP_K]
+
+    hits = store.search("chunks", query.tolist(), TOP_K)
+
+    assert [h.id for h in hits] == [points[i].id for i in expected]
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    want = matrix[expected] @ (query / np.linalg.norm(query))
+    assert np.allclose(scores, want, atol=1e-4)
+    assert hits[0].payload == points[expected[0]].payload
+
+
+def test_a_keyword_filter_keeps_only_points_matching_every_field(store: VectorStore) -> None:
+    _filled(store)
+    wanted = PayloadFilter(equals={"path": "src/f1.py", "language": "go"})
+    hits = store.search("chunks", _unit(1), POINT_COUNT, wanted)
+    assert hits
+    assert all(h.payload["path"] == "src/f1.py" and h.payload["language"] == "go" for h in hits)
+    assert len(hits) == store.count("chunks", wanted)
+
+
+def test_a_list_field_matches_when_any_element_equals(store: VectorStore) -> None:
+    _filled(store)
+    hits = store.search("chunks", _unit(2), POINT_COUNT, PayloadFilter(equals={"path_prefixes": "src/a"}))
+    assert len(hits) == POINT_COUNT // 2
+    assert all("src/a" in h.payload["path_prefixes"] for h in hits)
+    assert store.search("chunks", _unit(2), 5, PayloadFilter(equals={"path_prefixes": "nowhere"})) == []
+
+
+def test_count_honours_the_filter(store: VectorStore) -> None:
+    _filled(store)
+    assert store.count("chunks") == POINT_COUNT
+    assert store.count("chunks", PayloadFilter(equals={"path": "src/f0.py"})) == POINT_COUNT // 5
+    assert store.count("chunks", PayloadFilter()) == POINT_COUNT
+
+
+def test_scroll_pages_through_every_matching_point_exactly_once(store: VectorStore) -> None:
+    points = _filled(store)
+    seen: list[str] = []
+    offset: str | None = None
+    for _ in range(POINT_COUNT):
+        page, offset = store.scroll("chunks", None, 33, offset)
+        assert all(h.score == 0.0 and isinstance(h.id, str) for h in page)
+        seen.extend(h.id for h in page)
+        if offset is None:
+            break
+    assert sorted(seen) == sorted(p.id for p in points)
+
+    only_f2 = PayloadFilter(equals={"path": "src/f2.py"})
+    page, offset = store.scroll("chunks", only_f2, POINT_COUNT, None)
+    assert offset is None
+    assert {h.id for h in page} == {p.id for p in points if p.payload["path"] == "src/f2.py"}
+
+
+def test_upserting_an_id_again_replaces_the_point(store: VectorStore) -> None:
+    points = _filled(store, count=3)
+    moved = StoredPoint(id=points[0].id.upper(), vector=_unit(5), payload={"path": "moved.py"})
+    store.upsert("chunks", [moved])
+    assert store.count("chunks") == 3
+    assert store.search("chunks", _unit(5), 1)[0].id == points[0].id
+    assert store.search("chunks", _unit(5), 1)[0].payload == {"path": "moved.py"}
+
+
+def test_a_wrong_width_vector_raises_width_mismatch_and_writes_nothing(store: VectorStore) -> None:
+    store.create_collection("chunks", WIDTH, KEYWORDS)
+    batch = _points(_vectors(4))
+    batch[2] = StoredPoint(id=str(uuid.uuid4()), vector=[1.0] * (WIDTH + 1), payload={})
+    with pytest.raises(WidthMismatch) as raised:
+        store.upsert("chunks", batch)
+    assert (raised.value.expected, raised.value.got) == (WIDTH, WIDTH + 1)
+    assert store.count("chunks") == 0
+
+    store.upsert("chunks", batch[:2])
+    with pytest.raises(WidthMismatch):
+        store.search("chunks", [1.0] * (WIDTH - 1), 3)
+
+
+def test_a_non_uuid_point_id_is_refused(store: VectorStore) -> None:
+    store.create_collection("chunks", WIDTH, [])
+    with pytest.raises(StoreError):
+        store.upsert("chunks", [StoredPoint(id="not-a-uuid", vector=_unit(1), payload={})])
+
+
+def test_set_alias_switches_searches_to_the_new_collection_and_keeps_the_old_queryable(store: VectorStore) -> None:
+    old = _filled(store, "repo-v1", count=5)
+    new = _filled(store, "repo-v2", count=7)
+
+    store.set_alias("repo", "repo-v1")
+    assert {h.id for h in store.search("repo", _unit(3), 50)} == {p.id for p in old}
+    store.set_alias("repo", "repo-v2")
+    assert {h.id for h in store.search("repo", _unit(3), 50)} == {p.id for p in new}
+    assert store.count("repo") == 7
+    assert {h.id for h in store.search("repo-v1", _unit(3), 50)} == {p.id for p in old}
+
+    assert store.resolve_alias("repo") == "repo-v2"
+    assert store.aliases() == {"repo": "repo-v2"}
+    assert store.collection_width("repo") == WIDTH
+    assert store.list_collections() == ["repo-v1", "repo-v2"]
+    store.delete_alias("repo")
+    store.delete_alias("repo")
+    assert store.resolve_alias("repo") is None
+    with pytest.raises(CollectionNotFound):
+        store.search("repo", _unit(3), 5)
+
+
+def test_an_alias_needs_an_existing_target_and_cannot_shadow_a_collection(store: VectorStore) -> None:
+    store.create_collection("real", WIDTH, [])
+    with pytest.raises(CollectionNotFound):
+        store.set_alias("name", "missing")
+    with pytest.raises(StoreError):
+        store.set_alias("real", "real")
+    store.set_alias("name", "real")
+    with pytest.raises(StoreError):
+        store.create_collection("name", WIDTH, [])
+
+
+def test_dropping_a_collection_drops_the_aliases_pointing_at_it(store: VectorStore) -> None:
+    store.create_collection("one", WIDTH, [])
+    store.create_collection("two", WIDTH, [])
+    store.set_alias("to-one", "one")
+    store.set_alias("to-two", "two")
+    store.drop_collection("one")
+    assert store.aliases() == {"to-two": "two"}
+
+
+def test_metadata_round_trips_is_replaced_whole_and_is_dropped_with_its_collection(store: VectorStore) -> None:
+    store.create_collection("chunks", WIDTH, [])
+    assert store.get_metadata("chunks") is None
+    meta = {"encoder": "minilm", "space": "abc123", "files": 3, "nested": {"k": [1, 2]}}
+    store.put_metadata("chunks", meta)
+    assert store.get_metadata("chunks") == meta
+    store.put_metadata("chunks", {"encoder": "other"})
+    assert store.get_metadata("chunks") == {"encoder": "other"}
+
+    store.drop_collection("chunks")
+    store.create_collection("chunks", WIDTH, [])
+    assert store.get_metadata("chunks") is None
+
+
+def test_an_unknown_collection_or_alias_raises_collection_not_found(store: VectorStore) -> None:
+    calls: list[Callable[[], object]] = [
+        lambda: store.search("ghost", _unit(1), 3),
+        lambda: store.count("ghost"),
+        lambda: store.scroll("ghost", None, 10, None),
+        lambda: store.upsert("ghost", _points(_vectors(1))),
+        lambda: store.collection_width("ghost"),
+        lambda: store.get_metadata("ghost"),
+        lambda: store.put_metadata("ghost", {}),
+    ]
+    for call in calls:
+        with pytest.raises(CollectionNotFound, match="ghost"):
+            call()
+
+
+def test_data_persists_across_close_and_reopen(reopenable: Opener) -> None:
+    first = reopenable()
+    points = _filled(first, "repo-v1", count=20)
+    first.set_alias("repo", "repo-v1")
+    first.put_metadata("repo-v1", {"encoder": "minilm"})
+    first.flush()
+    first.close()
+
+    second = reopenable()
+    try:
+        assert second.list_collections() == ["repo-v1"]
+        assert second.aliases() == {"repo": "repo-v1"}
+        assert second.get_metadata("repo-v1") == {"encoder": "minilm"}
+        assert second.collection_width("repo") == WIDTH
+        assert second.count("repo", PayloadFilter(equals={"path_prefixes": "lib"})) == 10
+        assert second.search("repo", points[4].vector, 1)[0].id == points[4].id
+    finally:
+        second.close()
+
+
+def test_errors_raised_by_a_store_pickle_with_type_and_message(store: VectorStore) -> None:
+    store.create_collection("chunks", WIDTH, [])
+    attempts: list[Callable[[], object]] = [
+        lambda: store.search("ghost", _unit(1), 3),
+        lambda: store.upsert("chunks", [StoredPoint(id=str(uuid.uuid4()), vector=[1.0], payload={})]),
+        lambda: store.create_collection("chunks", WIDTH, []),
+    ]
+    for attempt in attempts:
+        with pytest.raises((StoreError, WidthMismatch)) as raised:
+            attempt()
+        copy = pickle.loads(pickle.dumps(raised.value))
+        assert type(copy) is type(raised.value)
+        assert str(copy) == str(raised.value)
+
+
+def test_a_torn_embedded_create_is_treated_as_absent_and_cleaned(tmp_path: Path) -> None:
+    torn = tmp_path / "edge" / "collections" / "torn" / "shard"
+    torn.mkdir(parents=True)
+    store = open_vector_store("embedded", data_dir=tmp_path / "edge", url=None)
+    try:
+        assert store.list_collections() == []
+        with pytest.raises(CollectionNotFound):
+            store.count("torn")
+        store.create_collection("torn", WIDTH, [])
+        assert store.count("torn") == 0
+        store.drop_collection("torn")
+        assert not (tmp_path / "edge" / "collections" / "torn").exists()
+    finally:
+        store.close()
+
+
+def test_open_vector_store_refuses_an_unknown_kind_or_a_missing_location(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        open_vector_store("cloud", data_dir=tmp_path, url=None)
+    with pytest.raises(ConfigError):
+        open_vector_store("embedded", data_dir=None, url=None)
+    with pytest.raises(ConfigError):
+        open_vector_store("server", data_dir=None, url=None)
+
+
+def test_both_engines_satisfy_the_protocol(store: VectorStore) -> None:
+    assert isinstance(store, VectorStore)
