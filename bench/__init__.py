@@ -1,0 +1,1 @@
+"""Benchmarks: ratios against a baseline measured in the same run (`make bench`)."""

@@ -1,0 +1,166 @@
+"""Reindex throughput vs raw encode(), and MCP search latency vs raw encode+search, same run.
+
+    make bench            # or: python -m bench.run [--repo PATH] [--queries 40]
+
+1. raw: the same model's encode() on the same chunk texts, in this process (all cores).
+2. job: jobs.reindex.run_reindex on a local Ray (walk + chunk + Ray + store + commit), with
+   the embedder actor already started (a serving cluster has it up).
+3. MCP: search_code over streamable HTTP on Serve (the SDK client, one session) vs raw
+   encode([q]) + EdgeStore.search on the same vectors in this process.
+Results: printed, and written to bench/results/latest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+for _key, _value in {
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "TOKENIZERS_PARALLELISM": "false",
+}.items():
+    os.environ.setdefault(_key, _value)
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+QUERIES = [
+    "reindex a repository into a new collection and switch the alias",
+    "refuse a query vector from another encoder space",
+    "walk a repository honouring gitignore files",
+    "split long functions into overlapping line windows",
+    "atomic write of a json file with fsync and rename",
+    "MCP tool that reads exact source lines",
+    "progress line with chunks per second and ETA",
+    "load the sentence transformers model offline",
+]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def latency_summary(samples_s: list[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in samples_s]
+    return {"p50_ms": round(percentile(ms, 50), 2), "p95_ms": round(percentile(ms, 95), 2),
+            "mean_ms": round(statistics.fmean(ms), 2), "n": len(ms)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run")
+    parser.add_argument("--repo", type=Path, default=ROOT, help="repository to index (default: this one)")
+    parser.add_argument("--queries", type=int, default=40, help="search calls per side")
+    args = parser.parse_args(argv)
+
+    from cluster.encoder import LocalEncoder
+    from cluster.index import point_id
+    from cluster.settings import SamespaceSettings
+    from cluster.space import embedding_text
+    from cluster.types import StoredPoint
+    from cluster.vector_store import open_vector_store
+    from jobs.reindex import collect_chunks
+
+    work = Path(tempfile.mkdtemp(prefix="samespace-bench-"))
+    settings = SamespaceSettings(store={"data_dir": work / "data"}, ray={"address": "local", "namespace": "bench"})
+    chunks, _, files = collect_chunks(args.repo.resolve(), settings)
+    texts = [embedding_text(c) for c in chunks]
+    print(f"corpus: {args.repo} — {files} files, {len(chunks)} chunks", flush=True)
+
+    # 1. raw encode, in process
+    encoder = LocalEncoder(settings.embedding)
+    encoder.encode(texts[:8])  # warm-up
+    t0 = time.perf_counter()
+    vectors = encoder.encode(texts)
+    raw_s = time.perf_counter() - t0
+    raw_rate = len(texts) / raw_s
+    print(f"raw encode(): {raw_rate:.1f} chunks/s ({raw_s:.1f}s)", flush=True)
+
+    raw_store = open_vector_store("embedded", data_dir=work / "raw", url=None)
+    raw_store.create_collection("raw", encoder.identity.width, ["path"])
+    raw_store.upsert("raw", [StoredPoint(id=point_id("bench", c), vector=v.tolist(), payload={"path": c.path})
+                            for c, v in zip(chunks, vectors, strict=True)])
+
+    import ray
+
+    ray.init(address="local", num_cpus=os.cpu_count() or 2, namespace="bench", log_to_driver=False,
+             include_dashboard=False, runtime_env={"env_vars": {"SAMESPACE_STORE__DATA_DIR": str(work / "data")}})
+    try:
+        from actors import ensure_embedders, get_index_actor
+        from jobs.reindex import run_reindex
+
+        ray.get([e.identity.remote() for e in ensure_embedders(settings)])  # actors up, model loaded
+        ray.get(get_index_actor(settings).names.remote())
+        t0 = time.perf_counter()
+        record = run_reindex(settings, args.repo, "bench", emit=lambda line: None)
+        job_s = time.perf_counter() - t0
+        job_rate = record.chunks / job_s
+        print(f"job (walk+chunk+Ray+store+commit): {job_rate:.1f} chunks/s ({job_s:.1f}s)", flush=True)
+
+        mcp = asyncio.run(_mcp_latency(settings, args.queries))
+        raw_lat = []
+        for i in range(args.queries):
+            t0 = time.perf_counter()
+            raw_store.search("raw", encoder.encode([QUERIES[i % len(QUERIES)]])[0].tolist(), 10)
+            raw_lat.append(time.perf_counter() - t0)
+    finally:
+        from ray import serve
+
+        serve.shutdown()
+        ray.shutdown()
+        raw_store.close()
+
+    raw_summary, mcp_summary = latency_summary(raw_lat), latency_summary(mcp)
+    results: dict[str, Any] = {
+        "corpus": {"repo": str(args.repo), "files": files, "chunks": len(chunks)},
+        "reindex": {"raw_chunks_per_s": round(raw_rate, 2), "job_chunks_per_s": round(job_rate, 2),
+                    "job_over_raw": round(job_rate / raw_rate, 3), "goal": ">= 0.9"},
+        "search": {"raw_encode_plus_store": raw_summary, "mcp_search_code": mcp_summary,
+                   "p50_ratio": round(mcp_summary["p50_ms"] / raw_summary["p50_ms"], 2),
+                   "p95_ratio": round(mcp_summary["p95_ms"] / raw_summary["p95_ms"], 2)},
+        "machine": {"cpus": os.cpu_count()},
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+async def _mcp_latency(settings: Any, n: int) -> list[float]:
+    import socket
+
+    from mcp import Client
+    from ray import serve
+
+    from serve_apps.mcp_app import McpIngress
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(McpIngress.bind(settings), name="mcp", route_prefix="/")
+    samples = []
+    async with Client(f"http://127.0.0.1:{port}/mcp/") as client:
+        await client.call_tool("search_code", {"query": "warm-up", "k": 10})
+        for i in range(n):
+            t0 = time.perf_counter()
+            result = await client.call_tool("search_code", {"query": QUERIES[i % len(QUERIES)], "k": 10})
+            samples.append(time.perf_counter() - t0)
+            if result.is_error:
+                raise RuntimeError(f"search_code failed: {result.content}")
+    return samples
+
+
+if __name__ == "__main__":
+    sys.exit(main())
