@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 REPO ?= $(CURDIR)
 NAME ?= $(notdir $(abspath $(REPO)))
 QUERY ?= reindex a repository into a new collection and switch the alias
-MCP_PORT := 8000  # keep in step with serve_config.yaml
+# keep in step with serve_config.yaml
+MCP_PORT := 8000
 DASHBOARD := http://127.0.0.1:8265
 MCP_URL := http://127.0.0.1:$(MCP_PORT)/mcp/
 STATE := $(CURDIR)/.samespace

@@ -31,8 +31,8 @@ class IndexActor:
         self._catalog = IndexCatalog(store)
 
     # writes (reindex job)
-    def begin_build(self, name: str, identity: EncoderIdentity, repo_root: str) -> str:
-        return self._catalog.begin_build(name, identity, repo_root)
+    def begin_build(self, name: str, identity: EncoderIdentity, repo_root: str, job_id: str | None) -> str:
+        return self._catalog.begin_build(name, identity, repo_root, job_id)
 
     def write(self, build: str, points: Sequence[StoredPoint]) -> int:
         self._catalog.write(build, points)

@@ -53,6 +53,7 @@ class BuildState(Strict):
     index: str
     build: str
     state: str = Field(description="'building', 'failed' or 'committed'.")
+    job_id: str | None = Field(default=None, description="Ray job that runs the build (see `ray list jobs`).")
     started_at: float
     progress: BuildProgress = Field(default_factory=BuildProgress)
     error: str | None = None
@@ -108,8 +109,14 @@ class IndexCatalog:
         self._records: dict[str, IndexRecord] = {}  # by build collection; records are immutable
 
     # ---- builds ---------------------------------------------------------------------------
-    def begin_build(self, name: str, identity: EncoderIdentity, repo_root: str) -> str:
-        """Create a fresh build collection; drop leftovers of earlier killed or failed builds."""
+    def begin_build(
+        self, name: str, identity: EncoderIdentity, repo_root: str, job_id: str | None = None
+    ) -> str:
+        """Create a fresh build collection; drop leftovers of earlier killed or failed builds.
+
+        Last writer wins: a build of the same name still running elsewhere loses its
+        collection here and fails on its next write ("not in progress").
+        """
         validate_index_name(name)
         self.cleanup_partial(name)
         started = self._clock()
@@ -118,7 +125,9 @@ class IndexCatalog:
         self._store.create_collection(build, identity.width, KEYWORD_FIELDS)
         record = IndexRecord(name=name, build=build, repo_root=repo_root, identity=identity, started_at=started)
         self._store.put_metadata(build, {"state": "building", "record": record.model_dump(mode="json")})
-        self._builds[name] = BuildState(index=name, build=build, state="building", started_at=started)
+        self._builds[name] = BuildState(
+            index=name, build=build, state="building", job_id=job_id, started_at=started
+        )
         return build
 
     def write(self, build: str, points: Sequence[StoredPoint]) -> None:

@@ -93,7 +93,8 @@ def run_reindex(
 
     chunks, owners, files_total = collect_chunks(repo, settings)
     emit(f"walked {files_total} files, {len(chunks)} chunks")
-    build: str = ray.get(index.begin_build.remote(name, identity, str(repo)))
+    job_id = ray.get_runtime_context().get_job_id()
+    build: str = ray.get(index.begin_build.remote(name, identity, str(repo), job_id))
     emit(f"building {build}")
     try:
         _embed_and_write(settings, index, embedders, lanes, identity, name, build, chunks, owners, files_total, emit, clock)

@@ -55,6 +55,7 @@ class BuildInfo(Strict):
     repo: str
     build: str
     state: str
+    job_id: str | None
     started_at: float
     files_done: int
     files_total: int
@@ -143,6 +144,7 @@ class CodeSearchService:
                 repo=state.index,
                 build=state.build,
                 state=state.state,
+                job_id=state.job_id,
                 started_at=state.started_at,
                 error=state.error,
                 **state.progress.model_dump(),
