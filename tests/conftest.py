@@ -5,19 +5,11 @@ Everything talks to 127.0.0.1 only; every process started here is stopped here.
 
 from __future__ import annotations
 
-import os
+from cluster.environment import set_local_env_defaults
 
-for _key, _value in {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_AUTH_MODE": "disabled",
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "TOKENIZERS_PARALLELISM": "false",
-}.items():
-    os.environ.setdefault(_key, _value)
+set_local_env_defaults()
 
+import os  # noqa: E402
 import shutil
 import socket
 import sys
