@@ -82,6 +82,10 @@ _EXTENSIONS: Mapping[str, str] = {
 }
 _FILENAMES: Mapping[str, str] = {"Dockerfile": "dockerfile", "Makefile": "make"}
 
+KNOWN_LANGUAGES: frozenset[str] = frozenset(
+    {*_EXTENSIONS.values(), *_FILENAMES.values(), FALLBACK_LANGUAGE}
+)
+
 _GRAMMARS: Mapping[str, Callable[[], object]] = {
     "python": tree_sitter_python.language,
     "go": tree_sitter_go.language,

@@ -8,6 +8,7 @@ SamespaceError
  ├── EncoderMismatch          a query vector from another encoder space (SPEC §10)
  ├── WidthMismatch            a vector of the wrong width
  ├── BuildConflict            another build of the same index is in progress
+ ├── UnknownLanguage          a language filter no chunker produces
  └── ReadRefused              read_code outside the indexed repository, or unknown file
 """
 
@@ -96,6 +97,16 @@ class BuildConflict(SamespaceError):
 
     def __str__(self) -> str:
         return f"index {self.index!r} is already being built by {self.build!r}"
+
+
+class UnknownLanguage(SamespaceError):
+    def __init__(self, language: str, known: Sequence[str]) -> None:
+        super().__init__(language, list(known))
+        self.language = language
+        self.known = list(known)
+
+    def __str__(self) -> str:
+        return f"language {self.language!r} is not known; use one of: {', '.join(self.known)}"
 
 
 class ReadRefused(SamespaceError):

@@ -36,9 +36,12 @@ class EncoderIdentity(Strict):
 
 
 def embedding_text(chunk: Chunk) -> str:
-    """The text embedded for a chunk (version CHUNK_TEXT_VERSION): where it is, what it is, the code."""
+    """The text embedded for a chunk (version CHUNK_TEXT_VERSION): what it is, which file, the code.
+
+    No line numbers: a span that only moved keeps its vector.
+    """
     symbol = f" {chunk.symbol}" if chunk.symbol else ""
-    return f"{chunk.language} {chunk.kind}{symbol} — {chunk.path}:{chunk.start_line}\n{chunk.text}"
+    return f"{chunk.language} {chunk.kind}{symbol} — {chunk.path}\n{chunk.text}"
 
 
 def require_same_space(index: str, index_identity: EncoderIdentity, query_identity: EncoderIdentity) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import Field
 
+from cluster.chunking import KNOWN_LANGUAGES
+from cluster.errors import UnknownLanguage
 from cluster.index import IndexRecord, path_prefixes
 from cluster.source import SourceLines
 from cluster.types import PayloadFilter, ScoredHit, Strict
@@ -93,6 +95,9 @@ def to_code_hit(hit: ScoredHit) -> CodeHit:
 
 
 def build_filter(path_prefix: str | None, language: str | None) -> PayloadFilter | None:
+    """Payload filter of a search; an unknown language is an error listing the known ones."""
+    if language is not None and language not in KNOWN_LANGUAGES:
+        raise UnknownLanguage(language, sorted(KNOWN_LANGUAGES))
     equals: dict[str, str] = {}
     if path_prefix:
         prefix = path_prefix.strip().strip("/")

@@ -18,6 +18,7 @@ from pydantic import Field
 from ray import serve
 from ray.serve import Application
 
+from cluster.chunking import KNOWN_LANGUAGES
 from cluster.errors import SamespaceError
 from cluster.settings import SamespaceSettings, load_settings
 from cluster.source import SourceLines
@@ -56,7 +57,7 @@ def build_mcp_server(service: CodeSearchService) -> Any:
             str | None, Field(description="Only files under this folder or this exact file, e.g. 'src/api'.")
         ] = None,
         language: Annotated[
-            str | None, Field(description="Only this language, e.g. 'python', 'go', 'typescript', 'markdown'.")
+            str | None, Field(description=f"Only this language, one of: {', '.join(sorted(KNOWN_LANGUAGES))}.")
         ] = None,
     ) -> SearchResult:
         """Semantic code search over the indexed repositories.

@@ -99,6 +99,8 @@ async def test_bad_arguments_get_an_error_naming_the_field(indexed: str, mcp_ser
     assert result.is_error and "k" in result_text(result)
     result = await call_tool(mcp_server.url, "search_code", {"query": ""})
     assert result.is_error and "query" in result_text(result)
+    result = await call_tool(mcp_server.url, "search_code", {"query": "x", "language": "klingon"})
+    assert result.is_error and "language 'klingon'" in result_text(result) and "python" in result_text(result)
     result = await call_tool(mcp_server.url, "search_code", {"query": "x", "repo": "nope"})
     assert result.is_error
     assert "unknown repo 'nope'" in result_text(result) and INDEX in result_text(result)
