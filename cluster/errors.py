@@ -9,6 +9,15 @@ SamespaceError
  ├── WidthMismatch            a vector of the wrong width
  ├── BuildConflict            another build of the same index is in progress
  ├── UnknownLanguage          a language filter no chunker produces
+ ├── UpstreamError            a cloud (OpenRouter) call failed; contained to its provider
+ │    ├── RateLimited         429 (and 402 in-flight budget): retry after `retry_after_s`
+ │    ├── PaymentRequired     402: credits or key limit exhausted
+ │    ├── AuthFailed          401/403: the key is missing, wrong or not allowed
+ │    ├── UpstreamUnavailable 5xx / 529: the upstream is down or overloaded
+ │    ├── UpstreamTimeout     no answer in time
+ │    ├── MalformedResponse   a body that does not parse into the expected shape
+ │    └── MissingPin          an embedding route without a pinned upstream (refused, never sent)
+ ├── NoProviderLeft           every provider of a role failed or none is eligible
  └── ReadRefused              read_code outside the indexed repository, or unknown file
 """
 
@@ -107,6 +116,61 @@ class UnknownLanguage(SamespaceError):
 
     def __str__(self) -> str:
         return f"language {self.language!r} is not known; use one of: {', '.join(self.known)}"
+
+
+class UpstreamError(SamespaceError):
+    """A cloud call failed. `provider` names who failed; messages never carry a key."""
+
+    def __init__(self, provider: str, detail: str, status: int | None = None) -> None:
+        super().__init__(provider, detail, status)
+        self.provider = provider
+        self.detail = detail
+        self.status = status
+
+    def __str__(self) -> str:
+        status = f" (HTTP {self.status})" if self.status is not None else ""
+        return f"{type(self).__name__} from {self.provider}{status}: {self.detail}"
+
+
+class RateLimited(UpstreamError):
+    def __init__(self, provider: str, detail: str, status: int | None = 429, retry_after_s: float | None = None) -> None:
+        super().__init__(provider, detail, status)
+        self.args = (provider, detail, status, retry_after_s)
+        self.retry_after_s = retry_after_s
+
+
+class PaymentRequired(UpstreamError):
+    pass
+
+
+class AuthFailed(UpstreamError):
+    pass
+
+
+class UpstreamUnavailable(UpstreamError):
+    pass
+
+
+class UpstreamTimeout(UpstreamError):
+    pass
+
+
+class MalformedResponse(UpstreamError):
+    pass
+
+
+class MissingPin(UpstreamError):
+    pass
+
+
+class NoProviderLeft(SamespaceError):
+    def __init__(self, role: str, reasons: Sequence[str]) -> None:
+        super().__init__(role, list(reasons))
+        self.role = role
+        self.reasons = list(reasons)
+
+    def __str__(self) -> str:
+        return f"no provider left for role {self.role!r}: " + ("; ".join(self.reasons) or "none eligible")
 
 
 class ReadRefused(SamespaceError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cluster.roles import Role
+
 INDEX_ACTOR_NAME = "samespace-index"
 EMBEDDER_PREFIX = "samespace-embedder"
 
@@ -11,3 +13,17 @@ def embedder_actor_name(node_id: str | None, slot: int, device: str) -> str:
     if device == "cpu" or node_id is None:
         return f"{EMBEDDER_PREFIX}-cpu{slot}"
     return f"{EMBEDDER_PREFIX}-{node_id[:8]}-{device}{slot}"
+
+
+def dispatcher_actor_name(role: Role) -> str:
+    return f"samespace-dispatch-{role.value}"
+
+
+def pc_name(host_name: str) -> str:
+    """The node's host name without a trailing `.local` (any case)."""
+    return host_name[: -len(".local")] if host_name.lower().endswith(".local") else host_name
+
+
+def virtual_container_name(host_name: str, role: Role) -> str:
+    """`<PCName>-OR-<Role>` (SPEC §4), e.g. 'BASWS35-OR-CodeEmbedding'."""
+    return f"{pc_name(host_name)}-OR-{role.label}"
