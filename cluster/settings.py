@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,6 +24,14 @@ DEFAULT_DATA_DIR = Path("~/.samespace/data").expanduser()
 DEFAULT_WIDTH = 384  # all-MiniLM-L6-v2; production example: 2560 (Qwen3-Embedding-4B)
 DEFAULT_NAMESPACE = "samespace"
 DEFAULT_MCP_PORT = 8000
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+DEFAULT_CLOUD_TIMEOUT_S = 60.0
+# Peer defaults for the single-call roles; embedding models are chosen per deployment (they are the index).
+DEFAULT_CLOUD_MODELS = {
+    Role.RERANKER: "qwen/qwen3-reranker-8b",
+    Role.CODE_ASSISTANT: "poolside/laguna-s-2.1",
+    Role.RLM: "deepseek/deepseek-v4-flash",
+}
 DEFAULT_WINDOW_LINES = 40  # SPEC §10: peer value
 DEFAULT_OVERLAP_LINES = 10  # SPEC §10: peer value
 
@@ -37,6 +46,8 @@ class RaySettings(_Section):
 
 
 class EmbeddingSettings(_Section):
+    """The local encoder: what every local embedder actor loads (and what defines the index space)."""
+
     model: str | None = Field(
         default=None,
         description="sentence-transformers model path or name; None = the packaged all-MiniLM-L6-v2, offline.",
@@ -47,6 +58,51 @@ class EmbeddingSettings(_Section):
     device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="auto = cuda if the actor has a GPU.")
     cpu_threads: int | None = Field(default=None, ge=1, description="torch threads on CPU; None = the node's cores.")
     gpus_per_actor: float = Field(default=1.0, gt=0, le=8, description="GPU share of one GPU embedder actor.")
+    accelerator_resource: str = Field(
+        default="GPU", min_length=1, description="Ray resource that marks an accelerator (one embedder per unit)."
+    )
+    cpu_embedder: Literal["auto", "always", "never"] = Field(
+        default="auto", description="auto = one CPU embedder only when the cluster has no accelerator."
+    )
+
+
+class RerankerSettings(_Section):
+    model: str | None = Field(
+        default=None, description="Local cross-encoder path or name; None = no local reranker (none ships offline)."
+    )
+    candidates: int = Field(default=30, ge=1, le=500, description="Fused top candidates re-scored per query.")
+
+
+class RoleRoute(_Section):
+    """Which OpenRouter model serves a role, and for embedding roles the pinned upstream (SPEC §6)."""
+
+    model: str = Field(min_length=1, description="OpenRouter model slug, e.g. 'qwen/qwen3-embedding-4b'.")
+    upstream: str | None = Field(
+        default=None, min_length=1, description="Pinned upstream provider slug, e.g. 'deepinfra' (embedding roles)."
+    )
+    max_input_tokens: int = Field(default=8192, ge=1, description="Token cap of the cloud encoder (part of its space).")
+
+
+class CloudSettings(_Section):
+    """OpenRouter capacity. Opt-in: nothing is cloud-eligible until enabled and a key is pushed."""
+
+    enabled: bool = Field(default=False, description="Create virtual containers for the routed roles.")
+    base_url: str = Field(default=OPENROUTER_BASE_URL, description="OpenRouter API base URL.")
+    timeout_s: float = Field(default=DEFAULT_CLOUD_TIMEOUT_S, gt=0, le=600, description="Per-request timeout.")
+    key_env: str | None = Field(
+        default=None, description="Env var on each node holding the key (operator's choice); else pushed at run time."
+    )
+    routes: dict[Role, RoleRoute] = Field(
+        default_factory=lambda: {role: RoleRoute(model=model) for role, model in DEFAULT_CLOUD_MODELS.items()},
+        description="Model (and pin) per role; a role without a route has no virtual container.",
+    )
+
+    @model_validator(mode="after")
+    def _embedding_routes_are_pinned(self) -> CloudSettings:
+        for role, route in self.routes.items():
+            if role.writes_index and route.upstream is None:
+                raise ValueError(f"cloud.routes.{role.value}: an embedding route must name an upstream pin (SPEC §6)")
+        return self
 
 
 class StoreSettings(_Section):
@@ -99,6 +155,14 @@ class SamespaceSettings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
+    cloud: CloudSettings = Field(default_factory=CloudSettings)
+    policies: dict[Role, Policy] = Field(
+        default_factory=dict, description=f"Routing policy per role; a missing role means {DEFAULT_POLICY.value!r}."
+    )
+
+    def policy(self, role: Role) -> Policy:
+        return fill_policies(self.policies)[role]
 
     @classmethod
     def settings_customise_sources(

@@ -41,6 +41,11 @@ def test_a_missing_config_file_is_an_error_naming_it(tmp_path: Path, monkeypatch
         ({"embedding": {"width": 0}}, "width"),
         ({"embedding": {"widht": 384}}, "widht"),
         ({"serve": {"port": 70000}}, "port"),
+        ({"policies": {"rerankr": "local"}}, "rerankr"),
+        ({"policies": {"rlm": "sometimes"}}, "policies.rlm"),
+        ({"cloud": {"routes": {"code-embedding": {"model": "qwen/qwen3-embedding-4b"}}}}, "upstream pin"),
+        ({"cloud": {"timeout_s": -1}}, "timeout_s"),
+        ({"embedding": {"batch_size": -4}}, "batch_size"),
     ],
 )
 def test_bad_settings_are_refused_with_the_field_named(overrides: dict, field: str) -> None:
