@@ -6,10 +6,14 @@ Two concurrency groups keep interactive queries from queueing behind bulk reinde
 
 from __future__ import annotations
 
+import socket
+
 import numpy as np
 import ray
 
 from cluster.encoder import LocalEncoder, pick_device
+from cluster.providers import ProviderInfo, ProviderKind
+from cluster.roles import EMBEDDING_ROLES
 from cluster.settings import EmbeddingSettings
 from cluster.space import EncoderIdentity
 
@@ -22,22 +26,29 @@ class EmbedderActor:
         self._name = name
         self._node_id = context.get_node_id()
         self._encoder = LocalEncoder(settings, device=device)
+        self._served = 0
 
     @ray.method(concurrency_group="query")
     def identity(self) -> EncoderIdentity:
         return self._encoder.identity
 
     @ray.method(concurrency_group="query")
-    def describe(self) -> dict[str, str]:
-        return {
-            "name": self._name,
-            "node_id": self._node_id,
-            "device": self._encoder.device,
-            "space": self._encoder.identity.space_id,
-        }
+    def describe(self) -> ProviderInfo:
+        return ProviderInfo(
+            name=self._name,
+            kind=ProviderKind.LOCAL,
+            roles=sorted(EMBEDDING_ROLES),
+            node_id=self._node_id,
+            host=socket.gethostname(),
+            model=self._encoder.identity.model,
+            identity=self._encoder.identity,
+            eligible=True,
+            served=self._served,
+        )
 
     @ray.method(concurrency_group="batch")
     def encode_batch(self, texts: list[str]) -> np.ndarray:
+        self._served += 1
         return self._encoder.encode(texts)
 
     @ray.method(concurrency_group="query")

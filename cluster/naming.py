@@ -6,13 +6,15 @@ from cluster.roles import Role
 
 INDEX_ACTOR_NAME = "samespace-index"
 EMBEDDER_PREFIX = "samespace-embedder"
+RERANKER_PREFIX = "samespace-reranker"
 
 
-def embedder_actor_name(node_id: str | None, slot: int, device: str) -> str:
-    """`samespace-embedder-<node8>-gpu<i>` for GPU actors, `samespace-embedder-cpu<i>` otherwise."""
+def embedder_actor_name(node_id: str | None, slot: int, device: str, prefix: str = EMBEDDER_PREFIX) -> str:
+    """`samespace-embedder-<node8>-gpu<i>` for accelerator actors, `samespace-embedder-cpu<i>` otherwise."""
     if device == "cpu" or node_id is None:
-        return f"{EMBEDDER_PREFIX}-cpu{slot}"
-    return f"{EMBEDDER_PREFIX}-{node_id[:8]}-{device}{slot}"
+        return f"{prefix}-cpu{slot}"
+    return f"{prefix}-{node_id[:8]}-{device}{slot}"
+
 
 
 def dispatcher_actor_name(role: Role) -> str:

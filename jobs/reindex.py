@@ -86,8 +86,7 @@ def run_reindex(
         raise SamespaceError(f"--repo {str(repo)!r} is not a directory")
     index = get_index_actor(settings)
     embedders = ensure_embedders(settings)
-    descriptions: list[dict[str, str]] = ray.get([e.describe.remote() for e in embedders])
-    lanes = [d["name"] for d in descriptions]
+    lanes = [info.name for info in ray.get([e.describe.remote() for e in embedders])]
     identity = common_identity(embedders)
     emit(f"reindex {name!r} from {repo} in space {identity.space_id} on {len(lanes)} lane(s): {', '.join(lanes)}")
 

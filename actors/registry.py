@@ -1,0 +1,156 @@
+"""Provider discovery: start the actors the cluster should have, then ask each what it serves.
+
+Discovery is an explicit query of the actors themselves (`describe()`), never a cached
+snapshot: an actor that does not answer is reported, not silently missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.actor import ActorHandle
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.embedder import EmbedderActor
+from actors.reranker import RerankerActor
+from actors.virtual_container import VirtualContainerActor
+from cluster.naming import EMBEDDER_PREFIX, RERANKER_PREFIX, embedder_actor_name, virtual_container_name
+from cluster.providers import ProviderInfo, ProviderKind
+from cluster.roles import Role
+from cluster.settings import SamespaceSettings
+
+DESCRIBE_TIMEOUT_S = 10.0
+CPU_ACTOR_CPUS = 1.0
+ACCELERATOR_ACTOR_CPUS = 0.5
+VIRTUAL_CONTAINER_MARK = "-OR-"
+
+
+@dataclass(frozen=True)
+class LiveProvider:
+    info: ProviderInfo
+    handle: ActorHandle | None  # None when the actor did not answer
+
+
+@dataclass(frozen=True)
+class _Node:
+    node_id: str
+    host: str
+    accelerators: float
+
+
+def alive_nodes(settings: SamespaceSettings) -> list[_Node]:
+    resource = settings.embedding.accelerator_resource
+    return [
+        _Node(node["NodeID"], node["NodeManagerHostname"], float(node["Resources"].get(resource, 0.0)))
+        for node in ray.nodes()
+        if node.get("Alive")
+    ]
+
+
+def _detached(settings: SamespaceSettings) -> dict[str, Any]:
+    return {"namespace": settings.ray.namespace, "lifetime": "detached", "get_if_exists": True}
+
+
+def _per_accelerator(
+    settings: SamespaceSettings, actor_cls: Any, prefix: str, init_args: tuple[Any, ...]
+) -> list[ActorHandle]:
+    """One actor per accelerator share on every node that has one, plus the CPU actor when wanted."""
+    embedding = settings.embedding
+    nodes = alive_nodes(settings)
+    handles: list[ActorHandle] = []
+    has_accelerators = any(n.accelerators > 0 for n in nodes)
+    if embedding.device != "cpu":
+        for node in nodes:
+            for slot in range(int(node.accelerators / embedding.gpus_per_actor)):
+                name = embedder_actor_name(node.node_id, slot, "gpu", prefix=prefix)
+                resources = {} if embedding.accelerator_resource == "GPU" else {
+                    embedding.accelerator_resource: embedding.gpus_per_actor}
+                handles.append(
+                    actor_cls.options(
+                        name=name,
+                        num_gpus=embedding.gpus_per_actor if embedding.accelerator_resource == "GPU" else 0,
+                        resources=resources,
+                        num_cpus=ACCELERATOR_ACTOR_CPUS,
+                        scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+                        **_detached(settings),
+                    ).remote(*init_args, name)
+                )
+    wants_cpu = embedding.cpu_embedder == "always" or (embedding.cpu_embedder == "auto" and not has_accelerators)
+    if wants_cpu or embedding.device == "cpu":
+        name = embedder_actor_name(None, 0, "cpu", prefix=prefix)
+        handles.append(
+            actor_cls.options(name=name, num_cpus=CPU_ACTOR_CPUS, **_detached(settings)).remote(*init_args, name)
+        )
+    return handles
+
+
+def ensure_embedders(settings: SamespaceSettings) -> list[ActorHandle]:
+    """Embedder actors for the current cluster: a node added since gets its actors now."""
+    return _per_accelerator(settings, EmbedderActor, EMBEDDER_PREFIX, (settings.embedding,))
+
+
+def ensure_rerankers(settings: SamespaceSettings) -> list[ActorHandle]:
+    """Local reranker actors, only when a local reranker model is configured."""
+    if settings.reranker.model is None:
+        return []
+    return _per_accelerator(settings, RerankerActor, RERANKER_PREFIX, (settings.reranker,))
+
+
+def ensure_virtual_containers(settings: SamespaceSettings) -> list[ActorHandle]:
+    """One virtual container per (PC, routed role) when the cloud is enabled (opt-in)."""
+    cloud = settings.cloud
+    if not cloud.enabled:
+        return []
+    handles = []
+    seen_hosts: set[str] = set()
+    for node in alive_nodes(settings):
+        if node.host in seen_hosts:  # one PC, one container per role, however many Ray nodes it runs
+            continue
+        seen_hosts.add(node.host)
+        for role, route in sorted(cloud.routes.items()):
+            name = virtual_container_name(node.host, role)
+            handles.append(
+                VirtualContainerActor.options(
+                    name=name,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=True),
+                    **_detached(settings),
+                ).remote(name, role, route, cloud, settings.embedding.width, settings.policy(role))
+            )
+    return handles
+
+
+def ensure_providers(settings: SamespaceSettings) -> None:
+    ensure_embedders(settings)
+    ensure_rerankers(settings)
+    ensure_virtual_containers(settings)
+
+
+def _is_provider_name(name: str) -> bool:
+    return name.startswith((EMBEDDER_PREFIX, RERANKER_PREFIX)) or VIRTUAL_CONTAINER_MARK in name
+
+
+async def discover_providers(settings: SamespaceSettings) -> list[LiveProvider]:
+    """Ask every provider actor in the namespace to describe itself, concurrently."""
+    names = sorted(
+        entry["name"]
+        for entry in ray.util.list_named_actors(all_namespaces=True)
+        if entry["namespace"] == settings.ray.namespace and _is_provider_name(entry["name"])
+    )
+
+    async def ask(name: str) -> LiveProvider:
+        try:
+            handle = ray.get_actor(name, namespace=settings.ray.namespace)
+            info = await asyncio.wait_for(handle.describe.remote(), DESCRIBE_TIMEOUT_S)
+            return LiveProvider(info=info, handle=handle)
+        except Exception as exc:  # noqa: BLE001 - reported as an ineligible provider, not hidden
+            kind = ProviderKind.CLOUD if VIRTUAL_CONTAINER_MARK in name else ProviderKind.LOCAL
+            return LiveProvider(
+                info=ProviderInfo(name=name, kind=kind, roles=list(Role), node_id="", host="", model="",
+                                  eligible=False, reason=f"did not answer: {type(exc).__name__}"),
+                handle=None,
+            )
+
+    return list(await asyncio.gather(*(ask(name) for name in names)))

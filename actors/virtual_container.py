@@ -1,0 +1,143 @@
+"""A virtual container: one OpenRouter actor serving one role, named `<PCName>-OR-<Role>` (SPEC §4).
+
+Real serving capacity with no GPU behind it. The key lives in this actor's memory only, as a
+SecretStr; without one the container is ineligible and says so, and never sends a request.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import numpy as np
+import ray
+from pydantic import SecretStr
+
+from cluster.errors import AuthFailed, MissingPin
+from cluster.providers import ProviderInfo, ProviderKind
+from cluster.roles import Policy, Role
+from cluster.settings import CloudSettings, RoleRoute
+from cluster.space import EncoderIdentity
+
+
+def cloud_identity(route: RoleRoute, width: int) -> EncoderIdentity:
+    """The encoder space of a pinned cloud route: model slug, pinned upstream, width, token cap."""
+    return EncoderIdentity(
+        model=f"openrouter:{route.model}",
+        weights_sha256=f"upstream:{route.upstream}",
+        width=width,
+        normalized=True,
+        max_seq_length=route.max_input_tokens,
+    )
+
+
+@ray.remote(num_cpus=0, max_restarts=-1)
+class VirtualContainerActor:
+    def __init__(
+        self, name: str, role: Role, route: RoleRoute, cloud: CloudSettings, width: int, policy: Policy
+    ) -> None:
+        self._name = name
+        self._role = role
+        self._route = route
+        self._cloud = cloud
+        self._width = width
+        self._policy = policy
+        self._node_id = ray.get_runtime_context().get_node_id()
+        self._served = 0
+        self._failures = 0
+        self._last_error: str | None = None
+        self._client: Any = None
+        self._key: SecretStr | None = None
+        if cloud.key_env and os.environ.get(cloud.key_env):  # the operator chose the node's environment
+            self._key = SecretStr(os.environ[cloud.key_env])
+
+    def __repr__(self) -> str:
+        return f"VirtualContainerActor({self._name!r})"
+
+    # ---- configuration (the admin API pushes through these) ---------------------------------
+    async def set_key(self, key: SecretStr | None) -> None:
+        """Hold a new key in memory (None forgets it); the next request uses it."""
+        self._key = key
+        await self._close_client()
+
+    async def apply(self, route: RoleRoute, policy: Policy) -> None:
+        """Apply a pushed model/pin/policy without touching the key (a push without a key)."""
+        self._route = route
+        self._policy = policy
+        await self._close_client()
+
+    def describe(self) -> ProviderInfo:
+        reason = None
+        if self._key is None:
+            reason = "no OpenRouter key pushed"
+        elif self._role.writes_index and self._route.upstream is None:
+            reason = "embedding route without a pinned upstream"
+        return ProviderInfo(
+            name=self._name,
+            kind=ProviderKind.CLOUD,
+            roles=[self._role],
+            node_id=self._node_id,
+            host=socket.gethostname(),
+            model=self._route.model,
+            upstream=self._route.upstream,
+            identity=cloud_identity(self._route, self._width) if self._role.writes_index else None,
+            policy_applied={self._role: self._policy},
+            eligible=reason is None,
+            reason=reason,
+            served=self._served,
+            failures=self._failures,
+            last_error=self._last_error,
+        )
+
+    # ---- serving ----------------------------------------------------------------------------
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        if self._route.upstream is None:
+            raise MissingPin(self._name, "embedding route without a pinned upstream; refused before sending")
+        client = self._require_client()
+        return await self._count(client.embed(self._route.model, self._route.upstream, texts, self._width))
+
+    async def rerank(self, query: str, documents: list[str], top_n: int | None = None) -> list[tuple[int, float]]:
+        client = self._require_client()
+        result: list[tuple[int, float]] = await self._count(client.rerank(self._route.model, query, documents, top_n))
+        return result
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: Any = None,
+        max_tokens: int | None = None,
+    ) -> Any:
+        client = self._require_client()
+        return await self._count(client.chat(self._route.model, messages, tools, tool_choice, max_tokens))
+
+    # ---- internals --------------------------------------------------------------------------
+    def _require_client(self) -> Any:
+        if self._key is None:
+            raise AuthFailed(self._name, "no OpenRouter key pushed; not sending an unauthenticated request")
+        if self._client is None:
+            from cluster.openrouter import OpenRouterClient
+
+            self._client = OpenRouterClient(
+                provider_name=self._name,
+                key=self._key,
+                base_url=self._cloud.base_url,
+                timeout_s=self._cloud.timeout_s,
+            )
+        return self._client
+
+    async def _count(self, call: Any) -> Any:
+        try:
+            result = await call
+        except Exception as exc:
+            self._failures += 1
+            self._last_error = str(exc)[:300]
+            raise
+        self._served += 1
+        return result
+
+    async def _close_client(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
