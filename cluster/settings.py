@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from cluster.fanout import FanoutSettings
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
 from pydantic_settings import (
     BaseSettings,
@@ -157,6 +158,7 @@ class SamespaceSettings(BaseSettings):
     serve: ServeSettings = Field(default_factory=ServeSettings)
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     cloud: CloudSettings = Field(default_factory=CloudSettings)
+    fanout: FanoutSettings = Field(default_factory=FanoutSettings)
     policies: dict[Role, Policy] = Field(
         default_factory=dict, description=f"Routing policy per role; a missing role means {DEFAULT_POLICY.value!r}."
     )

@@ -16,20 +16,21 @@ import logging
 import signal
 import sys
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 import ray
 from ray.actor import ActorHandle
 
-from actors import ensure_embedders, get_index_actor
+from actors import get_index_actor
+from actors.dispatcher import get_dispatcher
 from cluster.chunking import chunk_file
 from cluster.errors import SamespaceError
+from cluster.dispatch import LandedBatch
 from cluster.index import IndexRecord, point_id, point_payload, validate_index_name
 from cluster.progress import ProgressMeter
+from cluster.roles import Role
 from cluster.settings import SamespaceSettings, load_settings
 from cluster.space import EncoderIdentity, embedding_text
 from cluster.types import Chunk, StoredPoint
@@ -37,14 +38,9 @@ from cluster.walker import WalkSettings, walk_repository
 
 log = logging.getLogger("samespace.reindex")
 
-BATCHES_IN_FLIGHT_PER_LANE = 3  # one encoding, two queued: the lane never idles on the driver
+ROLE = Role.CODE_EMBEDDING  # one index space per repo; prose shares it while one local model serves both
+WRITES_IN_FLIGHT = 4
 PROGRESS_INTERVAL_S = 2.0
-
-
-@dataclass(frozen=True)
-class _Batch:
-    chunks: list[Chunk]
-    files: list[int]  # file index of each chunk
 
 
 def collect_chunks(repo: Path, settings: SamespaceSettings) -> tuple[list[Chunk], list[int], int]:
@@ -62,16 +58,6 @@ def collect_chunks(repo: Path, settings: SamespaceSettings) -> tuple[list[Chunk]
     return chunks, owners, files
 
 
-def common_identity(embedders: Sequence[ActorHandle]) -> EncoderIdentity:
-    """Every lane must serve the same encoder space (the full gate arrives with the gate issue)."""
-    identities: list[EncoderIdentity] = ray.get([e.identity.remote() for e in embedders])
-    first = identities[0]
-    for identity in identities[1:]:
-        if identity != first:
-            raise SamespaceError(f"embedders disagree: {first.space_id} vs {identity.space_id}")
-    return first
-
-
 def run_reindex(
     settings: SamespaceSettings,
     repo: Path,
@@ -85,35 +71,35 @@ def run_reindex(
     if not repo.is_dir():
         raise SamespaceError(f"--repo {str(repo)!r} is not a directory")
     index = get_index_actor(settings)
-    embedders = ensure_embedders(settings)
-    lanes = [info.name for info in ray.get([e.describe.remote() for e in embedders])]
-    identity = common_identity(embedders)
-    emit(f"reindex {name!r} from {repo} in space {identity.space_id} on {len(lanes)} lane(s): {', '.join(lanes)}")
+    dispatcher = get_dispatcher(settings, ROLE)
+    reference: EncoderIdentity = ray.get(dispatcher.reference.remote())
+    policy = settings.policy(ROLE)
+    emit(f"reindex {name!r} from {repo} in space {reference.space_id} ({ROLE.value}, policy {policy.value})")
 
     chunks, owners, files_total = collect_chunks(repo, settings)
     emit(f"walked {files_total} files, {len(chunks)} chunks")
     job_id = ray.get_runtime_context().get_job_id()
-    build: str = ray.get(index.begin_build.remote(name, identity, str(repo), job_id))
+    build: str = ray.get(index.begin_build.remote(name, reference, str(repo), job_id))
     emit(f"building {build}")
     try:
-        _embed_and_write(settings, index, embedders, lanes, identity, name, build, chunks, owners, files_total, emit, clock)
-        record: IndexRecord = ray.get(index.commit_build.remote(build, files_total, lanes))
+        providers = _embed_and_write(index, dispatcher, reference, name, build, chunks, owners, files_total, emit, clock)
+        record: IndexRecord = ray.get(index.commit_build.remote(build, files_total, sorted(providers)))
     except BaseException as exc:
         try:
             ray.get(index.fail_build.remote(build, f"{type(exc).__name__}: {exc}"))
         finally:
             emit(f"build {build} failed; the previous index keeps serving")
         raise
+    served = ", ".join(f"{p}={n}" for p, n in sorted(providers.items()))
     emit(f"committed {record.name!r}: {record.chunks} chunks from {record.files} files, build {record.build}")
+    emit(f"served by: {served}")
     return record
 
 
 def _embed_and_write(
-    settings: SamespaceSettings,
     index: ActorHandle,
-    embedders: Sequence[ActorHandle],
-    lanes: Sequence[str],
-    identity: EncoderIdentity,
+    dispatcher: ActorHandle,
+    reference: EncoderIdentity,
     name: str,
     build: str,
     chunks: list[Chunk],
@@ -121,64 +107,53 @@ def _embed_and_write(
     files_total: int,
     emit: Callable[[str], None],
     clock: Callable[[], float],
-) -> None:
-    size = settings.embedding.batch_size
-    # Batches of similar length: padding to the longest text of a batch is wasted compute
-    # (encode() sorts within one call; across calls that is our job). Longest first: the
-    # early rate is the pessimistic one, so the ETA only improves.
+) -> dict[str, int]:
+    """Stream batches from the role's fan-out pool into the build; returns chunks per provider."""
+    # Similar lengths side by side: a batch pads to its longest text, so mixing wastes compute.
+    # Longest first: the early rate is the pessimistic one, so the ETA only improves.
     order = sorted(range(len(chunks)), key=lambda i: len(chunks[i].text), reverse=True)
-    queue = deque(
-        _Batch([chunks[i] for i in order[j : j + size]], [owners[i] for i in order[j : j + size]])
-        for j in range(0, len(order), size)
-    )
     remaining_per_file = [0] * files_total
     for owner in owners:
         remaining_per_file[owner] += 1
     meter = ProgressMeter(files_total, len(chunks), clock)
     meter.advance(files=sum(1 for n in remaining_per_file if n == 0))  # files with no chunks
-    in_flight: dict[ray.ObjectRef, tuple[int, _Batch]] = {}
+    served: dict[str, int] = {}
     writes: list[ray.ObjectRef] = []
-    load = [0] * len(embedders)
     last_report = clock()
-
-    def fill() -> None:
-        for lane, embedder in enumerate(embedders):
-            while load[lane] < BATCHES_IN_FLIGHT_PER_LANE and queue:
-                batch = queue.popleft()
-                texts = [embedding_text(c) for c in batch.chunks]
-                in_flight[embedder.encode_batch.remote(texts)] = (lane, batch)
-                load[lane] += 1
-
-    fill()
-    while in_flight:
-        ready, _ = ray.wait(list(in_flight), num_returns=1)
-        lane, batch = in_flight.pop(ready[0])
-        load[lane] -= 1
-        vectors = ray.get(ready[0])  # a lane failure raises here and fails the build
-        fill()
+    stream = dispatcher.embed_stream.options(num_returns="streaming").remote(
+        [embedding_text(chunks[i]) for i in order]
+    )
+    for ref in stream:
+        batch: LandedBatch = ray.get(ref)  # NoProviderLeft surfaces here and fails the build
+        rows = [order[i] for i in batch.indices]
+        identity = batch.identity or reference
         points = [  # built from validated parts: skip re-validating 384+ floats per row
             StoredPoint.model_construct(
-                id=point_id(name, chunk),
+                id=point_id(name, chunks[row]),
                 vector=vector.tolist(),
-                payload=point_payload(name, chunk, identity, lanes[lane], build),
+                payload=point_payload(name, chunks[row], identity, batch.provider, build),
             )
-            for chunk, vector in zip(batch.chunks, vectors, strict=True)
+            for row, vector in zip(rows, batch.vectors, strict=True)
         ]
         writes.append(index.write.remote(build, points))
+        served[batch.provider] = served.get(batch.provider, 0) + len(rows)
         finished = 0
-        for owner in batch.files:
-            remaining_per_file[owner] -= 1
-            finished += remaining_per_file[owner] == 0
-        meter.advance(chunks=len(batch.chunks), files=finished)
-        if len(writes) >= 4:
+        for row in rows:
+            remaining_per_file[owners[row]] -= 1
+            finished += remaining_per_file[owners[row]] == 0
+        meter.advance(chunks=len(rows), files=finished)
+        if len(writes) >= WRITES_IN_FLIGHT:
             ray.get(writes)
             writes.clear()
         now = clock()
-        if now - last_report >= PROGRESS_INTERVAL_S or not in_flight:
+        if now - last_report >= PROGRESS_INTERVAL_S or meter.chunks_done == meter.chunks_total:
             last_report = now
             emit(meter.line())
             index.report_progress.remote(build, meter.snapshot())
     ray.get(writes)
+    if meter.chunks_done == 0 or meter.chunks_done != meter.chunks_total:
+        emit(meter.line())
+    return served
 
 
 def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -6,17 +6,18 @@ maps its errors to tool errors.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
+import logging
 from typing import Any
 
 from pydantic import Field
 
 from cluster.chunking import KNOWN_LANGUAGES
-from cluster.errors import UnknownLanguage
+from cluster.errors import NoProviderLeft, UnknownLanguage
 from cluster.index import IndexRecord, path_prefixes
 from cluster.source import SourceLines
 from cluster.types import PayloadFilter, ScoredHit, Strict
+
+log = logging.getLogger("samespace.search")
 
 SNIPPET_MAX_LINES = 30
 SNIPPET_MAX_CHARS = 2000
@@ -38,6 +39,8 @@ class CodeHit(Strict):
 class SearchResult(Strict):
     query: str
     hits: list[CodeHit]
+    encoded_by: str = Field(description="The provider that embedded the query.")
+    reranked_by: str | None = Field(default=None, description="The reranker that re-scored the candidates, if any.")
     refused: list[str] = Field(default_factory=list, description="Indexes skipped: another encoder space.")
 
 
@@ -109,18 +112,42 @@ def build_filter(path_prefix: str | None, language: str | None) -> PayloadFilter
 
 
 class CodeSearchService:
-    def __init__(self, index: Any, embedders: Sequence[Any]) -> None:
+    """search_code / read_code / index_status over the index actor and the role dispatchers."""
+
+    def __init__(self, index: Any, query_encoder: Any, reranker: Any, rerank_candidates: int) -> None:
         self._index = index
-        self._embedders = itertools.cycle(list(embedders))
+        self._query_encoder = query_encoder
+        self._reranker = reranker
+        self._candidates = rerank_candidates
 
     async def search_code(
         self, query: str, k: int, repo: str | None, path_prefix: str | None, language: str | None
     ) -> SearchResult:
-        vector, identity = await next(self._embedders).encode_query.remote(query)
+        vector, identity, encoded_by = await self._query_encoder.encode_query.remote(query)
+        limit = max(k, self._candidates)
         hits, refused = await self._index.search.remote(
-            repo, vector.tolist(), identity, k, build_filter(path_prefix, language)
+            repo, vector.tolist(), identity, limit, build_filter(path_prefix, language)
         )
-        return SearchResult(query=query, hits=[to_code_hit(h) for h in hits], refused=refused)
+        hits, reranked_by = await self._rerank(query, hits)
+        return SearchResult(
+            query=query,
+            hits=[to_code_hit(h) for h in hits[:k]],
+            refused=refused,
+            encoded_by=encoded_by,
+            reranked_by=reranked_by,
+        )
+
+    async def _rerank(self, query: str, hits: list[ScoredHit]) -> tuple[list[ScoredHit], str | None]:
+        """Re-score the candidates; with no reranker serving, keep the search order (SPEC §10)."""
+        if len(hits) < 2:
+            return hits, None
+        try:
+            scores, reranked_by = await self._reranker.rerank.remote(query, [h.payload.get("text", "") for h in hits])
+        except NoProviderLeft as exc:
+            log.info("rerank skipped: %s", exc)
+            return hits, None
+        order = sorted(range(len(hits)), key=lambda i: scores[i], reverse=True)
+        return [hits[i].model_copy(update={"score": scores[i]}) for i in order], reranked_by
 
     async def read_code(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
         result: SourceLines = await self._index.read_lines.remote(repo, path, start_line, end_line)

@@ -128,10 +128,17 @@ class McpIngress:
     """Thin shell: finds the actors, builds the MCP ASGI app inside the replica."""
 
     def __init__(self, settings: SamespaceSettings) -> None:
-        from actors import ensure_embedders, get_index_actor
+        from actors import get_index_actor
+        from actors.dispatcher import get_dispatcher
+        from cluster.roles import Role
 
         self._settings = settings
-        self._service = CodeSearchService(get_index_actor(settings), ensure_embedders(settings))
+        self._service = CodeSearchService(
+            get_index_actor(settings),
+            get_dispatcher(settings, Role.CODE_EMBEDDING),
+            get_dispatcher(settings, Role.RERANKER),
+            settings.reranker.candidates,
+        )
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return build_asgi_app(self._service, self._settings)

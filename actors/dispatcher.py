@@ -1,0 +1,126 @@
+"""Dispatcher actors, one per role: a Ray shell around cluster.dispatch.Dispatcher.
+
+Discovery runs on every call (new nodes join, vanished ones drop out); lanes call the
+provider actors; a provider actor's error arrives as its own type (RateLimited, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import ray
+from ray.actor import ActorHandle
+from ray.exceptions import RayTaskError
+
+from actors.registry import LiveProvider, discover_providers, ensure_providers
+from cluster.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
+from cluster.providers import ProviderKind, ProviderView, provider_views
+from cluster.roles import Role
+from cluster.settings import SamespaceSettings
+from cluster.space import EncoderIdentity
+
+
+async def _unwrap(ref: Any) -> Any:
+    """Await an actor call; re-raise the provider's own exception, not Ray's wrapper."""
+    try:
+        return await ref
+    except RayTaskError as exc:
+        cause = exc.cause
+        raise (cause if isinstance(cause, BaseException) else exc) from None
+
+
+def _calls(live: LiveProvider) -> Provider:
+    handle: ActorHandle | None = live.handle
+    info = live.info
+    if handle is None:
+        return Provider(info=info)
+    if info.kind is ProviderKind.LOCAL:
+        embed = (lambda texts: _unwrap(handle.encode_batch.remote(texts))) if info.identity is not None else None
+        rerank = (lambda q, docs: _unwrap(handle.rerank.remote(q, docs))) if Role.RERANKER in info.roles else None
+        return Provider(info=info, embed=embed, rerank=rerank)
+    role = info.roles[0]
+
+    async def cloud_rerank(query: str, docs: list[str]) -> list[float]:
+        ranked = await _unwrap(handle.rerank.remote(query, docs, None))
+        scores = [float("-inf")] * len(docs)
+        for index, score in ranked:
+            scores[index] = score
+        return scores
+
+    return Provider(
+        info=info,
+        embed=(lambda texts: _unwrap(handle.embed.remote(texts))) if role.writes_index else None,
+        rerank=cloud_rerank if role is Role.RERANKER else None,
+        call=(lambda **kw: _unwrap(handle.chat.remote(**kw))) if role in (Role.CODE_ASSISTANT, Role.RLM) else None,
+    )
+
+
+@ray.remote(num_cpus=0, max_restarts=-1)
+class DispatcherActor:
+    def __init__(self, settings: SamespaceSettings, role: Role) -> None:
+        self._settings = settings
+        self._role = role
+        self._dispatcher = Dispatcher(
+            role,
+            policy=lambda: settings.policy(role),
+            discover=self._discover,
+            fanout=settings.fanout,
+            width=settings.embedding.width if role.writes_index else None,
+            clock=time.monotonic,
+            sleep=asyncio.sleep,
+        )
+
+    async def _discover(self) -> list[Provider]:
+        ensure_providers(self._settings)
+        return [_calls(live) for live in await discover_providers(self._settings)]
+
+    async def providers(self) -> list[ProviderView]:
+        """Every provider of this role, with the policy in force beside the one it applies."""
+        live = await discover_providers(self._settings)
+        return provider_views(self._role, self._settings.policy(self._role), [p.info for p in live])
+
+    async def reference(self) -> EncoderIdentity:
+        return await self._dispatcher.reference()
+
+    async def embed(self, texts: list[str]) -> EmbedOutcome:
+        return await self._dispatcher.embed(texts)
+
+    async def embed_stream(self, texts: list[str]) -> AsyncIterator[LandedBatch]:
+        """Yield each batch as it lands (call with `.options(num_returns="streaming")`)."""
+        queue: asyncio.Queue[LandedBatch | None] = asyncio.Queue()
+
+        async def run() -> EmbedOutcome:
+            try:
+                return await self._dispatcher.embed(texts, on_batch=queue.put_nowait)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(run())
+        try:
+            while (batch := await queue.get()) is not None:
+                yield batch
+            await task  # re-raises NoProviderLeft when the work could not be finished
+        finally:
+            task.cancel()
+
+    async def encode_query(self, text: str) -> tuple[np.ndarray, EncoderIdentity, str]:
+        return await self._dispatcher.encode_query(text)
+
+    async def rerank(self, query: str, documents: list[str]) -> tuple[list[float], str]:
+        return await self._dispatcher.rerank(query, documents)
+
+
+def get_dispatcher(settings: SamespaceSettings, role: Role) -> ActorHandle:
+    from cluster.naming import dispatcher_actor_name
+
+    return DispatcherActor.options(  # type: ignore[attr-defined]
+        name=dispatcher_actor_name(role),
+        namespace=settings.ray.namespace,
+        lifetime="detached",
+        get_if_exists=True,
+    ).remote(settings, role)
+

@@ -1,0 +1,220 @@
+"""Per-role dispatch: who serves a request under the policy in force, and in which order.
+
+Embedding roles go through the fan-out pool (cluster/fanout.py): the policy's primary
+providers pull from one queue; under `backup` the cloud reserve takes over whatever the local
+pool could not finish. Query encoding and single-call roles try providers one after another.
+Pure asyncio: providers, discovery, clock and sleep are injected.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from cluster.errors import NoProviderLeft, SamespaceError
+from cluster.fanout import BatchDone, FanoutResult, FanoutSettings, Lane, RateBook, run_fanout
+from cluster.providers import ProviderInfo, ProviderKind, Selection, select_providers
+from cluster.roles import Policy, Role
+from cluster.space import EncoderIdentity
+from cluster.types import Clock
+
+log = logging.getLogger("samespace.dispatch")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Provider:
+    """A discovered provider and the calls it answers (None where it does not serve that call)."""
+
+    info: ProviderInfo
+    embed: Callable[[list[str]], Awaitable[np.ndarray]] | None = None
+    rerank: Callable[[str, list[str]], Awaitable[list[float]]] | None = None
+    call: Callable[..., Awaitable[Any]] | None = None  # chat-style single calls
+
+
+Discover = Callable[[], Awaitable[Sequence[Provider]]]
+
+
+@dataclass(frozen=True)
+class LandedBatch:
+    """Rows that just landed: their input indices, vectors, and the provider that wrote them."""
+
+    indices: list[int]
+    vectors: np.ndarray
+    provider: str
+    identity: EncoderIdentity | None
+
+
+@dataclass
+class EmbedOutcome:
+    vectors: np.ndarray
+    served_by: list[str]
+    identities: dict[str, EncoderIdentity]
+    reference: EncoderIdentity
+    batches: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, str] = field(default_factory=dict)
+
+
+def reference_of(selection: Selection) -> EncoderIdentity:
+    """The space an index built now lives in: a local provider, or under `cloud` a cloud anchor.
+
+    Deterministic: the first by name among those that report an identity.
+    """
+    pool = selection.primary or selection.reserve
+    local = [p for p in pool if p.kind is ProviderKind.LOCAL and p.identity is not None]
+    cloud = [p for p in pool if p.kind is ProviderKind.CLOUD and p.identity is not None]
+    candidates = local if selection.policy is not Policy.CLOUD and local else cloud or local
+    if not candidates:
+        raise NoProviderLeft(selection.role.value, [f"{n}: {r}" for n, r in selection.excluded.items()])
+    return sorted(candidates, key=lambda p: p.name)[0].identity  # type: ignore[return-value]
+
+
+class Dispatcher:
+    """Routes one role's work to its providers, re-discovered on every call."""
+
+    def __init__(
+        self,
+        role: Role,
+        *,
+        policy: Callable[[], Policy],
+        discover: Discover,
+        fanout: FanoutSettings,
+        width: int | None,
+        clock: Clock,
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        self.role = role
+        self._policy = policy
+        self._discover = discover
+        self._fanout = fanout
+        self._width = width
+        self._clock = clock
+        self._sleep = sleep
+        self.rates = RateBook()
+
+    async def select(self) -> tuple[Selection, dict[str, Provider]]:
+        providers = {p.info.name: p for p in await self._discover()}
+        selection = select_providers(self.role, self._policy(), [p.info for p in providers.values()])
+        return selection, providers
+
+    async def reference(self) -> EncoderIdentity:
+        selection, _ = await self.select()
+        return reference_of(selection)
+
+    async def embed(
+        self, texts: Sequence[str], on_batch: Callable[[LandedBatch], Awaitable[None] | None] | None = None
+    ) -> EmbedOutcome:
+        """Embed every text; rows come back in input order with the provider of each row."""
+        selection, providers = await self.select()
+        reference = reference_of(selection)
+        vectors = np.zeros((len(texts), self._width or reference.width), dtype=np.float32)
+        served_by = [""] * len(texts)
+        batches: dict[str, int] = {}
+        dropped: dict[str, str] = dict(selection.excluded)
+        remaining = list(range(len(texts)))
+        for tier in (selection.primary, selection.reserve):
+            lanes = [self._lane(providers[p.name]) for p in tier if providers[p.name].embed is not None]
+            if not remaining or not lanes:
+                continue
+            todo = list(remaining)
+            done_mask = [False] * len(todo)
+
+            async def landed(batch: BatchDone, todo: list[int] = todo, done_mask: list[bool] = done_mask) -> None:
+                for offset, row in enumerate(batch.vectors):
+                    index = todo[batch.start + offset]
+                    vectors[index] = row
+                    served_by[index] = batch.lane
+                    done_mask[batch.start + offset] = True
+                if on_batch is not None:
+                    indices = todo[batch.start : batch.start + len(batch.vectors)]
+                    identity = providers[batch.lane].info.identity
+                    maybe = on_batch(LandedBatch(indices, batch.vectors, batch.lane, identity))
+                    if maybe is not None:
+                        await maybe
+
+            try:
+                result: FanoutResult = await run_fanout(
+                    lanes,
+                    [texts[i] for i in todo],
+                    settings=self._fanout,
+                    rates=self.rates,
+                    clock=self._clock,
+                    sleep=self._sleep,
+                    width=self._width,
+                    role=self.role.value,
+                    on_batch=landed,
+                )
+            except NoProviderLeft as exc:
+                log.warning("%s: tier exhausted (%s); %d texts left", self.role.value, exc, done_mask.count(False))
+                dropped.update({f"tier:{reason}": "failed" for reason in exc.reasons})
+            else:
+                for name, count in result.batches.items():
+                    batches[name] = batches.get(name, 0) + count
+                dropped.update(result.dropped)
+            remaining = [i for i, done in zip(todo, done_mask, strict=True) if not done]
+        if remaining:
+            raise NoProviderLeft(self.role.value, [f"{n}: {r}" for n, r in dropped.items()] or ["no provider"])
+        identities = {
+            name: providers[name].info.identity  # type: ignore[misc]
+            for name in set(served_by)
+            if providers[name].info.identity is not None
+        }
+        return EmbedOutcome(vectors, served_by, identities, reference, batches, dropped)
+
+    async def encode_query(self, text: str) -> tuple[np.ndarray, EncoderIdentity, str]:
+        """One vector, from a provider in the reference space first (so the index guard accepts it)."""
+        selection, providers = await self.select()
+        reference = reference_of(selection)
+        ordered = self._by_preference(selection, reference)
+
+        async def attempt(provider: Provider) -> tuple[np.ndarray, EncoderIdentity, str]:
+            assert provider.embed is not None and provider.info.identity is not None
+            rows = await provider.embed([text])
+            if self._width is not None and rows.shape != (1, self._width):
+                raise SamespaceError(f"{provider.info.name} returned shape {rows.shape}")
+            return rows[0], provider.info.identity, provider.info.name
+
+        return await first_success(self.role, [providers[p.name] for p in ordered if providers[p.name].embed], attempt)
+
+    async def rerank(self, query: str, documents: list[str]) -> tuple[list[float], str]:
+        """Scores in input order, and who scored: the first provider that answers, pool then reserve."""
+        selection, providers = await self.select()
+        ordered = [providers[p.name] for p in selection.primary + selection.reserve if providers[p.name].rerank]
+
+        async def attempt(provider: Provider) -> tuple[list[float], str]:
+            assert provider.rerank is not None
+            scores = await provider.rerank(query, documents)
+            if len(scores) != len(documents):
+                raise SamespaceError(f"{provider.info.name} scored {len(scores)} of {len(documents)} documents")
+            return scores, provider.info.name
+
+        return await first_success(self.role, ordered, attempt)
+
+    def _by_preference(self, selection: Selection, reference: EncoderIdentity) -> list[ProviderInfo]:
+        def key(p: ProviderInfo) -> tuple[int, float, str]:
+            return (0 if p.identity == reference else 1, -self.rates.rate(p.name), p.name)
+
+        return sorted(selection.primary, key=key) + sorted(selection.reserve, key=key)
+
+    def _lane(self, provider: Provider) -> Lane:
+        assert provider.embed is not None
+        return Lane(name=provider.info.name, kind=provider.info.kind.value, embed=provider.embed)
+
+
+async def first_success(
+    role: Role, providers: Sequence[Provider], attempt: Callable[[Provider], Awaitable[T]]
+) -> T:
+    """Try providers in order; the first answer wins. Every failure is logged and skipped."""
+    reasons = []
+    for provider in providers:
+        try:
+            return await attempt(provider)
+        except Exception as exc:  # noqa: BLE001 - a provider's fault is contained to it (SPEC §11)
+            log.warning("%s: %s failed: %s", role.value, provider.info.name, exc)
+            reasons.append(f"{provider.info.name}: {type(exc).__name__}")
+    raise NoProviderLeft(role.value, reasons or ["no eligible provider"])

@@ -1,0 +1,754 @@
+"""An OpenRouter-compatible fake: the same API under /api/v1, scripted upstream faults, a control plane.
+
+Embeddings come from the real packaged MiniLM, so "same" vectors are exactly the local model's.
+Every upstream slug gets an `UpstreamBehaviour` (vectors, latency, 429s, 5xx, malformed bodies);
+every key gets a `KeyConfig` (a key-wide sliding 60 s RPM window, credits, an in-flight budget).
+The fake enforces SPEC §6 itself: an embeddings request without exactly one pinned upstream and
+`allow_fallbacks: false` is answered 400.
+
+Control plane (for driving it from another process):
+    POST /_fake/config  body: FakeConfig JSON — replaces the configuration (counters kept)
+    GET  /_fake/stats   → FakeStats JSON
+    POST /_fake/reset   clears counters, RPM windows and fault counters (configuration kept)
+    GET  /_fake/health  → {"ok": true}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import json
+import math
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio.to_thread
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+if TYPE_CHECKING:
+    from cluster.encoder import LocalEncoder
+
+Clock = Callable[[], float]
+
+API_PREFIX = "/api/v1"
+LOCAL_WIDTH = 384  # all-MiniLM-L6-v2
+RPM_WINDOW_S = 60.0
+INFERENCE_PATHS = ("/embeddings", "/rerank", "/chat/completions")  # what the RPM window counts
+PIN_RULE = "embeddings must pin exactly one upstream (provider.order/only) with allow_fallbacks false (SPEC §6)"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration
+
+
+class KeyConfig(_Strict):
+    """One API key the fake accepts."""
+
+    label: str | None = Field(default=None, description="Name in /key and in stats; default key-<sha256[:8]>.")
+    rpm_limit: int | None = Field(default=None, ge=1, description="Key-wide requests/min; None → FakeConfig.rpm.")
+    credits: float = Field(default=100.0, description="total_credits; usage >= credits → 402.")
+    usage: float = Field(default=0.0, ge=0, description="Spent so far (grows by FakeConfig.cost_per_request).")
+    limit: float | None = Field(default=None, description="The key's own spending cap (/key `limit`).")
+    is_free_tier: bool = False
+    management: bool = Field(default=True, description="May read /credits (OpenRouter: management keys only).")
+    in_flight_budget: int | None = Field(
+        default=None, ge=0, description="Max concurrent inference requests; beyond → 402 in_flight_budget_exhausted."
+    )
+    in_flight_retry_after_s: float = Field(default=1.0, ge=0)
+
+
+VectorMode = Literal["same", "perturbed", "other-model", "wrong-width"]
+RetryAfterFormat = Literal["seconds", "http-date", "none"]
+MalformedMode = Literal["invalid-json", "wrong-shape", "missing-row"]
+
+
+class UpstreamBehaviour(_Strict):
+    """How one upstream provider slug behaves. Faults are checked after latency, in field order."""
+
+    vectors: VectorMode = Field(default="same", description="same | perturbed | other-model | wrong-width.")
+    sigma: float = Field(
+        default=0.005, ge=0, description="perturbed: per-component noise; cosine ≈ 1/sqrt(1 + sigma²·width)."
+    )
+    wrong_width: int | None = Field(default=None, ge=1, description="wrong-width: returned width (default width+1).")
+    latency_s: float = Field(default=0.0, ge=0, description="Sleep before answering (faults included).")
+    fail_429_every: int | None = Field(default=None, ge=1, description="Every Nth request to this upstream → 429.")
+    fail_rate_429: float = Field(default=0.0, ge=0, le=1, description="Probability of a 429.")
+    retry_after_s: float | None = Field(default=1.0, ge=0, description="Retry-After on scripted 429s.")
+    retry_after_format: RetryAfterFormat = "seconds"
+    fail_5xx_count: int = Field(default=0, ge=0, description="The first N requests to this upstream → fail_5xx_status.")
+    fail_5xx_rate: float = Field(default=0.0, ge=0, le=1, description="Probability of a fail_5xx_status.")
+    fail_5xx_status: int = Field(default=503, ge=500, le=599)
+    malformed: MalformedMode | None = Field(default=None, description="Answer 200 with a broken body.")
+    seed: int | None = Field(default=None, description="Seeds noise and fault draws; None → FakeConfig.seed.")
+
+
+class ModelEntry(_Strict):
+    id: str
+    name: str | None = None
+    context_length: int
+    max_completion_tokens: int | None = None
+    output_modalities: list[str] = Field(default_factory=lambda: ["text"])
+
+
+DEFAULT_MODELS = (
+    ModelEntry(id="sentence-transformers/all-minilm-l6-v2", context_length=512, output_modalities=["embeddings"]),
+    ModelEntry(id="qwen/qwen3-embedding-4b", context_length=32768, output_modalities=["embeddings"]),
+    ModelEntry(id="qwen/qwen3-reranker-8b", context_length=32768),
+    ModelEntry(id="deepseek/deepseek-v4-flash", context_length=131072, max_completion_tokens=8192),
+    ModelEntry(id="poolside/laguna-s-2.1", context_length=262144, max_completion_tokens=16384),
+)
+
+
+class FakeConfig(_Strict):
+    """Everything the control plane can set. POST /_fake/config replaces it whole."""
+
+    keys: dict[str, KeyConfig] = Field(default_factory=dict, description="Accepted keys → their config.")
+    upstreams: dict[str, UpstreamBehaviour] = Field(default_factory=dict, description="Upstream slug → behaviour.")
+    default_behaviour: UpstreamBehaviour = Field(
+        default_factory=UpstreamBehaviour, description="For unlisted upstreams and unpinned rerank/chat."
+    )
+    strict_upstreams: bool = Field(default=False, description="An unlisted pinned upstream → 404 (no endpoint).")
+    rpm: int | None = Field(default=None, ge=1, description="Key-wide RPM for keys without their own rpm_limit.")
+    cost_per_request: float = Field(default=0.0, ge=0, description="Added to a key's usage per successful call.")
+    width: int = Field(default=LOCAL_WIDTH, ge=1, description="Width of the local model's vectors.")
+    seed: int | None = Field(default=0, description="Default seed; None → nondeterministic fault draws.")
+    models: list[ModelEntry] = Field(default_factory=lambda: list(DEFAULT_MODELS))
+
+
+# ---------------------------------------------------------------------------------------------
+# Stats
+
+
+class CounterRow(BaseModel):
+    key: str
+    model: str | None
+    upstream: str | None
+    path: str
+    requests: int = 0
+    ok: int = 0
+    rate_limited: int = 0
+    errors: int = 0
+
+
+class FakeStats(BaseModel):
+    counters: list[CounterRow] = Field(default_factory=list)
+    max_in_flight: dict[str, int] = Field(default_factory=dict, description="Per key label.")
+    in_flight: dict[str, int] = Field(default_factory=dict)
+    unauthorized: int = 0
+    total_requests: int = Field(default=0, description="Every /api/v1 hit, authorised or not.")
+
+    def total(
+        self,
+        counter: Literal["requests", "ok", "rate_limited", "errors"] = "requests",
+        *,
+        key: str | None = None,
+        model: str | None = None,
+        upstream: str | None = None,
+        path: str | None = None,
+    ) -> int:
+        """Sum one counter over the rows matching every filter given (key = label)."""
+        rows = self.counters
+        return sum(
+            getattr(r, counter)
+            for r in rows
+            if (key is None or r.key == key)
+            and (model is None or r.model == model)
+            and (upstream is None or r.upstream == upstream)
+            and (path is None or r.path == path)
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# State
+
+
+@functools.cache
+def _shared_encoder() -> LocalEncoder:
+    """The packaged MiniLM, loaded once per process on first use."""
+    from cluster.encoder import LocalEncoder
+    from cluster.settings import EmbeddingSettings
+
+    return LocalEncoder(EmbeddingSettings(), device="cpu")
+
+
+_ENCODE_LOCK = threading.Lock()
+
+
+def _encode(texts: list[str]) -> np.ndarray:
+    with _ENCODE_LOCK:
+        return _shared_encoder().encode(texts)
+
+
+def _seed_for(*parts: object) -> int:
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+@functools.cache
+def _rotation(width: int, seed: int) -> np.ndarray:
+    """A fixed random orthogonal matrix: the 'other-model' space (same geometry, other coordinates)."""
+    rng = np.random.default_rng(seed)
+    q, r = np.linalg.qr(rng.standard_normal((width, width)))
+    return (q * np.sign(np.diag(r))).astype(np.float32)
+
+
+@dataclass
+class _UpstreamRuntime:
+    requests: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+
+@dataclass
+class FakeState:
+    """Configuration plus everything the fake counts. Pass one to build_fake_app to inspect it in-process."""
+
+    config: FakeConfig = field(default_factory=FakeConfig)
+    clock: Clock = time.monotonic
+    counters: dict[tuple[str, str | None, str | None, str], CounterRow] = field(default_factory=dict)
+    windows: dict[str, deque[float]] = field(default_factory=dict)
+    in_flight: dict[str, int] = field(default_factory=dict)
+    max_in_flight: dict[str, int] = field(default_factory=dict)
+    upstream_runtime: dict[str, _UpstreamRuntime] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)
+    unauthorized: int = 0
+    total_requests: int = 0
+    _ids: int = 0
+
+    def configure(self, config: FakeConfig) -> None:
+        self.config = config
+        self.upstream_runtime.clear()
+
+    def reset(self) -> None:
+        self.counters.clear()
+        self.windows.clear()
+        self.in_flight.clear()
+        self.max_in_flight.clear()
+        self.upstream_runtime.clear()
+        self.usage.clear()
+        self.unauthorized = 0
+        self.total_requests = 0
+
+    def stats(self) -> FakeStats:
+        return FakeStats(
+            counters=[row.model_copy() for row in self.counters.values()],
+            max_in_flight=dict(self.max_in_flight),
+            in_flight=dict(self.in_flight),
+            unauthorized=self.unauthorized,
+            total_requests=self.total_requests,
+        )
+
+    # -- helpers used by the routes --
+
+    def label(self, key: str) -> str:
+        cfg = self.config.keys[key]
+        return cfg.label or f"key-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+    def row(self, label: str, model: str | None, upstream: str | None, path: str) -> CounterRow:
+        ident = (label, model, upstream, path)
+        if ident not in self.counters:
+            self.counters[ident] = CounterRow(key=label, model=model, upstream=upstream, path=path)
+        return self.counters[ident]
+
+    def behaviour(self, upstream: str | None) -> UpstreamBehaviour:
+        if upstream is not None and upstream in self.config.upstreams:
+            return self.config.upstreams[upstream]
+        return self.config.default_behaviour
+
+    def runtime(self, upstream: str | None, behaviour: UpstreamBehaviour) -> _UpstreamRuntime:
+        name = upstream or ""
+        if name not in self.upstream_runtime:
+            seed = behaviour.seed if behaviour.seed is not None else self.config.seed
+            rng = random.Random(_seed_for("faults", seed, name)) if seed is not None else random.Random()
+            self.upstream_runtime[name] = _UpstreamRuntime(rng=rng)
+        return self.upstream_runtime[name]
+
+    def next_id(self, prefix: str) -> str:
+        self._ids += 1
+        return f"{prefix}-{self._ids:06d}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Wire helpers
+
+
+def error_response(status: int, message: str, *, metadata: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    """OpenRouter's error body: {"error": {"code", "message", "metadata"?}}."""
+    error: dict[str, Any] = {"code": status, "message": message}
+    if metadata:
+        error["metadata"] = metadata
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
+
+
+def _retry_after_header(seconds: float | None, fmt: RetryAfterFormat) -> dict[str, str]:
+    if seconds is None or fmt == "none":
+        return {}
+    if fmt == "http-date":
+        return {"Retry-After": formatdate(time.time() + math.ceil(seconds), usegmt=True)}
+    return {"Retry-After": f"{seconds:g}"}
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _ProviderPrefs(_Lenient):
+    order: list[str] | None = None
+    only: list[str] | None = None
+    allow_fallbacks: bool | None = None
+
+
+class _EmbeddingsRequest(_Lenient):
+    model: str
+    input: str | list[str]
+    encoding_format: Literal["float"] = "float"
+    provider: _ProviderPrefs | None = None
+
+
+class _RerankDoc(_Lenient):
+    text: str
+
+
+class _RerankRequest(_Lenient):
+    model: str
+    query: str
+    documents: list[str | _RerankDoc]
+    top_n: int | None = Field(default=None, ge=1)
+    provider: _ProviderPrefs | None = None
+
+
+class _ChatRequest(_Lenient):
+    model: str
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    provider: _ProviderPrefs | None = None
+
+
+def _pinned_upstream(prefs: _ProviderPrefs | None) -> str | None:
+    """The one upstream named by order/only, or None when the routing object does not pin exactly one."""
+    if prefs is None:
+        return None
+    named = {tuple(prefs.order or ()), tuple(prefs.only or ())} - {()}
+    if len(named) != 1:
+        return None
+    (slugs,) = named
+    return slugs[0] if len(slugs) == 1 else None
+
+
+def _loose_upstream(prefs: _ProviderPrefs | None) -> str | None:
+    """For rerank/chat (no pin required): the first upstream named, if any."""
+    if prefs is None:
+        return None
+    return (prefs.only or prefs.order or [None])[0]
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
+def _find_tool_call(text: str, tool_names: set[str]) -> tuple[str, str] | None:
+    """`CALL:<toolname>:<json>` anywhere in `text` → (name, the JSON text)."""
+    start = text.find("CALL:")
+    while start != -1:
+        rest = text[start + len("CALL:") :]
+        name, sep, tail = rest.partition(":")
+        if sep and name in tool_names:
+            try:
+                value, end = json.JSONDecoder().raw_decode(tail.lstrip())
+            except json.JSONDecodeError:
+                value, end = None, 0
+            if end:
+                return name, json.dumps(value)
+        start = text.find("CALL:", start + 1)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The app
+
+
+def build_fake_app(state: FakeState | None = None) -> Starlette:
+    """The fake as an ASGI app. Without `state` it starts with an empty FakeConfig (no keys)."""
+    state = state if state is not None else FakeState()
+
+    def authorise(request: Request) -> str | Response:
+        state.total_requests += 1
+        header = request.headers.get("authorization", "")
+        scheme, _, key = header.partition(" ")
+        if not header:
+            state.unauthorized += 1
+            return error_response(401, "No auth credentials found")
+        if scheme.lower() != "bearer" or key not in state.config.keys:
+            state.unauthorized += 1
+            return error_response(401, "User not found.")
+        return key
+
+    async def read_body(request: Request, model: type[BaseModel]) -> BaseModel | Response:
+        try:
+            return model.model_validate(json.loads(await request.body()))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return error_response(400, "Invalid JSON body")
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            return error_response(400, f"Invalid request: {'.'.join(map(str, first['loc']))}: {first['msg']}")
+
+    async def admit_and_run(
+        key: str,
+        path: str,
+        model: str | None,
+        upstream: str | None,
+        work: Callable[[UpstreamBehaviour], Awaitable[Response]],
+    ) -> Response:
+        """Key checks (credits, RPM, in-flight), then latency and scripted faults, then `work`."""
+        cfg = state.config.keys[key]
+        label = state.label(key)
+        row = state.row(label, model, upstream, path)
+        row.requests += 1
+
+        def fail(response: Response) -> Response:
+            if response.status_code == 429:
+                row.rate_limited += 1
+            else:
+                row.errors += 1
+            return response
+
+        usage = cfg.usage + state.usage.get(key, 0.0)
+        if usage >= cfg.credits or (cfg.limit is not None and usage >= cfg.limit):
+            source = "openrouter_credits" if usage >= cfg.credits else "openrouter_key_limit"
+            return fail(error_response(402, "Insufficient credits", metadata={"limit_source": source}))
+
+        rpm = cfg.rpm_limit or state.config.rpm
+        if rpm is not None:
+            now = state.clock()
+            window = state.windows.setdefault(key, deque())
+            while window and window[0] <= now - RPM_WINDOW_S:
+                window.popleft()
+            if len(window) >= rpm:
+                wait_s = max(1, math.ceil(window[0] + RPM_WINDOW_S - now))
+                reset_ms = int((time.time() + wait_s) * 1000)
+                headers = {
+                    "Retry-After": str(wait_s),
+                    "X-RateLimit-Limit": str(rpm),
+                    "X-RateLimit-Remaining": "0",
+                    "X-RateLimit-Reset": str(reset_ms),
+                }
+                metadata = {"error_type": "rate_limit_exceeded"}
+                return fail(error_response(429, "Rate limit exceeded", metadata=metadata, headers=headers))
+            window.append(now)
+
+        if cfg.in_flight_budget is not None and state.in_flight.get(label, 0) >= cfg.in_flight_budget:
+            metadata = {"reason": "in_flight_budget_exhausted", "limit_source": "openrouter_in_flight_budget"}
+            headers = _retry_after_header(cfg.in_flight_retry_after_s, "seconds")
+            return fail(error_response(402, "In-flight spending budget exhausted", metadata=metadata, headers=headers))
+
+        if upstream is not None and state.config.strict_upstreams and upstream not in state.config.upstreams:
+            return fail(error_response(404, f"No allowed providers are available for the selected model ({upstream})"))
+
+        behaviour = state.behaviour(upstream)
+        runtime = state.runtime(upstream, behaviour)
+        runtime.requests += 1
+        state.in_flight[label] = state.in_flight.get(label, 0) + 1
+        state.max_in_flight[label] = max(state.max_in_flight.get(label, 0), state.in_flight[label])
+        try:
+            if behaviour.latency_s:
+                await asyncio.sleep(behaviour.latency_s)
+            every = behaviour.fail_429_every
+            if (every is not None and runtime.requests % every == 0) or runtime.rng.random() < behaviour.fail_rate_429:
+                headers = _retry_after_header(behaviour.retry_after_s, behaviour.retry_after_format)
+                metadata = {"error_type": "rate_limit_exceeded", "provider_name": upstream or "fake"}
+                return fail(error_response(429, "Provider returned error: rate limited", metadata=metadata, headers=headers))
+            if runtime.requests <= behaviour.fail_5xx_count or runtime.rng.random() < behaviour.fail_5xx_rate:
+                status = behaviour.fail_5xx_status
+                return fail(error_response(status, f"Provider returned error ({status})", metadata={"provider_name": upstream or "fake"}))
+            if behaviour.malformed == "invalid-json":
+                row.errors += 1
+                return Response('{"data": [', status_code=200, media_type="application/json")
+            if behaviour.malformed == "wrong-shape":
+                row.errors += 1
+                return JSONResponse({"object": "list", "result": "not the shape you expected"})
+            response = await work(behaviour)
+            if response.status_code < 400:
+                row.ok += 1
+                state.usage[key] = state.usage.get(key, 0.0) + state.config.cost_per_request
+            else:
+                row.errors += 1
+            return response
+        finally:
+            state.in_flight[label] -= 1
+
+    # -- API routes --
+
+    async def embeddings(request: Request) -> Response:
+        key = authorise(request)
+        if isinstance(key, Response):
+            return key
+        body = await read_body(request, _EmbeddingsRequest)
+        if isinstance(body, Response):
+            state.row(state.label(key), None, None, "/embeddings").errors += 1
+            return body
+        assert isinstance(body, _EmbeddingsRequest)
+        upstream = _pinned_upstream(body.provider)
+        if upstream is None or body.provider is None or body.provider.allow_fallbacks is not False:
+            row = state.row(state.label(key), body.model, upstream, "/embeddings")
+            row.requests += 1
+            row.errors += 1
+            return error_response(400, f"fake OpenRouter: {PIN_RULE}")
+        texts = [body.input] if isinstance(body.input, str) else body.input
+
+        async def work(behaviour: UpstreamBehaviour) -> Response:
+            vectors = await anyio.to_thread.run_sync(_encode, texts)
+            vectors = _shape_vectors(vectors, behaviour, upstream, texts, state.config)
+            rows = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+            if behaviour.malformed == "missing-row" and rows:
+                rows = rows[:-1]
+            tokens = sum(len(t.split()) for t in texts)
+            return JSONResponse(
+                {
+                    "id": state.next_id("gen-emb"),
+                    "object": "list",
+                    "data": rows,
+                    "model": body.model,
+                    "provider": upstream,
+                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                }
+            )
+
+        return await admit_and_run(key, "/embeddings", body.model, upstream, work)
+
+    async def rerank(request: Request) -> Response:
+        key = authorise(request)
+        if isinstance(key, Response):
+            return key
+        body = await read_body(request, _RerankRequest)
+        if isinstance(body, Response):
+            state.row(state.label(key), None, None, "/rerank").errors += 1
+            return body
+        assert isinstance(body, _RerankRequest)
+        docs = [d if isinstance(d, str) else d.text for d in body.documents]
+        upstream = _loose_upstream(body.provider)
+
+        async def work(behaviour: UpstreamBehaviour) -> Response:
+            vectors = await anyio.to_thread.run_sync(_encode, [body.query, *docs])
+            scores = vectors[1:] @ vectors[0]
+            order = sorted(range(len(docs)), key=lambda i: -float(scores[i]))[: body.top_n or len(docs)]
+            results = [{"index": i, "relevance_score": float(scores[i]), "document": {"text": docs[i]}} for i in order]
+            tokens = len(body.query.split()) + sum(len(d.split()) for d in docs)
+            return JSONResponse(
+                {
+                    "id": state.next_id("gen-rerank"),
+                    "model": body.model,
+                    "provider": upstream or "fake",
+                    "results": results,
+                    "usage": {"search_units": 1, "total_tokens": tokens},
+                }
+            )
+
+        return await admit_and_run(key, "/rerank", body.model, upstream, work)
+
+    async def chat(request: Request) -> Response:
+        key = authorise(request)
+        if isinstance(key, Response):
+            return key
+        body = await read_body(request, _ChatRequest)
+        if isinstance(body, Response):
+            state.row(state.label(key), None, None, "/chat/completions").errors += 1
+            return body
+        assert isinstance(body, _ChatRequest)
+        upstream = _loose_upstream(body.provider)
+
+        async def work(behaviour: UpstreamBehaviour) -> Response:
+            return JSONResponse(_chat_answer(body, state.next_id("gen")))
+
+        return await admit_and_run(key, "/chat/completions", body.model, upstream, work)
+
+    async def key_info(request: Request) -> Response:
+        key = authorise(request)
+        if isinstance(key, Response):
+            return key
+        cfg = state.config.keys[key]
+        usage = cfg.usage + state.usage.get(key, 0.0)
+        state.row(state.label(key), None, None, "/key").requests += 1
+        state.row(state.label(key), None, None, "/key").ok += 1
+        data = {
+            "label": state.label(key),
+            "limit": cfg.limit,
+            "limit_remaining": None if cfg.limit is None else max(0.0, cfg.limit - usage),
+            "limit_reset": None,
+            "include_byok_in_limit": False,
+            "usage": usage,
+            "usage_daily": usage,
+            "usage_weekly": usage,
+            "usage_monthly": usage,
+            "is_free_tier": cfg.is_free_tier,
+            "is_management_key": cfg.management,
+            "rate_limit": {"requests": -1, "interval": "10s", "note": "This field is deprecated and safe to ignore."},
+            "expires_at": None,
+        }
+        return JSONResponse({"data": data})
+
+    async def credits(request: Request) -> Response:
+        key = authorise(request)
+        if isinstance(key, Response):
+            return key
+        cfg = state.config.keys[key]
+        row = state.row(state.label(key), None, None, "/credits")
+        row.requests += 1
+        if not cfg.management:
+            row.errors += 1
+            return error_response(403, "Only management keys can fetch credits")
+        row.ok += 1
+        return JSONResponse({"data": {"total_credits": cfg.credits, "total_usage": cfg.usage + state.usage.get(key, 0.0)}})
+
+    async def models(request: Request) -> Response:
+        state.total_requests += 1  # no auth, as upstream
+        data = []
+        for entry in state.config.models:
+            data.append(
+                {
+                    "id": entry.id,
+                    "canonical_slug": entry.id,
+                    "name": entry.name or entry.id,
+                    "created": 1_700_000_000,
+                    "description": "fake model",
+                    "context_length": entry.context_length,
+                    "architecture": {
+                        "modality": "text->" + entry.output_modalities[0],
+                        "input_modalities": ["text"],
+                        "output_modalities": entry.output_modalities,
+                        "tokenizer": "Other",
+                        "instruct_type": None,
+                    },
+                    "pricing": {"prompt": "0.00000001", "completion": "0"},
+                    "top_provider": {
+                        "context_length": entry.context_length,
+                        "max_completion_tokens": entry.max_completion_tokens,
+                        "is_moderated": False,
+                    },
+                    "per_request_limits": None,
+                    "supported_parameters": ["tools", "tool_choice", "max_tokens"] if "text" in entry.output_modalities else [],
+                }
+            )
+        return JSONResponse({"data": data})
+
+    # -- control plane --
+
+    async def set_config(request: Request) -> Response:
+        try:
+            config = FakeConfig.model_validate_json(await request.body())
+        except ValidationError as exc:
+            return JSONResponse({"detail": exc.errors(include_url=False, include_input=False)}, status_code=422)
+        state.configure(config)
+        return JSONResponse({"ok": True})
+
+    async def get_stats(request: Request) -> Response:
+        return JSONResponse(state.stats().model_dump(mode="json"))
+
+    async def reset(request: Request) -> Response:
+        state.reset()
+        return JSONResponse({"ok": True})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    routes = [
+        Route(f"{API_PREFIX}/embeddings", embeddings, methods=["POST"]),
+        Route(f"{API_PREFIX}/rerank", rerank, methods=["POST"]),
+        Route(f"{API_PREFIX}/chat/completions", chat, methods=["POST"]),
+        Route(f"{API_PREFIX}/key", key_info, methods=["GET"]),
+        Route(f"{API_PREFIX}/credits", credits, methods=["GET"]),
+        Route(f"{API_PREFIX}/models", models, methods=["GET"]),
+        Route("/_fake/config", set_config, methods=["POST"]),
+        Route("/_fake/stats", get_stats, methods=["GET"]),
+        Route("/_fake/reset", reset, methods=["POST"]),
+        Route("/_fake/health", health, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.fake = state
+    return app
+
+
+def _shape_vectors(
+    vectors: np.ndarray, behaviour: UpstreamBehaviour, upstream: str, texts: list[str], config: FakeConfig
+) -> np.ndarray:
+    """The local model's vectors as this upstream would return them."""
+    seed = behaviour.seed if behaviour.seed is not None else (config.seed or 0)
+    if behaviour.vectors == "same":
+        return vectors
+    if behaviour.vectors == "perturbed":
+        out = np.empty_like(vectors)
+        for i, (vector, text) in enumerate(zip(vectors, texts, strict=True)):
+            # Deterministic per (seed, upstream, text): the same text always gets the same vector back.
+            rng = np.random.default_rng(_seed_for("noise", seed, upstream, text))
+            noisy = vector + rng.normal(0.0, behaviour.sigma, size=vector.shape).astype(np.float32)
+            out[i] = noisy / np.linalg.norm(noisy)
+        return out
+    if behaviour.vectors == "other-model":
+        return vectors @ _rotation(vectors.shape[1], _seed_for("rotation", seed, upstream) % 2**32)
+    width = behaviour.wrong_width or vectors.shape[1] + 1
+    out = np.zeros((vectors.shape[0], width), dtype=np.float32)
+    keep = min(width, vectors.shape[1])
+    out[:, :keep] = vectors[:, :keep]
+    return out
+
+
+def _chat_answer(body: _ChatRequest, completion_id: str) -> dict[str, Any]:
+    """Deterministic: a tool call when asked for one by `CALL:<tool>:<json>`, otherwise an echo."""
+    last = body.messages[-1]
+    text = _message_text(last)
+    tool_names = {t.get("function", {}).get("name") for t in body.tools or [] if isinstance(t, dict)}
+    call = _find_tool_call(text, {n for n in tool_names if n}) if last.get("role") == "user" and body.tool_choice != "none" else None
+    prompt_tokens = sum(len(_message_text(m).split()) for m in body.messages)
+    if call is not None:
+        name, arguments = call
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": f"call_{hashlib.sha256(text.encode()).hexdigest()[:12]}", "type": "function", "function": {"name": name, "arguments": arguments}}
+            ],
+        }
+        finish, completion_tokens = "tool_calls", 1
+    else:
+        prefix = "tool result: " if last.get("role") == "tool" else "echo: "
+        words = (prefix + text).split()
+        finish = "stop"
+        if body.max_tokens is not None and len(words) > body.max_tokens:
+            words, finish = words[: body.max_tokens], "length"
+        message = {"role": "assistant", "content": " ".join(words)}
+        completion_tokens = len(words)
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.model,
+        "provider": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "native_finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }

@@ -1,0 +1,182 @@
+"""The OpenRouter fake as a real HTTP server in a subprocess, driven over its control plane.
+
+    with FakeOpenRouterServer(config=FakeConfig(keys={"sk-test": KeyConfig()})) as server:
+        client = OpenRouterClient(provider_name="p", key=SecretStr("sk-test"), base_url=server.base_url)
+        ...
+        assert server.stats().total(path="/embeddings") == 1
+
+Run directly (from the repository root): python -m tests.fakes.openrouter_server --port 8765
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from .openrouter_fake import FakeConfig, FakeState, FakeStats, build_fake_app
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LOOPBACK = "127.0.0.1"
+DEFAULT_STARTUP_TIMEOUT_S = 90.0  # the child loads MiniLM before it answers
+STOP_GRACE_S = 5.0
+_POLL_S = 0.1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+class FakeOpenRouterServer:
+    """Starts `python -m tests.fakes.openrouter_server` on 127.0.0.1 and stops it by PID on exit.
+
+    config:            pushed once the server answers (None → an empty FakeConfig: no keys)
+    port:              None → a free port
+    startup_timeout_s: how long to wait for /_fake/health
+    preload:           load MiniLM in the child before it answers (first embed is then fast)
+    """
+
+    def __init__(
+        self,
+        *,
+        config: FakeConfig | None = None,
+        port: int | None = None,
+        startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+        preload: bool = True,
+    ) -> None:
+        self.port = port or free_port()
+        self.root_url = f"http://{LOOPBACK}:{self.port}"
+        self.base_url = f"{self.root_url}/api/v1"
+        self._config = config
+        self._startup_timeout_s = startup_timeout_s
+        self._preload = preload
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+        self._http = httpx.Client(base_url=self.root_url, timeout=10.0)
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def __repr__(self) -> str:
+        return f"FakeOpenRouterServer(base_url={self.base_url!r}, pid={self.pid})"
+
+    # -- lifecycle --
+
+    def start(self) -> FakeOpenRouterServer:
+        if self._process is not None:
+            raise RuntimeError("already started")
+        env = dict(os.environ)
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TRANSFORMERS_OFFLINE"] = "1"
+        env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        command = [sys.executable, "-m", "tests.fakes.openrouter_server", "--host", LOOPBACK, "--port", str(self.port)]
+        if not self._preload:
+            command.append("--no-preload")
+        self._log = tempfile.TemporaryFile()
+        self._process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_until_answering()
+            if self._config is not None:
+                self.configure(self._config)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Terminate the child, kill it after STOP_GRACE_S, and reap it."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> FakeOpenRouterServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        self._http.close()
+
+    def _wait_until_answering(self) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + self._startup_timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"fake OpenRouter exited with {self._process.returncode}:\n{self._log_tail()}")
+            try:
+                if self._http.get("/_fake/health", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(_POLL_S)
+        raise TimeoutError(f"fake OpenRouter did not answer within {self._startup_timeout_s} s:\n{self._log_tail()}")
+
+    def _log_tail(self, limit: int = 4000) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-limit:]
+
+    # -- control plane --
+
+    def configure(self, config: FakeConfig | None = None, **fields: Any) -> None:
+        """Replace the fake's configuration: a FakeConfig, or its fields as keywords."""
+        config = config if config is not None else FakeConfig(**fields)
+        response = self._http.post("/_fake/config", content=config.model_dump_json(), headers={"content-type": "application/json"})
+        response.raise_for_status()
+
+    def stats(self) -> FakeStats:
+        response = self._http.get("/_fake/stats")
+        response.raise_for_status()
+        return FakeStats.model_validate(response.json())
+
+    def reset(self) -> None:
+        self._http.post("/_fake/reset").raise_for_status()
+
+
+def main(argv: list[str] | None = None) -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="OpenRouter-compatible fake (tests only).")
+    parser.add_argument("--host", default=LOOPBACK)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--config", type=Path, default=None, help="FakeConfig JSON file to start with.")
+    parser.add_argument("--no-preload", action="store_true", help="Load MiniLM on the first embedding request.")
+    args = parser.parse_args(argv)
+
+    config = FakeConfig.model_validate_json(args.config.read_text()) if args.config else FakeConfig()
+    if not args.no_preload:
+        from .openrouter_fake import _shared_encoder
+
+        _shared_encoder()
+    app = build_fake_app(FakeState(config=config))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
