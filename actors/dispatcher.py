@@ -19,7 +19,7 @@ from ray.exceptions import RayTaskError
 from actors.registry import LiveProvider, discover_providers, ensure_providers
 from cluster.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
 from cluster.providers import ProviderKind, ProviderView, provider_views
-from cluster.roles import Role
+from cluster.roles import Policy, Role
 from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity
 
@@ -64,9 +64,10 @@ class DispatcherActor:
     def __init__(self, settings: SamespaceSettings, role: Role) -> None:
         self._settings = settings
         self._role = role
+        self._policy = settings.policy(role)
         self._dispatcher = Dispatcher(
             role,
-            policy=lambda: settings.policy(role),
+            policy=lambda: self._policy,
             discover=self._discover,
             fanout=settings.fanout,
             width=settings.embedding.width if role.writes_index else None,
@@ -78,10 +79,15 @@ class DispatcherActor:
         ensure_providers(self._settings)
         return [_calls(live) for live in await discover_providers(self._settings)]
 
+    def set_policy(self, policy: Policy) -> Policy:
+        """Switch the policy in force; an invalid value is refused and the current one kept."""
+        self._policy = Policy(policy)
+        return self._policy
+
     async def providers(self) -> list[ProviderView]:
         """Every provider of this role, with the policy in force beside the one it applies."""
         live = await discover_providers(self._settings)
-        return provider_views(self._role, self._settings.policy(self._role), [p.info for p in live])
+        return provider_views(self._role, self._policy, [p.info for p in live])
 
     async def reference(self) -> EncoderIdentity:
         return await self._dispatcher.reference()
@@ -124,3 +130,20 @@ def get_dispatcher(settings: SamespaceSettings, role: Role) -> ActorHandle:
         get_if_exists=True,
     ).remote(settings, role)
 
+
+
+def push_policy(settings: SamespaceSettings, role: Role, policy: Policy | str) -> Policy:
+    """Put a policy in force for a role: its dispatcher and every virtual container of the role.
+
+    Validated first: a bad value changes nothing anywhere.
+    """
+    from actors.registry import ensure_virtual_containers
+
+    policy = Policy(policy)
+    ray.get(get_dispatcher(settings, role).set_policy.remote(policy))
+    route = settings.cloud.routes.get(role)
+    if route is not None:
+        containers = [h for h in ensure_virtual_containers(settings)]
+        infos = ray.get([h.describe.remote() for h in containers])
+        ray.get([h.apply.remote(route, policy) for h, info in zip(containers, infos, strict=True) if role in info.roles])
+    return policy

@@ -130,6 +130,7 @@ class Dispatcher:
                     vectors[index] = row
                     served_by[index] = batch.lane
                     done_mask[batch.start + offset] = True
+                batches[batch.lane] = batches.get(batch.lane, 0) + 1  # counted here: an exhausted tier's count too
                 if on_batch is not None:
                     indices = todo[batch.start : batch.start + len(batch.vectors)]
                     identity = providers[batch.lane].info.identity
@@ -151,10 +152,12 @@ class Dispatcher:
                 )
             except NoProviderLeft as exc:
                 log.warning("%s: tier exhausted (%s); %d texts left", self.role.value, exc, done_mask.count(False))
-                dropped.update({f"tier:{reason}": "failed" for reason in exc.reasons})
+                for reason in exc.reasons:  # "<lane>: <why>", as run_fanout words them: keyed by provider
+                    name, _, why = reason.partition(": ")
+                    dropped[name] = why or "failed"
             else:
-                for name, count in result.batches.items():
-                    batches[name] = batches.get(name, 0) + count
+                for name in result.batches:
+                    batches.setdefault(name, 0)
                 dropped.update(result.dropped)
             remaining = [i for i, done in zip(todo, done_mask, strict=True) if not done]
         if remaining:

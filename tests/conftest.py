@@ -63,7 +63,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
     os.environ.update(env)
     context = ray.init(
         address="local",
-        num_cpus=2,
+        num_cpus=4,  # logical: room for a second namespace's embedder beside the default one
         namespace="samespace-test",
         include_dashboard=True,
         dashboard_host="127.0.0.1",
@@ -123,3 +123,12 @@ def mcp_server(ray_cluster: RayCluster) -> Iterator[McpServer]:
 
 def reindex_entrypoint(repo: Path, name: str) -> str:
     return f"{sys.executable} -m jobs.reindex --repo {repo} --name {name}"
+
+
+@pytest.fixture(scope="session")
+def fake_openrouter() -> Iterator[object]:
+    """The OpenRouter-compatible fake in its own process on 127.0.0.1, stopped by PID."""
+    from fakes.openrouter_server import FakeOpenRouterServer
+
+    with FakeOpenRouterServer() as server:
+        yield server
