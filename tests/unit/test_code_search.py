@@ -1,0 +1,63 @@
+"""search_code's rerank step: re-score fused candidates then cut to k; skip cleanly with no reranker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cluster.errors import NoProviderLeft
+from cluster.space import EncoderIdentity
+from cluster.types import ScoredHit
+from serve_apps.code_search import CodeSearchService
+
+IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=4, max_seq_length=256)
+
+
+class _Method:
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+        self.calls: list[tuple[Any, ...]] = []
+
+    def remote(self, *args: Any) -> Any:
+        self.calls.append(args)
+
+        async def run() -> Any:
+            return self._fn(*args)
+
+        return run()
+
+
+class _Handle:
+    def __init__(self, **methods: Any) -> None:
+        for name, fn in methods.items():
+            setattr(self, name, _Method(fn))
+
+
+def hit(i: int) -> ScoredHit:
+    return ScoredHit(id=str(i), score=1.0 - i / 100, payload={
+        "repo": "r", "path": f"f{i}.py", "start_line": 1, "end_line": 2, "symbol": f"s{i}", "kind": "function",
+        "language": "python", "text": f"def s{i}(): pass", "build": "b"})
+
+
+def service(rerank: Any) -> tuple[CodeSearchService, _Handle]:
+    index = _Handle(search=lambda repo, vector, identity, limit, flt: ([hit(i) for i in range(limit)], []))
+    encoder = _Handle(encode_query=lambda text: (np.ones(4, dtype=np.float32), IDENTITY, "samespace-embedder-cpu0"))
+    return CodeSearchService(index, encoder, _Handle(rerank=rerank), rerank_candidates=10), index
+
+
+async def test_the_reranker_reorders_the_candidates_and_the_result_is_cut_to_k() -> None:
+    svc, index = service(lambda q, docs: ([float(i) for i in range(len(docs))], "ws-OR-Reranker"))
+    result = await svc.search_code("q", 3, None, None, None)
+    assert index.search.calls[0][3] == 10  # fetched the candidate pool, not just k
+    assert [h.symbol for h in result.hits] == ["s9", "s8", "s7"] and result.reranked_by == "ws-OR-Reranker"
+    assert result.encoded_by == "samespace-embedder-cpu0"
+
+
+async def test_with_no_reranker_the_search_order_stands() -> None:
+    def none_serving(q: str, docs: list[str]) -> Any:
+        raise NoProviderLeft("reranker", ["no eligible provider"])
+
+    svc, _ = service(none_serving)
+    result = await svc.search_code("q", 3, None, None, None)
+    assert [h.symbol for h in result.hits] == ["s0", "s1", "s2"] and result.reranked_by is None
