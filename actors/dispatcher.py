@@ -116,6 +116,10 @@ class DispatcherActor:
     async def encode_query(self, text: str) -> tuple[np.ndarray, EncoderIdentity, str]:
         return await self._dispatcher.encode_query(text)
 
+    async def chat(self, **request: Any) -> tuple[Any, str]:
+        """messages, tools, tool_choice, max_tokens → (ChatResult, provider name)."""
+        return await self._dispatcher.chat(**request)
+
     async def rerank(self, query: str, documents: list[str]) -> tuple[list[float], str]:
         return await self._dispatcher.rerank(query, documents)
 

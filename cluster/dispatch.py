@@ -184,6 +184,17 @@ class Dispatcher:
 
         return await first_success(self.role, [providers[p.name] for p in ordered if providers[p.name].embed], attempt)
 
+    async def chat(self, **request: Any) -> tuple[Any, str]:
+        """A single chat call (code-assistant, rlm): pool first, then reserve; (result, provider)."""
+        selection, providers = await self.select()
+        ordered = [providers[p.name] for p in selection.primary + selection.reserve if providers[p.name].call]
+
+        async def attempt(provider: Provider) -> tuple[Any, str]:
+            assert provider.call is not None
+            return await provider.call(**request), provider.info.name
+
+        return await first_success(self.role, ordered, attempt)
+
     async def rerank(self, query: str, documents: list[str]) -> tuple[list[float], str]:
         """Scores in input order, and who scored: the first provider that answers, pool then reserve."""
         selection, providers = await self.select()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,7 @@ def cloud(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_factory: pytes
             "routes": {
                 "code-embedding": {"model": "qwen/qwen3-embedding-4b", "upstream": "pinned-same"},
                 "reranker": {"model": "qwen/qwen3-reranker-8b"},
+                "code-assistant": {"model": "poolside/laguna-s-2.1"},
             },
         },
     )
@@ -97,7 +99,7 @@ def test_a_virtual_container_is_named_pcname_or_role_and_needs_a_key(cloud: Clou
 
     infos = {i.name: i for i in ray.get([c.describe.remote() for c in cloud.containers])}
     host = pc_name(socket.gethostname())
-    assert set(infos) == {f"{host}-OR-CodeEmbedding", f"{host}-OR-Reranker"}
+    assert set(infos) == {f"{host}-OR-CodeEmbedding", f"{host}-OR-Reranker", f"{host}-OR-CodeAssistant"}
     embedding = infos[f"{host}-OR-CodeEmbedding"]
     assert embedding.eligible and embedding.upstream == "pinned-same" and embedding.kind == "cloud"
     assert CANARY_KEY not in repr(embedding) and CANARY_KEY not in embedding.model_dump_json()
@@ -210,10 +212,43 @@ def test_an_invalid_policy_is_refused_and_the_last_good_one_stays(cloud: CloudCl
     assert {v.policy_in_force for v in views} == {"local"}
 
 
+def test_the_code_assistant_is_served_by_its_virtual_container(cloud: CloudCluster) -> None:
+    from actors.dispatcher import get_dispatcher
+    from cluster.roles import Role
+
+    assistant = get_dispatcher(cloud.settings, Role.CODE_ASSISTANT)
+    result, provider = ray.get(assistant.chat.remote(messages=[{"role": "user", "content": "explain retry"}]))
+    assert provider.endswith("-OR-CodeAssistant") and "explain retry" in result.content
+
+
+def test_an_aggregate_reindex_records_rows_from_both_local_and_cloud_providers(
+    cloud: CloudCluster, tmp_path: Path
+) -> None:
+    from actors import get_index_actor
+    from actors.dispatcher import push_policy
+    from cluster.roles import Role
+    from jobs.reindex import run_reindex
+
+    repo = tmp_path / "agg"
+    repo.mkdir()
+    for f in range(8):
+        (repo / f"m{f}.py").write_text("\n\n".join(
+            f"def fn_{f}_{g}(x):\n    return x * {g} + {f}" for g in range(12)))
+    push_policy(cloud.settings, Role.CODE_EMBEDDING, "aggregate")
+    record = run_reindex(cloud.settings, repo, "agg", emit=lambda line: None)
+    assert record.chunks == 96
+    assert any(p.startswith("samespace-embedder") for p in record.providers)
+    assert any("-OR-CodeEmbedding" in p for p in record.providers)
+    assert record.identity.model == "all-MiniLM-L6-v2"  # the local reference defines the space
+    index = get_index_actor(cloud.settings)
+    vector, identity, _ = ray.get(cloud.dispatcher.encode_query.remote("fn_3_5"))
+    hits, _ = ray.get(index.search.remote("agg", vector.tolist(), identity, 96, None))
+    writers = {h.payload["provider"] for h in hits}
+    assert len(writers) == 2 and len(hits) == 96  # provenance per row names each writer
+
+
 def test_the_canary_key_never_reaches_ray_logs_or_the_index_store(cloud: CloudCluster, ray_cluster: RayCluster) -> None:
     """After every test above pushed and used the key: no Ray log, event file or store file holds it."""
-    from pathlib import Path
-
     session_dir = Path(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001
     needle = CANARY_KEY.encode()
     leaks = []
