@@ -59,3 +59,12 @@ def test_views_show_policy_in_force_beside_policy_applied() -> None:
     assert by_name["h-OR-CodeEmbedding"].policy_in_force is Policy.AGGREGATE
     assert by_name["h-OR-CodeEmbedding"].policy_applied is Policy.BACKUP
     assert by_name["gpu0"].serves == "pool"
+
+
+def test_the_provider_listing_shows_eligibility_and_both_policies() -> None:
+    from jobs.providers import format_views
+
+    drifted = VC.model_copy(update={"policy_applied": {Role.CODE_EMBEDDING: Policy.BACKUP}})
+    lines = format_views(Role.CODE_EMBEDDING, provider_views(Role.CODE_EMBEDDING, Policy.AGGREGATE, [GPU, drifted, KEYLESS]))
+    text = "\n".join(lines)
+    assert "policy aggregate/applied backup" in text and "INELIGIBLE (no key pushed)" in text
