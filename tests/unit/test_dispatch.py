@@ -9,13 +9,13 @@ Discovery is an async function over a list the test may change between calls.
 from __future__ import annotations
 
 import asyncio
-import selectors
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pytest
+from fakes.virtual_time import VirtualClock, run_virtual
 
 from cluster.dispatch import Dispatcher, LandedBatch, Provider
 from cluster.errors import NoProviderLeft, UpstreamUnavailable
@@ -24,54 +24,12 @@ from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Policy, Role
 from cluster.space import EncoderIdentity
 
-T = TypeVar("T")
 WIDTH = 4
 N = 200
 
 LOCAL_ID = EncoderIdentity(model="local/code-model", weights_sha256="a" * 64, width=WIDTH, max_seq_length=512)
 CLOUD_ID = EncoderIdentity(model="cloud/code-model", weights_sha256="b" * 64, width=WIDTH, max_seq_length=512)
 OTHER_CLOUD_ID = EncoderIdentity(model="cloud/other-model", weights_sha256="c" * 64, width=WIDTH, max_seq_length=512)
-
-
-# -- virtual time (the idea of tests/unit/test_fanout.py) ---------------------------------------
-
-
-class VirtualClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-
-class _JumpingSelector(selectors.DefaultSelector):
-    def __init__(self, clock: VirtualClock) -> None:
-        super().__init__()
-        self._clock = clock
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is None:
-            raise RuntimeError("deadlock: every task waits and no timer is set")
-        self._clock.now += timeout
-        return super().select(0)
-
-
-class VirtualTimeLoop(asyncio.SelectorEventLoop):
-    def __init__(self, clock: VirtualClock) -> None:
-        self._virtual = clock
-        super().__init__(selector=_JumpingSelector(clock))
-
-    def time(self) -> float:
-        return self._virtual.now
-
-
-def run_virtual(main: Callable[[VirtualClock], Coroutine[Any, Any, T]]) -> T:
-    clock = VirtualClock()
-    with asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(clock)) as runner:
-        return runner.run(main(clock))
 
 
 # -- fake providers -------------------------------------------------------------------------------

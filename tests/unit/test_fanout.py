@@ -8,13 +8,13 @@ it was asked to wait.
 from __future__ import annotations
 
 import asyncio
-import selectors
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pytest
+from fakes.virtual_time import VirtualClock, run_virtual
 from pydantic import ValidationError
 
 from cluster.errors import NoProviderLeft, RateLimited, UpstreamUnavailable
@@ -31,50 +31,7 @@ from cluster.fanout import (
     run_fanout,
 )
 
-T = TypeVar("T")
 WIDTH = 4
-
-
-class VirtualClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []  # what the pool asked to wait (cooldowns, permit retries)
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        await asyncio.sleep(seconds)
-
-
-class _JumpingSelector(selectors.DefaultSelector):
-    """A wait for I/O becomes a jump of virtual time to the next timer."""
-
-    def __init__(self, clock: VirtualClock) -> None:
-        super().__init__()
-        self._clock = clock
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is None:
-            raise RuntimeError("deadlock: every task waits and no timer is set")
-        self._clock.now += timeout
-        return super().select(0)
-
-
-class VirtualTimeLoop(asyncio.SelectorEventLoop):
-    def __init__(self, clock: VirtualClock) -> None:
-        self._virtual = clock
-        super().__init__(selector=_JumpingSelector(clock))
-
-    def time(self) -> float:
-        return self._virtual.now
-
-
-def run_virtual(main: Callable[[VirtualClock], Coroutine[Any, Any, T]]) -> T:
-    clock = VirtualClock()
-    with asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(clock)) as runner:
-        return runner.run(main(clock))
 
 
 def texts_of(n: int) -> list[str]:
