@@ -26,6 +26,11 @@ log = logging.getLogger("samespace.dispatch")
 
 T = TypeVar("T")
 
+# Single calls (a query's vector, a rerank, a chat turn) reuse a discovery this young: asking
+# every actor on each query cost more than the query itself. Bulk embedding always asks anew,
+# and a single call whose providers all fail asks anew before giving up.
+SINGLE_CALL_DISCOVERY_MAX_AGE_S = 2.0
+
 
 @dataclass(frozen=True)
 class Provider:
@@ -96,11 +101,35 @@ class Dispatcher:
         self._clock = clock
         self._sleep = sleep
         self.rates = RateBook()
+        self._recent: tuple[float, Selection, dict[str, Provider]] | None = None
 
-    async def select(self) -> tuple[Selection, dict[str, Provider]]:
+    async def select(self, max_age_s: float = 0.0) -> tuple[Selection, dict[str, Provider]]:
+        """Discover and select; a discovery younger than `max_age_s` under the same policy is reused."""
+        now = self._clock()
+        if self._recent is not None and max_age_s > 0:
+            taken, selection, providers = self._recent
+            if now - taken <= max_age_s and selection.policy is self._policy():
+                return selection, providers
         providers = {p.info.name: p for p in await self._discover()}
         selection = select_providers(self.role, self._policy(), [p.info for p in providers.values()])
+        self._recent = (now, selection, providers)
         return selection, providers
+
+    async def _single_call(
+        self,
+        pick: Callable[[Selection, dict[str, Provider]], list[Provider]],
+        attempt: Callable[[Provider], Awaitable[T]],
+    ) -> T:
+        """First answer from `pick`'s providers; on total failure, rediscover once and retry."""
+        selection, providers = await self.select(SINGLE_CALL_DISCOVERY_MAX_AGE_S)
+        candidates = pick(selection, providers)
+        try:
+            return await first_success(self.role, candidates, attempt)
+        except NoProviderLeft:
+            if not candidates:
+                raise  # nobody serves this role: a fresh look within the window would say the same
+        selection, providers = await self.select()
+        return await first_success(self.role, pick(selection, providers), attempt)
 
     async def reference(self) -> EncoderIdentity:
         selection, _ = await self.select()
@@ -171,9 +200,10 @@ class Dispatcher:
 
     async def encode_query(self, text: str) -> tuple[np.ndarray, EncoderIdentity, str]:
         """One vector, from a provider in the reference space first (so the index guard accepts it)."""
-        selection, providers = await self.select()
-        reference = reference_of(selection)
-        ordered = self._by_preference(selection, reference)
+
+        def pick(selection: Selection, providers: dict[str, Provider]) -> list[Provider]:
+            ordered = self._by_preference(selection, reference_of(selection))
+            return [providers[p.name] for p in ordered if providers[p.name].embed]
 
         async def attempt(provider: Provider) -> tuple[np.ndarray, EncoderIdentity, str]:
             assert provider.embed is not None and provider.info.identity is not None
@@ -182,23 +212,25 @@ class Dispatcher:
                 raise SamespaceError(f"{provider.info.name} returned shape {rows.shape}")
             return rows[0], provider.info.identity, provider.info.name
 
-        return await first_success(self.role, [providers[p.name] for p in ordered if providers[p.name].embed], attempt)
+        return await self._single_call(pick, attempt)
 
     async def chat(self, **request: Any) -> tuple[Any, str]:
         """A single chat call (code-assistant, rlm): pool first, then reserve; (result, provider)."""
-        selection, providers = await self.select()
-        ordered = [providers[p.name] for p in selection.primary + selection.reserve if providers[p.name].call]
+
+        def pick(selection: Selection, providers: dict[str, Provider]) -> list[Provider]:
+            return [providers[p.name] for p in selection.primary + selection.reserve if providers[p.name].call]
 
         async def attempt(provider: Provider) -> tuple[Any, str]:
             assert provider.call is not None
             return await provider.call(**request), provider.info.name
 
-        return await first_success(self.role, ordered, attempt)
+        return await self._single_call(pick, attempt)
 
     async def rerank(self, query: str, documents: list[str]) -> tuple[list[float], str]:
         """Scores in input order, and who scored: the first provider that answers, pool then reserve."""
-        selection, providers = await self.select()
-        ordered = [providers[p.name] for p in selection.primary + selection.reserve if providers[p.name].rerank]
+
+        def pick(selection: Selection, providers: dict[str, Provider]) -> list[Provider]:
+            return [providers[p.name] for p in selection.primary + selection.reserve if providers[p.name].rerank]
 
         async def attempt(provider: Provider) -> tuple[list[float], str]:
             assert provider.rerank is not None
@@ -207,7 +239,7 @@ class Dispatcher:
                 raise SamespaceError(f"{provider.info.name} scored {len(scores)} of {len(documents)} documents")
             return scores, provider.info.name
 
-        return await first_success(self.role, ordered, attempt)
+        return await self._single_call(pick, attempt)
 
     def _by_preference(self, selection: Selection, reference: EncoderIdentity) -> list[ProviderInfo]:
         def key(p: ProviderInfo) -> tuple[int, float, str]:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from fakes.virtual_time import VirtualClock, run_virtual
 
-from cluster.dispatch import Dispatcher, LandedBatch, Provider
+from cluster.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S, Dispatcher, LandedBatch, Provider
 from cluster.errors import NoProviderLeft, UpstreamUnavailable
 from cluster.fanout import FanoutSettings
 from cluster.providers import ProviderInfo, ProviderKind
@@ -460,7 +460,7 @@ def test_rerank_under_local_never_falls_back_to_the_cloud() -> None:
 # -- discovery ------------------------------------------------------------------------------------
 
 
-def test_discovery_runs_on_every_call_so_a_provider_added_between_calls_serves_in_the_next() -> None:
+def test_bulk_embedding_rediscovers_every_call_and_single_calls_after_the_window() -> None:
     gpu, or_ = local(), cloud(rate=90.0)
     world = World(gpu)
 
@@ -470,6 +470,7 @@ def test_discovery_runs_on_every_call_so_a_provider_added_between_calls_serves_i
         world.fakes.append(or_)
         second = await dispatcher.embed(texts_of(N))
         world.fakes.remove(gpu)
+        await clock.sleep(SINGLE_CALL_DISCOVERY_MAX_AGE_S + 0.5)
         query = await dispatcher.encode_query("t0")
         return first, second, query
 
@@ -479,3 +480,22 @@ def test_discovery_runs_on_every_call_so_a_provider_added_between_calls_serves_i
     assert_complete_in_order(second, N, {gpu.name: gpu.tag, or_.name: or_.tag})
     assert query[2] == or_.name  # the removed provider is gone for the next call too
     assert world.discovered == 3
+
+
+def test_single_calls_reuse_a_young_discovery_and_rediscover_when_its_providers_fail() -> None:
+    gpu = local()
+    world = World(gpu)
+
+    async def main(clock: VirtualClock) -> tuple[int, int, str]:
+        dispatcher = world.dispatcher(clock, Policy.AGGREGATE)
+        await dispatcher.encode_query("t0")
+        await dispatcher.encode_query("t1")
+        reused = world.discovered
+        replacement = local(name="gpu-b")
+        world.fakes[:] = [replacement]
+        gpu.fail = always  # the cached provider is gone: its calls fail
+        _, _, provider = await dispatcher.encode_query("t2")
+        return reused, world.discovered, provider
+
+    reused, after, provider = run_virtual(main)
+    assert reused == 1 and after == 2 and provider == "gpu-b"
