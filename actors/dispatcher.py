@@ -7,6 +7,7 @@ provider actors; a provider actor's error arrives as its own type (RateLimited, 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,6 +19,8 @@ from ray.exceptions import RayTaskError
 
 from actors.registry import LiveProvider, discover_providers, ensure_providers
 from cluster.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
+from cluster.gate import GateLedger, GateReport
+from cluster.gatekeeper import Gatekeeper
 from cluster.providers import ProviderKind, ProviderView, provider_views
 from cluster.roles import Policy, Role
 from cluster.settings import SamespaceSettings
@@ -59,12 +62,25 @@ def _calls(live: LiveProvider) -> Provider:
     )
 
 
+log = logging.getLogger("samespace.dispatch")
+
+
 @ray.remote(num_cpus=0, max_restarts=-1)
 class DispatcherActor:
     def __init__(self, settings: SamespaceSettings, role: Role) -> None:
         self._settings = settings
         self._role = role
         self._policy = settings.policy(role)
+        gatekeeper = None
+        if role.writes_index:  # SPEC §5: no setting turns the gate off
+            gatekeeper = Gatekeeper(
+                GateLedger(time.monotonic),
+                expected_width=settings.embedding.width,
+                preferred_reference=settings.gate.reference,
+                clock=time.monotonic,
+                probe_timeout_s=settings.gate.probe_timeout_s,
+            )
+        self._sentinel_task: asyncio.Task[None] | None = None
         self._dispatcher = Dispatcher(
             role,
             policy=lambda: self._policy,
@@ -73,11 +89,38 @@ class DispatcherActor:
             width=settings.embedding.width if role.writes_index else None,
             clock=time.monotonic,
             sleep=asyncio.sleep,
+            gatekeeper=gatekeeper,
+            preferred_reference=settings.gate.reference,
         )
 
     async def _discover(self) -> list[Provider]:
         ensure_providers(self._settings)
         return [_calls(live) for live in await discover_providers(self._settings)]
+
+    async def _sentinel_loop(self) -> None:
+        """SPEC §12: re-probe the serving encoders every period while serving."""
+        while True:
+            await asyncio.sleep(self._settings.gate.sentinel_period_s)
+            try:
+                await self._dispatcher.sentinel()
+            except Exception as exc:  # noqa: BLE001 - the loop must outlive one failed round; logged
+                log.warning("%s: sentinel round failed: %s", self._role.value, exc)
+
+    def _ensure_sentinel(self) -> None:
+        if self._dispatcher.gatekeeper is not None and self._sentinel_task is None:
+            self._sentinel_task = asyncio.get_running_loop().create_task(self._sentinel_loop())
+
+    async def sentinel(self, stored: np.ndarray | None = None) -> list[GateReport]:
+        """One sentinel round now (the reindex job runs one against the serving index's probes)."""
+        return await self._dispatcher.sentinel(stored)
+
+    async def reference_probe(self) -> np.ndarray:
+        return await self._dispatcher.reference_probe()
+
+    def gate_reports(self) -> list[GateReport]:
+        """Every verdict the gate holds for this role (for the admin API and `jobs.providers`)."""
+        gatekeeper = self._dispatcher.gatekeeper
+        return gatekeeper.ledger.reports() if gatekeeper is not None else []
 
     def set_policy(self, policy: Policy) -> Policy:
         """Switch the policy in force; an invalid value is refused and the current one kept."""
@@ -93,10 +136,12 @@ class DispatcherActor:
         return await self._dispatcher.reference()
 
     async def embed(self, texts: list[str]) -> EmbedOutcome:
+        self._ensure_sentinel()
         return await self._dispatcher.embed(texts)
 
     async def embed_stream(self, texts: list[str]) -> AsyncIterator[LandedBatch]:
         """Yield each batch as it lands (call with `.options(num_returns="streaming")`)."""
+        self._ensure_sentinel()
         queue: asyncio.Queue[LandedBatch | None] = asyncio.Queue()
 
         async def run() -> EmbedOutcome:
@@ -114,6 +159,7 @@ class DispatcherActor:
             task.cancel()
 
     async def encode_query(self, text: str) -> tuple[np.ndarray, EncoderIdentity, str]:
+        self._ensure_sentinel()
         return await self._dispatcher.encode_query(text)
 
     async def chat(self, **request: Any) -> tuple[Any, str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import ray
 
-from cluster.errors import ReadRefused
+from cluster.errors import IndexNotFound, ReadRefused
 from cluster.index import BuildProgress, IndexCatalog, IndexRecord
 from cluster.settings import SamespaceSettings
 from cluster.source import SourceLines, read_source_lines
@@ -31,8 +31,22 @@ class IndexActor:
         self._catalog = IndexCatalog(store)
 
     # writes (reindex job)
-    def begin_build(self, name: str, identity: EncoderIdentity, repo_root: str, job_id: str | None) -> str:
-        return self._catalog.begin_build(name, identity, repo_root, job_id)
+    def begin_build(
+        self,
+        name: str,
+        identity: EncoderIdentity,
+        repo_root: str,
+        job_id: str | None,
+        probe_vectors: list[list[float]] | None = None,
+    ) -> str:
+        return self._catalog.begin_build(name, identity, repo_root, job_id, probe_vectors)
+
+    def record(self, name: str) -> IndexRecord | None:
+        """The serving record of an index, or None when there is none yet."""
+        try:
+            return self._catalog.record(name)
+        except IndexNotFound:
+            return None
 
     def write(self, build: str, points: Sequence[StoredPoint]) -> int:
         self._catalog.write(build, points)

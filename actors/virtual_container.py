@@ -68,11 +68,8 @@ class VirtualContainerActor:
         await self._close_client()
 
     def describe(self) -> ProviderInfo:
-        reason = None
-        if self._key is None:
-            reason = "no OpenRouter key pushed"
-        elif self._role.writes_index and self._route.upstream is None:
-            reason = "embedding route without a pinned upstream"
+        # A missing pin is the gate's refusal (`no-provider-pin`), and the client's, never a request.
+        reason = "no OpenRouter key pushed" if self._key is None else None
         return ProviderInfo(
             name=self._name,
             kind=ProviderKind.CLOUD,

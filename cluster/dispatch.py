@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from typing import Any, TypeVar
 
 import numpy as np
 
 from cluster.errors import NoProviderLeft, SamespaceError
+from cluster.gate import GateReport
+from cluster.gatekeeper import Gatekeeper
 from cluster.fanout import BatchDone, FanoutResult, FanoutSettings, Lane, RateBook, run_fanout
 from cluster.providers import ProviderInfo, ProviderKind, Selection, select_providers
 from cluster.roles import Policy, Role
@@ -65,18 +68,21 @@ class EmbedOutcome:
     dropped: dict[str, str] = field(default_factory=dict)
 
 
-def reference_of(selection: Selection) -> EncoderIdentity:
+def reference_of(selection: Selection, preferred: str | None = None) -> EncoderIdentity:
     """The space an index built now lives in: a local provider, or under `cloud` a cloud anchor.
 
-    Deterministic: the first by name among those that report an identity.
+    Deterministic, and the same choice the gate makes: the preferred reference, else the first by
+    name among those that report an identity (after the gate, only cleared providers remain).
     """
-    pool = selection.primary or selection.reserve
-    local = [p for p in pool if p.kind is ProviderKind.LOCAL and p.identity is not None]
-    cloud = [p for p in pool if p.kind is ProviderKind.CLOUD and p.identity is not None]
-    candidates = local if selection.policy is not Policy.CLOUD and local else cloud or local
+    from cluster.gatekeeper import reference_candidates
+
+    candidates = [p for p in reference_candidates(selection, preferred) if p.identity is not None]
+    if not candidates:
+        pool = [p for p in selection.primary + selection.reserve if p.identity is not None]
+        candidates = sorted(pool, key=lambda p: p.name)
     if not candidates:
         raise NoProviderLeft(selection.role.value, [f"{n}: {r}" for n, r in selection.excluded.items()])
-    return sorted(candidates, key=lambda p: p.name)[0].identity  # type: ignore[return-value]
+    return candidates[0].identity  # type: ignore[return-value]
 
 
 class Dispatcher:
@@ -92,8 +98,12 @@ class Dispatcher:
         width: int | None,
         clock: Clock,
         sleep: Callable[[float], Awaitable[None]],
+        gatekeeper: Gatekeeper | None = None,
+        preferred_reference: str | None = None,
     ) -> None:
         self.role = role
+        self.gatekeeper = gatekeeper
+        self._preferred = preferred_reference
         self._policy = policy
         self._discover = discover
         self._fanout = fanout
@@ -102,6 +112,7 @@ class Dispatcher:
         self._sleep = sleep
         self.rates = RateBook()
         self._recent: tuple[float, Selection, dict[str, Provider]] | None = None
+        self._unguarded: dict[str, Callable[[list[str]], Awaitable[np.ndarray]]] = {}
 
     async def select(self, max_age_s: float = 0.0) -> tuple[Selection, dict[str, Provider]]:
         """Discover and select; a discovery younger than `max_age_s` under the same policy is reused."""
@@ -112,8 +123,27 @@ class Dispatcher:
                 return selection, providers
         providers = {p.info.name: p for p in await self._discover()}
         selection = select_providers(self.role, self._policy(), [p.info for p in providers.values()])
+        if self.gatekeeper is not None:
+            selection, providers = await self._gated(selection, providers)
         self._recent = (now, selection, providers)
         return selection, providers
+
+    async def _gated(
+        self, selection: Selection, providers: dict[str, Provider]
+    ) -> tuple[Selection, dict[str, Provider]]:
+        """SPEC §5: only providers the gate cleared serve, each behind a per-batch guard."""
+        assert self.gatekeeper is not None
+        embeds = {name: p.embed for name, p in providers.items() if p.embed is not None}
+        self._unguarded = embeds  # the sentinel probes the raw calls and writes its own verdicts
+        admitted = await self.gatekeeper.admit(selection, embeds)
+        guarded = dict(providers)
+        for info in admitted.selection.primary + admitted.selection.reserve:
+            embed = embeds[info.name]
+            guarded[info.name] = dc_replace(
+                providers[info.name],
+                embed=self.gatekeeper.guard(info, embed, admitted.regime, admitted.reference),
+            )
+        return admitted.selection, guarded
 
     async def _single_call(
         self,
@@ -133,14 +163,71 @@ class Dispatcher:
 
     async def reference(self) -> EncoderIdentity:
         selection, _ = await self.select()
-        return reference_of(selection)
+        return reference_of(selection, self._preferred)
+
+    async def reference_probe(self) -> np.ndarray:
+        """The reference's probe vectors: stored with an index so drift can be caught later."""
+        from cluster.gate import PROBE_TEXTS
+
+        selection, providers = await self.select()
+        reference = self._reference_info(selection)
+        embed = providers[reference.name].embed
+        assert embed is not None
+        return np.asarray(await embed(list(PROBE_TEXTS)), dtype=np.float32)
+
+    async def sentinel(self, stored: np.ndarray | None = None) -> list[GateReport]:
+        """Re-probe every serving provider against `stored` probe vectors (an index's), or against
+        the reference's vectors as first recorded; drifted providers are evicted (SPEC §12).
+
+        A cloud anchor is compared with its own earlier vectors: the lone pinned upstream that
+        changes its stack behind the same pin is caught. A local reference is only reported:
+        if it drifted from an index, that index needs a reindex.
+        """
+        from cluster.gate import probe
+        from cluster.gatekeeper import regime_of
+
+        if self.gatekeeper is None:
+            return []
+        selection, _ = await self.select()
+        regime = regime_of(selection.policy)
+        reference = self._reference_info(selection)
+        raw = self._unguarded
+        ref_embed = raw[reference.name]
+        baseline = stored if stored is not None else await self.gatekeeper.reference_vectors(reference, ref_embed, regime)
+        local_reference = reference.name if reference.kind is ProviderKind.LOCAL else None
+        checked = [
+            (p, raw[p.name])
+            for p in selection.primary + selection.reserve
+            if p.name != local_reference and p.name in raw
+        ]
+        reports = await self.gatekeeper.sentinel(checked, regime, baseline)  # type: ignore[arg-type]
+        if stored is not None and local_reference is not None:
+            reports.append(
+                await probe(
+                    self.gatekeeper.target(reference, ref_embed),
+                    None,
+                    regime=regime,
+                    expected_width=self._width or baseline.shape[1],
+                    clock=self._clock,
+                    reference_vectors=stored,
+                )
+            )
+        self._recent = None  # evictions take effect on the next call
+        return reports
+
+    def _reference_info(self, selection: Selection) -> ProviderInfo:
+        identity = reference_of(selection, self._preferred)
+        for info in selection.primary + selection.reserve:
+            if info.identity == identity:
+                return info
+        raise NoProviderLeft(self.role.value, ["no reference provider"])
 
     async def embed(
         self, texts: Sequence[str], on_batch: Callable[[LandedBatch], Awaitable[None] | None] | None = None
     ) -> EmbedOutcome:
         """Embed every text; rows come back in input order with the provider of each row."""
         selection, providers = await self.select()
-        reference = reference_of(selection)
+        reference = reference_of(selection, self._preferred)
         vectors = np.zeros((len(texts), self._width or reference.width), dtype=np.float32)
         served_by = [""] * len(texts)
         batches: dict[str, int] = {}
@@ -202,7 +289,7 @@ class Dispatcher:
         """One vector, from a provider in the reference space first (so the index guard accepts it)."""
 
         def pick(selection: Selection, providers: dict[str, Provider]) -> list[Provider]:
-            ordered = self._by_preference(selection, reference_of(selection))
+            ordered = self._by_preference(selection, reference_of(selection, self._preferred))
             return [providers[p.name] for p in ordered if providers[p.name].embed]
 
         async def attempt(provider: Provider) -> tuple[np.ndarray, EncoderIdentity, str]:
@@ -210,7 +297,7 @@ class Dispatcher:
             rows = await provider.embed([text])
             if self._width is not None and rows.shape != (1, self._width):
                 raise SamespaceError(f"{provider.info.name} returned shape {rows.shape}")
-            return rows[0], provider.info.identity, provider.info.name
+            return rows[0], self._space_of(provider), provider.info.name
 
         return await self._single_call(pick, attempt)
 
@@ -240,6 +327,14 @@ class Dispatcher:
             return scores, provider.info.name
 
         return await self._single_call(pick, attempt)
+
+    def _space_of(self, provider: Provider) -> EncoderIdentity:
+        """The space a provider's vectors live in: the reference's once the gate verified it for
+        that space (SPEC §10), else its own identity (which the index guard then refuses)."""
+        assert provider.info.identity is not None
+        if self.gatekeeper is None or self._recent is None:
+            return provider.info.identity
+        return reference_of(self._recent[1], self._preferred)
 
     def _by_preference(self, selection: Selection, reference: EncoderIdentity) -> list[ProviderInfo]:
         def key(p: ProviderInfo) -> tuple[int, float, str]:

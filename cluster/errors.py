@@ -18,6 +18,7 @@ SamespaceError
  │    ├── MalformedResponse   a body that does not parse into the expected shape
  │    └── MissingPin          an embedding route without a pinned upstream (refused, never sent)
  ├── NoProviderLeft           every provider of a role failed or none is eligible
+ ├── GateRefused              a provider failed (or was evicted by) the compatibility gate
  └── ReadRefused              read_code outside the indexed repository, or unknown file
 """
 
@@ -83,7 +84,8 @@ class EncoderMismatch(SamespaceError):
     def __str__(self) -> str:
         return (
             f"index {self.index!r} lives in encoder space {self.index_space}; "
-            f"the query was embedded in {self.query_space}: refused, never answered from a mixed space"
+            f"the query was embedded in {self.query_space}: refused, never answered from a mixed space. "
+            f"If the encoder changed, reindex {self.index!r} with the current one"
         )
 
 
@@ -171,6 +173,20 @@ class NoProviderLeft(SamespaceError):
 
     def __str__(self) -> str:
         return f"no provider left for role {self.role!r}: " + ("; ".join(self.reasons) or "none eligible")
+
+
+class GateRefused(SamespaceError):
+    """A provider failed the compatibility gate (SPEC §5); it must not serve."""
+
+    def __init__(self, provider: str, verdict: str, detail: str = "") -> None:
+        super().__init__(provider, verdict, detail)  # every argument, so it pickles across actors
+        self.provider = provider
+        self.verdict = verdict
+        self.detail = detail
+
+    def __str__(self) -> str:
+        detail = f" ({self.detail})" if self.detail else ""
+        return f"provider {self.provider!r} refused by the gate: {self.verdict}{detail}"
 
 
 class ReadRefused(SamespaceError):

@@ -33,6 +33,9 @@ class IndexRecord(Strict):
     build: str = Field(description="The collection holding this build.")
     repo_root: str = Field(description="Absolute path the repository was indexed from.")
     identity: EncoderIdentity = Field(description="The encoder space every row lives in.")
+    probe_vectors: list[list[float]] | None = Field(
+        default=None, description="The reference's vectors of the gate's probe texts, for the drift sentinel."
+    )
     providers: list[str] = Field(default_factory=list, description="Providers that wrote rows.")
     files: int = 0
     chunks: int = 0
@@ -79,8 +82,10 @@ def point_id(repo: str, chunk: Chunk) -> str:
     return str(uuid.uuid5(_POINT_NAMESPACE, key))
 
 
-def point_payload(repo: str, chunk: Chunk, identity: EncoderIdentity, provider: str, build: str) -> Payload:
-    """Provenance of one row (SPEC §10): where it came from and which encoder wrote it."""
+def point_payload(
+    repo: str, chunk: Chunk, space: EncoderIdentity, writer: EncoderIdentity, provider: str, build: str
+) -> Payload:
+    """Provenance of one row (SPEC §10): where it came from, the space it lives in, who wrote it."""
     return {
         "repo": repo,
         "path": chunk.path,
@@ -92,8 +97,8 @@ def point_payload(repo: str, chunk: Chunk, identity: EncoderIdentity, provider: 
         "kind": chunk.kind,
         "content_hash": chunk.content_hash,
         "text": chunk.text,
-        "space": identity.space_id,
-        "encoder": identity.model_dump(),
+        "space": space.space_id,
+        "encoder": writer.model_dump(),
         "provider": provider,
         "build": build,
     }
@@ -110,7 +115,12 @@ class IndexCatalog:
 
     # ---- builds ---------------------------------------------------------------------------
     def begin_build(
-        self, name: str, identity: EncoderIdentity, repo_root: str, job_id: str | None = None
+        self,
+        name: str,
+        identity: EncoderIdentity,
+        repo_root: str,
+        job_id: str | None = None,
+        probe_vectors: list[list[float]] | None = None,
     ) -> str:
         """Create a fresh build collection; drop leftovers of earlier killed or failed builds.
 
@@ -123,7 +133,10 @@ class IndexCatalog:
         stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%d%H%M%S")
         build = f"{name}{BUILD_SEPARATOR}{stamp}{uuid.uuid4().hex[:6]}"
         self._store.create_collection(build, identity.width, KEYWORD_FIELDS)
-        record = IndexRecord(name=name, build=build, repo_root=repo_root, identity=identity, started_at=started)
+        record = IndexRecord(
+            name=name, build=build, repo_root=repo_root, identity=identity, probe_vectors=probe_vectors,
+            started_at=started,
+        )
         self._store.put_metadata(build, {"state": "building", "record": record.model_dump(mode="json")})
         self._builds[name] = BuildState(
             index=name, build=build, state="building", job_id=job_id, started_at=started

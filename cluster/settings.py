@@ -106,6 +106,18 @@ class CloudSettings(_Section):
         return self
 
 
+class GateSettings(_Section):
+    """The compatibility gate (SPEC §5). There is deliberately no switch that turns it off."""
+
+    reference: str | None = Field(
+        default=None, description="Preferred local reference provider (actor name); else the first by name."
+    )
+    sentinel_period_s: float = Field(
+        default=600.0, gt=0, description="How often serving encoders are re-probed for drift (SPEC §12)."
+    )
+    probe_timeout_s: float = Field(default=15.0, gt=0, le=600, description="Time a provider has to embed the probes.")
+
+
 class StoreSettings(_Section):
     kind: Literal["embedded", "server"] = Field(
         default="embedded", description="embedded = Qdrant Edge in the index actor; server = a Qdrant URL."
@@ -159,6 +171,7 @@ class SamespaceSettings(BaseSettings):
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     fanout: FanoutSettings = Field(default_factory=FanoutSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
     policies: dict[Role, Policy] = Field(
         default_factory=dict, description=f"Routing policy per role; a missing role means {DEFAULT_POLICY.value!r}."
     )

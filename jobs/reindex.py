@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+import numpy as np
 import ray
 from ray.actor import ActorHandle
 
@@ -76,10 +77,12 @@ def run_reindex(
     policy = settings.policy(ROLE)
     emit(f"reindex {name!r} from {repo} in space {reference.space_id} ({ROLE.value}, policy {policy.value})")
 
+    _check_drift(index, dispatcher, name, reference, emit)
+    probe_vectors = ray.get(dispatcher.reference_probe.remote()).tolist()
     chunks, owners, files_total = collect_chunks(repo, settings)
     emit(f"walked {files_total} files, {len(chunks)} chunks")
     job_id = ray.get_runtime_context().get_job_id()
-    build: str = ray.get(index.begin_build.remote(name, reference, str(repo), job_id))
+    build: str = ray.get(index.begin_build.remote(name, reference, str(repo), job_id, probe_vectors))
     emit(f"building {build}")
     try:
         providers = _embed_and_write(index, dispatcher, reference, name, build, chunks, owners, files_total, emit, clock)
@@ -94,6 +97,22 @@ def run_reindex(
     emit(f"committed {record.name!r}: {record.chunks} chunks from {record.files} files, build {record.build}")
     emit(f"served by: {served}")
     return record
+
+
+def _check_drift(
+    index: ActorHandle, dispatcher: ActorHandle, name: str, reference: EncoderIdentity, emit: Callable[[str], None]
+) -> None:
+    """SPEC §12: before every reindex, re-probe the serving encoders against the serving index's
+    stored probe vectors; drifted providers are evicted before they write a row."""
+    current = ray.get(index.record.remote(name))
+    if current is None or current.probe_vectors is None:
+        return
+    stored = np.asarray(current.probe_vectors, dtype=np.float32)
+    for report in ray.get(dispatcher.sentinel.remote(stored)):
+        emit(f"sentinel: {report.line()}")
+    if current.identity != reference:
+        emit(f"the encoder changed since {name!r} was built ({current.identity.space_id} → {reference.space_id}): "
+             "this reindex replaces it")
 
 
 def _embed_and_write(
@@ -131,7 +150,7 @@ def _embed_and_write(
             StoredPoint.model_construct(
                 id=point_id(name, chunks[row]),
                 vector=vector.tolist(),
-                payload=point_payload(name, chunks[row], identity, batch.provider, build),
+                payload=point_payload(name, chunks[row], reference, identity, batch.provider, build),
             )
             for row, vector in zip(rows, batch.vectors, strict=True)
         ]

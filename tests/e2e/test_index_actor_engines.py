@@ -38,7 +38,7 @@ def test_the_index_actor_builds_switches_and_searches_on_both_engines(
             build = ray.get(index.begin_build.remote("engine", identity, str(tmp_path), None))
             vectors = ray.get(embedder.encode_batch.remote([embedding_text(c) for c in chunks]))
             points = [StoredPoint(id=point_id("engine", c), vector=v.tolist(),
-                                  payload=point_payload("engine", c, identity, "test", build))
+                                  payload=point_payload("engine", c, identity, identity, "test", build))
                       for c, v in zip(chunks, vectors, strict=True)]
             ray.get(index.write.remote(build, points))
             record = ray.get(index.commit_build.remote(build, 1, ["test"]))

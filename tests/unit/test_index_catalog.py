@@ -30,7 +30,7 @@ def points(repo: str, build: str, n: int, marker: str) -> list[StoredPoint]:
                       symbol=f"{marker}_{i}", text=f"def {marker}_{i}(): pass")
         vector = rng.normal(size=WIDTH)
         out.append(StoredPoint(id=point_id(repo, chunk), vector=(vector / np.linalg.norm(vector)).tolist(),
-                               payload=point_payload(repo, chunk, IDENTITY, "p0", build)))
+                               payload=point_payload(repo, chunk, IDENTITY, IDENTITY, "p0", build)))
     return out
 
 

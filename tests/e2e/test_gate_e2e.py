@@ -1,0 +1,184 @@
+"""The compatibility gate and the drift sentinel on real actors and the OpenRouter fake (SPEC §5, §12).
+
+The fake embeds with the same real model as the local actor; per pinned upstream it serves the
+same vectors, perturbed ones (the peer's Q4-vs-full-precision case measured min cosine 0.976),
+another model's, or the wrong width.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+from pydantic import SecretStr
+
+from conftest import RayCluster
+
+pytestmark = pytest.mark.ray
+
+CANARY_KEY = "sk-or-v1-" + "0badc0de" * 6
+NAMESPACE = "gate"
+MODEL = "qwen/qwen3-embedding-4b"
+UPSTREAMS = {
+    "exact": {"vectors": "same"},
+    "quantised": {"vectors": "perturbed", "sigma": 0.0105},
+    "wide": {"vectors": "wrong-width"},
+    "other": {"vectors": "other-model"},
+}
+TEXTS = [f"def op_{i}(a, b):\n    return combine(a, b, {i})" for i in range(120)]
+
+
+def configure(fake: Any, **overrides: dict[str, Any]) -> None:
+    fake.configure(keys={CANARY_KEY: {"label": "gate"}}, upstreams={**UPSTREAMS, **overrides})
+
+
+@pytest.fixture(scope="module")
+def gate(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from cluster.settings import SamespaceSettings
+
+    configure(fake_openrouter)
+    settings = SamespaceSettings(
+        ray={"namespace": NAMESPACE},
+        store={"data_dir": tmp_path_factory.mktemp("gate-data")},
+        gate={"sentinel_period_s": 1.0},
+        cloud={"enabled": True, "base_url": fake_openrouter.base_url,
+               "routes": {"code-embedding": {"model": MODEL, "upstream": "exact"}}},
+    )
+    yield settings
+    for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE]:
+        ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE))
+
+
+def container(settings: Any, name: str | None = None) -> Any:
+    """This PC's code-embedding container, or another PC's (a second container by name)."""
+    from actors.virtual_container import VirtualContainerActor
+    from cluster.roles import Role
+
+    name = name or f"{socket.gethostname()}-OR-CodeEmbedding"
+    handle = VirtualContainerActor.options(
+        name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
+    ).remote(name, Role.CODE_EMBEDDING, settings.cloud.routes[Role.CODE_EMBEDDING], settings.cloud, 384,
+             settings.policy(Role.CODE_EMBEDDING))
+    ray.get(handle.set_key.remote(SecretStr(CANARY_KEY)))
+    return handle
+
+
+def route(settings: Any, handle: Any, upstream: str | None, policy: str) -> None:
+    from cluster.settings import RoleRoute
+
+    ray.get(handle.apply.remote(RoleRoute(model=MODEL, upstream=upstream), policy))
+
+
+def use(settings: Any, policy: str, **containers: str | None) -> Any:
+    """Put `policy` in force and point the named containers at upstreams; return the dispatcher."""
+    from actors.dispatcher import get_dispatcher, push_policy
+    from cluster.roles import Role
+
+    push_policy(settings, Role.CODE_EMBEDDING, policy)
+    for name, upstream in containers.items():
+        route(settings, container(settings, name), upstream, policy)
+    return get_dispatcher(settings, Role.CODE_EMBEDDING)
+
+
+def report_of(dispatcher: Any, provider: str, upstream: str | None) -> Any:
+    reports = ray.get(dispatcher.gate_reports.remote())
+    return next(r for r in reports if r.key.provider == provider and r.key.upstream == upstream)
+
+
+def requests_to(fake: Any, upstream: str) -> int:
+    return int(fake.stats().total("requests", path="/embeddings", upstream=upstream))
+
+
+HOST = f"{socket.gethostname()}-OR-CodeEmbedding"
+
+
+@pytest.mark.parametrize(
+    ("upstream", "verdict"),
+    [("exact", "verified"), ("quantised", "vector-incompatible"), ("wide", "dimension-mismatch"),
+     ("other", "vector-incompatible")],
+)
+def test_under_aggregate_a_cloud_upstream_is_verified_against_the_local_reference(
+    gate: Any, fake_openrouter: Any, upstream: str, verdict: str
+) -> None:
+    dispatcher = use(gate, "aggregate", **{HOST: upstream})
+    before = requests_to(fake_openrouter, upstream)
+    outcome = ray.get(dispatcher.embed.remote(TEXTS))
+    ray.get(dispatcher.encode_query.remote("combine two values"))
+    report = report_of(dispatcher, HOST, upstream)
+    assert report.verdict == verdict and report.key.regime == "local-ref"
+    assert report.reference == "samespace-embedder-cpu0"
+    cloud_rows = [p for p in outcome.served_by if "-OR-" in p]
+    if verdict == "verified":
+        assert report.min_cosine >= 0.999 and report.coverage == "cosine"
+        assert cloud_rows  # a verified upstream serves
+    else:
+        assert cloud_rows == []  # a refused upstream never serves a single text ...
+        assert requests_to(fake_openrouter, upstream) - before <= 1  # ... it saw the probe, nothing else
+    if upstream == "quantised":
+        assert 0.97 <= report.min_cosine <= 0.985, report.min_cosine  # the peer's 0.976 case, refused
+
+
+def test_an_embedding_route_without_a_pin_is_refused_without_a_request(gate: Any, fake_openrouter: Any) -> None:
+    total_before = fake_openrouter.stats().total_requests
+    dispatcher = use(gate, "aggregate", **{HOST: None})
+    outcome = ray.get(dispatcher.embed.remote(TEXTS[:20]))
+    report = report_of(dispatcher, HOST, None)
+    assert report.verdict == "no-provider-pin" and report.min_cosine is None
+    assert all("-OR-" not in p for p in outcome.served_by)
+    assert fake_openrouter.stats().total_requests == total_before
+
+
+def test_under_cloud_one_provider_is_checked_on_width_and_pin_only_two_use_an_anchor(gate: Any) -> None:
+    dispatcher = use(gate, "cloud", **{HOST: "exact"})
+    ray.get(dispatcher.embed.remote(TEXTS[:20]))
+    alone = report_of(dispatcher, HOST, "exact")
+    assert alone.key.regime == "cloud-ref" and alone.verdict == "verified"
+    assert alone.coverage == "width-and-pin-only" and alone.min_cosine is None  # no fake 1.0
+
+    other_pc = "aaa-otherpc-OR-CodeEmbedding"  # sorts first: becomes the anchor
+    use(gate, "cloud", **{other_pc: "exact"})
+    outcome = ray.get(dispatcher.embed.remote(TEXTS))
+    anchor = report_of(dispatcher, other_pc, "exact")
+    checked = report_of(dispatcher, HOST, "exact")
+    assert anchor.coverage == "width-and-pin-only" and anchor.min_cosine is None
+    assert checked.coverage == "cosine" and checked.reference == other_pc and checked.min_cosine >= 0.999
+    assert all("-OR-" in p for p in outcome.served_by)  # cloud: local actors do not serve
+    ray.kill(ray.get_actor(other_pc, namespace=NAMESPACE))
+
+
+def test_a_pinned_upstream_that_drifts_is_evicted_and_never_written(gate: Any, fake_openrouter: Any, tmp_path: Path) -> None:
+    from actors import get_index_actor
+    from jobs.reindex import run_reindex
+
+    repo = tmp_path / "drift"
+    repo.mkdir()
+    for f in range(4):
+        (repo / f"m{f}.py").write_text("\n\n".join(f"def fn_{f}_{g}(x):\n    return x + {g}" for g in range(10)))
+    use(gate, "cloud", **{HOST: "exact"})
+    first = run_reindex(gate, repo, "drift", emit=lambda line: None)
+    assert first.providers == [HOST] and first.probe_vectors is not None
+
+    # The upstream changes its serving stack behind the same pin.
+    configure(fake_openrouter, exact={"vectors": "perturbed", "sigma": 0.0105})
+    try:
+        from actors.dispatcher import get_dispatcher
+        from cluster.roles import Role
+
+        dispatcher = get_dispatcher(gate, Role.CODE_EMBEDDING)
+        deadline = time.monotonic() + 15  # within one sentinel period (1 s) plus slack
+        while report_of(dispatcher, HOST, "exact").verdict == "verified" and time.monotonic() < deadline:
+            time.sleep(0.25)
+        evicted = report_of(dispatcher, HOST, "exact")
+        assert evicted.verdict == "vector-incompatible" and "sentinel" in evicted.detail
+
+        with pytest.raises(Exception, match="NoProviderLeft|no provider"):  # the lone provider is out
+            run_reindex(gate, repo, "drift", emit=lambda line: None)
+        index = get_index_actor(gate)
+        assert ray.get(index.record.remote("drift")).build == first.build  # the old index serves on
+    finally:
+        configure(fake_openrouter)
