@@ -38,8 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings()
     ray.init(address=settings.ray.address, namespace=settings.ray.namespace, log_to_driver=False)
     for role in Role:
-        views: list[ProviderView] = ray.get(get_dispatcher(settings, role).providers.remote())
+        dispatcher = get_dispatcher(settings, role)
+        views: list[ProviderView] = ray.get(dispatcher.providers.remote())
         print("\n".join(format_views(role, views)), flush=True)
+        for report in ray.get(dispatcher.gate_reports.remote()):
+            print(f"  gate: {report.line()}", flush=True)
     return 0
 
 

@@ -87,6 +87,7 @@ def test_a_query_from_another_encoder_space_is_refused(tmp_path: Path) -> None:
     with pytest.raises(EncoderMismatch) as caught:
         catalog.search("repo", [1.0] * WIDTH, other, 3)
     assert caught.value.index_space == IDENTITY.space_id and caught.value.query_space == other.space_id
+    assert "reindex 'repo' with the current one" in str(caught.value)  # says what to do
     assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)
     hits, refused = catalog.search_all([1.0] * WIDTH, other, 3)
     assert hits == [] and [r.index for r in refused] == ["repo"]
