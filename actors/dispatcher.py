@@ -18,6 +18,8 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayTaskError
 
 from actors.registry import LiveProvider, discover_providers, ensure_providers
+from cluster.budget import Priority
+from cluster.request_tag import DEFAULT_PROJECT, RequestTag, current_tag
 from cluster.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
 from cluster.gate import GateLedger, GateReport
 from cluster.gatekeeper import Gatekeeper
@@ -36,7 +38,14 @@ async def _unwrap(ref: Any) -> Any:
         raise (cause if isinstance(cause, BaseException) else exc) from None
 
 
+def _tag() -> tuple[str, str]:
+    tag = current_tag.get()
+    return tag.project, tag.priority.value
+
+
 def _calls(live: LiveProvider) -> Provider:
+    """The calls a discovered actor answers. Cloud calls carry the request's project and priority
+    (the budget serves them fairly); local calls never touch the budget."""
     handle: ActorHandle | None = live.handle
     info = live.info
     if handle is None:
@@ -48,17 +57,21 @@ def _calls(live: LiveProvider) -> Provider:
     role = info.roles[0]
 
     async def cloud_rerank(query: str, docs: list[str]) -> list[float]:
-        ranked = await _unwrap(handle.rerank.remote(query, docs, None))
+        ranked = await _unwrap(handle.rerank.remote(query, docs, None, *_tag()))
         scores = [float("-inf")] * len(docs)
         for index, score in ranked:
             scores[index] = score
         return scores
 
+    async def cloud_chat(**request: Any) -> Any:
+        project, priority = _tag()
+        return await _unwrap(handle.chat.remote(**request, project=project, priority=priority))
+
     return Provider(
         info=info,
-        embed=(lambda texts: _unwrap(handle.embed.remote(texts))) if role.writes_index else None,
+        embed=(lambda texts: _unwrap(handle.embed.remote(texts, *_tag()))) if role.writes_index else None,
         rerank=cloud_rerank if role is Role.RERANKER else None,
-        call=(lambda **kw: _unwrap(handle.chat.remote(**kw))) if role in (Role.CODE_ASSISTANT, Role.RLM) else None,
+        call=cloud_chat if role in (Role.CODE_ASSISTANT, Role.RLM) else None,
     )
 
 
@@ -135,13 +148,19 @@ class DispatcherActor:
     async def reference(self) -> EncoderIdentity:
         return await self._dispatcher.reference()
 
-    async def embed(self, texts: list[str]) -> EmbedOutcome:
+    async def embed(
+        self, texts: list[str], project: str = DEFAULT_PROJECT, priority: Priority = Priority.BULK
+    ) -> EmbedOutcome:
         self._ensure_sentinel()
+        current_tag.set(RequestTag(project, Priority(priority)))
         return await self._dispatcher.embed(texts)
 
-    async def embed_stream(self, texts: list[str]) -> AsyncIterator[LandedBatch]:
+    async def embed_stream(
+        self, texts: list[str], project: str = DEFAULT_PROJECT, priority: Priority = Priority.BULK
+    ) -> AsyncIterator[LandedBatch]:
         """Yield each batch as it lands (call with `.options(num_returns="streaming")`)."""
         self._ensure_sentinel()
+        current_tag.set(RequestTag(project, Priority(priority)))
         queue: asyncio.Queue[LandedBatch | None] = asyncio.Queue()
 
         async def run() -> EmbedOutcome:
@@ -158,15 +177,22 @@ class DispatcherActor:
         finally:
             task.cancel()
 
-    async def encode_query(self, text: str) -> tuple[np.ndarray, EncoderIdentity, str]:
+    async def encode_query(
+        self, text: str, project: str = DEFAULT_PROJECT
+    ) -> tuple[np.ndarray, EncoderIdentity, str]:
         self._ensure_sentinel()
+        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.encode_query(text)
 
-    async def chat(self, **request: Any) -> tuple[Any, str]:
+    async def chat(self, project: str = DEFAULT_PROJECT, **request: Any) -> tuple[Any, str]:
         """messages, tools, tool_choice, max_tokens → (ChatResult, provider name)."""
+        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.chat(**request)
 
-    async def rerank(self, query: str, documents: list[str]) -> tuple[list[float], str]:
+    async def rerank(
+        self, query: str, documents: list[str], project: str = DEFAULT_PROJECT
+    ) -> tuple[list[float], str]:
+        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.rerank(query, documents)
 
 

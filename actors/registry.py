@@ -117,7 +117,7 @@ def ensure_virtual_containers(settings: SamespaceSettings) -> list[ActorHandle]:
                     name=name,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=True),
                     **_detached(settings),
-                ).remote(name, role, route, cloud, settings.embedding.width, settings.policy(role))
+                ).remote(name, role, route, settings, settings.policy(role))
             )
     return handles
 

@@ -14,11 +14,30 @@ import numpy as np
 import ray
 from pydantic import SecretStr
 
-from cluster.errors import AuthFailed, MissingPin
+from cluster.budget import KeyFacts, Priority
+from cluster.errors import AuthFailed, MissingPin, UpstreamError
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Policy, Role
-from cluster.settings import CloudSettings, RoleRoute
+from cluster.request_tag import RequestTag, current_tag
+from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.space import EncoderIdentity
+
+
+def requests_per_minute(requests: float | None, interval: str | float | None) -> float | None:
+    """OpenRouter's legacy `rate_limit {requests, interval}` as requests per minute ('10s', '1m', '1h')."""
+    if requests is None or requests <= 0 or interval is None:
+        return None
+    if isinstance(interval, int | float):
+        seconds = float(interval)
+    else:
+        text = interval.strip().lower()
+        units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+        unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), "s")
+        try:
+            seconds = float(text[: -len(unit)] if text.endswith(unit) else text) * units[unit]
+        except ValueError:
+            return None
+    return requests / seconds * 60.0 if seconds > 0 else None
 
 
 def cloud_identity(route: RoleRoute, width: int) -> EncoderIdentity:
@@ -34,14 +53,14 @@ def cloud_identity(route: RoleRoute, width: int) -> EncoderIdentity:
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class VirtualContainerActor:
-    def __init__(
-        self, name: str, role: Role, route: RoleRoute, cloud: CloudSettings, width: int, policy: Policy
-    ) -> None:
+    def __init__(self, name: str, role: Role, route: RoleRoute, settings: SamespaceSettings, policy: Policy) -> None:
+        cloud = settings.cloud
         self._name = name
         self._role = role
         self._route = route
+        self._settings = settings
         self._cloud = cloud
-        self._width = width
+        self._width = settings.embedding.width
         self._policy = policy
         self._node_id = ray.get_runtime_context().get_node_id()
         self._served = 0
@@ -60,6 +79,10 @@ class VirtualContainerActor:
         """Hold a new key in memory (None forgets it); the next request uses it."""
         self._key = key
         await self._close_client()
+        if key is not None:  # a pushed key is the moment to learn its limits (SPEC §7)
+            from actors.budget import get_budget_actor
+
+            get_budget_actor(self._settings).discover.remote()
 
     async def apply(self, route: RoleRoute, policy: Policy) -> None:
         """Apply a pushed model/pin/policy without touching the key (a push without a key)."""
@@ -88,15 +111,27 @@ class VirtualContainerActor:
         )
 
     # ---- serving ----------------------------------------------------------------------------
-    async def embed(self, texts: list[str]) -> np.ndarray:
+    async def embed(self, texts: list[str], project: str | None = None, priority: str | None = None) -> np.ndarray:
         if self._route.upstream is None:
             raise MissingPin(self._name, "embedding route without a pinned upstream; refused before sending")
         client = self._require_client()
-        return await self._count(client.embed(self._route.model, self._route.upstream, texts, self._width))
+        upstream = self._route.upstream
+        return await self._count(
+            project, priority, lambda: client.embed(self._route.model, upstream, texts, self._width)
+        )
 
-    async def rerank(self, query: str, documents: list[str], top_n: int | None = None) -> list[tuple[int, float]]:
+    async def rerank(
+        self,
+        query: str,
+        documents: list[str],
+        top_n: int | None = None,
+        project: str | None = None,
+        priority: str | None = None,
+    ) -> list[tuple[int, float]]:
         client = self._require_client()
-        result: list[tuple[int, float]] = await self._count(client.rerank(self._route.model, query, documents, top_n))
+        result: list[tuple[int, float]] = await self._count(
+            project, priority, lambda: client.rerank(self._route.model, query, documents, top_n)
+        )
         return result
 
     async def chat(
@@ -105,9 +140,27 @@ class VirtualContainerActor:
         tools: list[dict[str, Any]] | None = None,
         tool_choice: Any = None,
         max_tokens: int | None = None,
+        project: str | None = None,
+        priority: str | None = None,
     ) -> Any:
         client = self._require_client()
-        return await self._count(client.chat(self._route.model, messages, tools, tool_choice, max_tokens))
+        return await self._count(
+            project, priority, lambda: client.chat(self._route.model, messages, tools, tool_choice, max_tokens)
+        )
+
+    async def key_facts(self) -> KeyFacts:
+        """What the key says about its limits and funding (read for the BudgetActor, which holds no key)."""
+        client = self._require_client()
+        info = await client.key_info()
+        rpm = None
+        if info.rate_limit is not None:
+            rpm = requests_per_minute(info.rate_limit.requests, info.rate_limit.interval)
+        remaining = info.limit_remaining
+        try:
+            remaining = (await client.credits()).remaining
+        except UpstreamError:  # /credits needs a management key; the key's own limit still tells
+            pass
+        return KeyFacts(rpm=rpm, is_free_tier=bool(info.is_free_tier), credits_remaining=remaining)
 
     # ---- internals --------------------------------------------------------------------------
     def _require_client(self) -> Any:
@@ -124,9 +177,15 @@ class VirtualContainerActor:
             )
         return self._client
 
-    async def _count(self, call: Any) -> Any:
+    async def _count(self, project: str | None, priority: str | None, call: Any) -> Any:
+        """One cloud call under a key-wide permit (SPEC §7), counted for `describe()`."""
+        from actors.budget import with_permit
+
+        if project is not None or priority is not None:
+            default = current_tag.get()
+            current_tag.set(RequestTag(project or default.project, Priority(priority or default.priority)))
         try:
-            result = await call
+            result = await with_permit(self._settings, self._name, call)
         except Exception as exc:
             self._failures += 1
             self._last_error = str(exc)[:300]

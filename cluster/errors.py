@@ -18,6 +18,7 @@ SamespaceError
  │    ├── MalformedResponse   a body that does not parse into the expected shape
  │    └── MissingPin          an embedding route without a pinned upstream (refused, never sent)
  ├── NoProviderLeft           every provider of a role failed or none is eligible
+ ├── BudgetUnavailable        no cloud permit within the bounded wait (budget saturated or gone)
  ├── GateRefused              a provider failed (or was evicted by) the compatibility gate
  └── ReadRefused              read_code outside the indexed repository, or unknown file
 """
@@ -173,6 +174,17 @@ class NoProviderLeft(SamespaceError):
 
     def __str__(self) -> str:
         return f"no provider left for role {self.role!r}: " + ("; ".join(self.reasons) or "none eligible")
+
+
+class BudgetUnavailable(SamespaceError):
+    def __init__(self, project: str, waited_s: float, detail: str) -> None:
+        super().__init__(project, waited_s, detail)
+        self.project = project
+        self.waited_s = waited_s
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"no cloud permit for project {self.project!r} after {self.waited_s:.0f}s: {self.detail}"
 
 
 class GateRefused(SamespaceError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from cluster.roles import Role
 
 INDEX_ACTOR_NAME = "samespace-index"
+BUDGET_ACTOR_NAME = "samespace-budget"
 EMBEDDER_PREFIX = "samespace-embedder"
 RERANKER_PREFIX = "samespace-reranker"
 

@@ -118,6 +118,15 @@ class GateSettings(_Section):
     probe_timeout_s: float = Field(default=15.0, gt=0, le=600, description="Time a provider has to embed the probes.")
 
 
+class BudgetSettings(_Section):
+    """The key-wide cloud budget (SPEC §7); local GPUs never touch it."""
+
+    override: int | None = Field(default=None, ge=1, le=256, description="Manual ceiling of concurrent cloud calls.")
+    acquire_timeout_s: float = Field(default=120.0, gt=0, description="Longest wait for a permit before giving up.")
+    discovery_interval_s: float = Field(default=600.0, gt=0, description="How often GET /key and /credits are read.")
+    window_s: float = Field(default=60.0, gt=0, description="The rate window (60 s; tests compress time).")
+
+
 class StoreSettings(_Section):
     kind: Literal["embedded", "server"] = Field(
         default="embedded", description="embedded = Qdrant Edge in the index actor; server = a Qdrant URL."
@@ -172,6 +181,7 @@ class SamespaceSettings(BaseSettings):
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     fanout: FanoutSettings = Field(default_factory=FanoutSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
     policies: dict[Role, Policy] = Field(
         default_factory=dict, description=f"Routing policy per role; a missing role means {DEFAULT_POLICY.value!r}."
     )

@@ -31,6 +31,7 @@ from cluster.errors import SamespaceError
 from cluster.dispatch import LandedBatch
 from cluster.index import IndexRecord, point_id, point_payload, validate_index_name
 from cluster.progress import ProgressMeter
+from cluster.budget import Priority
 from cluster.roles import Role
 from cluster.settings import SamespaceSettings, load_settings
 from cluster.space import EncoderIdentity, embedding_text
@@ -140,7 +141,7 @@ def _embed_and_write(
     writes: list[ray.ObjectRef] = []
     last_report = clock()
     stream = dispatcher.embed_stream.options(num_returns="streaming").remote(
-        [embedding_text(chunks[i]) for i in order]
+        [embedding_text(chunks[i]) for i in order], name, Priority.BULK
     )
     for ref in stream:
         batch: LandedBatch = ray.get(ref)  # NoProviderLeft surfaces here and fails the build

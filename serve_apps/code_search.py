@@ -14,6 +14,7 @@ from pydantic import Field
 from cluster.chunking import KNOWN_LANGUAGES
 from cluster.errors import NoProviderLeft, UnknownLanguage
 from cluster.index import IndexRecord, path_prefixes
+from cluster.request_tag import DEFAULT_PROJECT
 from cluster.source import SourceLines
 from cluster.types import PayloadFilter, ScoredHit, Strict
 
@@ -123,12 +124,13 @@ class CodeSearchService:
     async def search_code(
         self, query: str, k: int, repo: str | None, path_prefix: str | None, language: str | None
     ) -> SearchResult:
-        vector, identity, encoded_by = await self._query_encoder.encode_query.remote(query)
+        project = repo or DEFAULT_PROJECT
+        vector, identity, encoded_by = await self._query_encoder.encode_query.remote(query, project)
         limit = max(k, self._candidates)
         hits, refused = await self._index.search.remote(
             repo, vector.tolist(), identity, limit, build_filter(path_prefix, language)
         )
-        hits, reranked_by = await self._rerank(query, hits)
+        hits, reranked_by = await self._rerank(query, hits, project)
         return SearchResult(
             query=query,
             hits=[to_code_hit(h) for h in hits[:k]],
@@ -137,12 +139,13 @@ class CodeSearchService:
             reranked_by=reranked_by,
         )
 
-    async def _rerank(self, query: str, hits: list[ScoredHit]) -> tuple[list[ScoredHit], str | None]:
+    async def _rerank(self, query: str, hits: list[ScoredHit], project: str) -> tuple[list[ScoredHit], str | None]:
         """Re-score the candidates; with no reranker serving, keep the search order (SPEC §10)."""
         if len(hits) < 2:
             return hits, None
         try:
-            scores, reranked_by = await self._reranker.rerank.remote(query, [h.payload.get("text", "") for h in hits])
+            documents = [h.payload.get("text", "") for h in hits]
+            scores, reranked_by = await self._reranker.rerank.remote(query, documents, project)
         except NoProviderLeft as exc:
             log.info("rerank skipped: %s", exc)
             return hits, None

@@ -62,7 +62,7 @@ def container(settings: Any, name: str | None = None) -> Any:
     name = name or f"{socket.gethostname()}-OR-CodeEmbedding"
     handle = VirtualContainerActor.options(
         name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
-    ).remote(name, Role.CODE_EMBEDDING, settings.cloud.routes[Role.CODE_EMBEDDING], settings.cloud, 384,
+    ).remote(name, Role.CODE_EMBEDDING, settings.cloud.routes[Role.CODE_EMBEDDING], settings,
              settings.policy(Role.CODE_EMBEDDING))
     ray.get(handle.set_key.remote(SecretStr(CANARY_KEY)))
     return handle

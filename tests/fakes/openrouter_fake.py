@@ -126,6 +126,9 @@ class FakeConfig(_Strict):
     )
     strict_upstreams: bool = Field(default=False, description="An unlisted pinned upstream → 404 (no endpoint).")
     rpm: int | None = Field(default=None, ge=1, description="Key-wide RPM for keys without their own rpm_limit.")
+    rpm_window_s: float = Field(
+        default=RPM_WINDOW_S, gt=0, description="Length of the rate window (60 s; benchmarks compress time)."
+    )
     cost_per_request: float = Field(default=0.0, ge=0, description="Added to a key's usage per successful call.")
     width: int = Field(default=LOCAL_WIDTH, ge=1, description="Width of the local model's vectors.")
     seed: int | None = Field(default=0, description="Default seed; None → nondeterministic fault draws.")
@@ -229,6 +232,7 @@ class FakeState:
     usage: dict[str, float] = field(default_factory=dict)
     unauthorized: int = 0
     total_requests: int = 0
+    arrivals: deque[tuple[float, str, int]] = field(default_factory=lambda: deque(maxlen=100_000))
     _ids: int = 0
 
     def configure(self, config: FakeConfig) -> None:
@@ -236,6 +240,7 @@ class FakeState:
         self.upstream_runtime.clear()
 
     def reset(self) -> None:
+        self.arrivals.clear()
         self.counters.clear()
         self.windows.clear()
         self.in_flight.clear()
@@ -428,7 +433,10 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
         row = state.row(label, model, upstream, path)
         row.requests += 1
 
+        arrived = state.clock()
+
         def fail(response: Response) -> Response:
+            state.arrivals.append((arrived, label, response.status_code))
             if response.status_code == 429:
                 row.rate_limited += 1
             else:
@@ -444,10 +452,11 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
         if rpm is not None:
             now = state.clock()
             window = state.windows.setdefault(key, deque())
-            while window and window[0] <= now - RPM_WINDOW_S:
+            span = state.config.rpm_window_s
+            while window and window[0] <= now - span:
                 window.popleft()
             if len(window) >= rpm:
-                wait_s = max(1, math.ceil(window[0] + RPM_WINDOW_S - now))
+                wait_s = max(1, math.ceil(window[0] + span - now))
                 reset_ms = int((time.time() + wait_s) * 1000)
                 headers = {
                     "Retry-After": str(wait_s),
@@ -458,6 +467,7 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
                 metadata = {"error_type": "rate_limit_exceeded"}
                 return fail(error_response(429, "Rate limit exceeded", metadata=metadata, headers=headers))
             window.append(now)
+        state.arrivals.append((arrived, label, 200))
 
         if cfg.in_flight_budget is not None and state.in_flight.get(label, 0) >= cfg.in_flight_budget:
             metadata = {"reason": "in_flight_budget_exhausted", "limit_source": "openrouter_in_flight_budget"}
@@ -663,6 +673,10 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
         state.configure(config)
         return JSONResponse({"ok": True})
 
+    async def get_arrivals(request: Request) -> Response:
+        """Inference requests as they arrived: [clock time, key label, status at admission (200 = admitted)]."""
+        return JSONResponse([list(row) for row in state.arrivals])
+
     async def get_stats(request: Request) -> Response:
         return JSONResponse(state.stats().model_dump(mode="json"))
 
@@ -682,6 +696,7 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
         Route(f"{API_PREFIX}/models", models, methods=["GET"]),
         Route("/_fake/config", set_config, methods=["POST"]),
         Route("/_fake/stats", get_stats, methods=["GET"]),
+        Route("/_fake/arrivals", get_arrivals, methods=["GET"]),
         Route("/_fake/reset", reset, methods=["POST"]),
         Route("/_fake/health", health, methods=["GET"]),
     ]

@@ -150,6 +150,12 @@ class FakeOpenRouterServer:
         response = self._http.post("/_fake/config", content=config.model_dump_json(), headers={"content-type": "application/json"})
         response.raise_for_status()
 
+    def arrivals(self) -> list[tuple[float, str, int]]:
+        """(monotonic time, key label, status at admission) of every inference request, oldest first."""
+        response = self._http.get("/_fake/arrivals")
+        response.raise_for_status()
+        return [(float(t), str(label), int(status)) for t, label, status in response.json()]
+
     def stats(self) -> FakeStats:
         response = self._http.get("/_fake/stats")
         response.raise_for_status()

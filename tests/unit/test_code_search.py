@@ -42,12 +42,12 @@ def hit(i: int) -> ScoredHit:
 
 def service(rerank: Any) -> tuple[CodeSearchService, _Handle]:
     index = _Handle(search=lambda repo, vector, identity, limit, flt: ([hit(i) for i in range(limit)], []))
-    encoder = _Handle(encode_query=lambda text: (np.ones(4, dtype=np.float32), IDENTITY, "samespace-embedder-cpu0"))
+    encoder = _Handle(encode_query=lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "samespace-embedder-cpu0"))
     return CodeSearchService(index, encoder, _Handle(rerank=rerank), rerank_candidates=10), index
 
 
 async def test_the_reranker_reorders_the_candidates_and_the_result_is_cut_to_k() -> None:
-    svc, index = service(lambda q, docs: ([float(i) for i in range(len(docs))], "ws-OR-Reranker"))
+    svc, index = service(lambda q, docs, project: ([float(i) for i in range(len(docs))], "ws-OR-Reranker"))
     result = await svc.search_code("q", 3, None, None, None)
     assert index.search.calls[0][3] == 10  # fetched the candidate pool, not just k
     assert [h.symbol for h in result.hits] == ["s9", "s8", "s7"] and result.reranked_by == "ws-OR-Reranker"
@@ -55,7 +55,7 @@ async def test_the_reranker_reorders_the_candidates_and_the_result_is_cut_to_k()
 
 
 async def test_with_no_reranker_the_search_order_stands() -> None:
-    def none_serving(q: str, docs: list[str]) -> Any:
+    def none_serving(q: str, docs: list[str], project: str) -> Any:
         raise NoProviderLeft("reranker", ["no eligible provider"])
 
     svc, _ = service(none_serving)
