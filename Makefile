@@ -31,7 +31,7 @@ help:
 	@echo "make run   [REPO=/path NAME=name]  local Ray + MCP server, index REPO (default: this repo)"
 	@echo "make stop                         stop everything make run started"
 	@echo "make test                         the whole test suite"
-	@echo "make bench                        throughput and latency benchmarks (bench/)"
+	@echo "make bench                        reindex/search and cloud-budget benchmarks (bench/)"
 
 # torch first, from the local CPU wheel: otherwise pip resolves a multi-GB CUDA build.
 $(STAMP): requirements.txt pyproject.toml
@@ -74,3 +74,4 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	python -m bench.run
+	python -m bench.budget

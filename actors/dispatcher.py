@@ -19,7 +19,7 @@ from ray.exceptions import RayTaskError
 
 from actors.registry import LiveProvider, discover_providers, ensure_providers
 from cluster.budget import Priority
-from cluster.request_tag import DEFAULT_PROJECT, RequestTag, current_tag
+from cluster import request_tag as tags
 from cluster.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
 from cluster.gate import GateLedger, GateReport
 from cluster.gatekeeper import Gatekeeper
@@ -39,7 +39,7 @@ async def _unwrap(ref: Any) -> Any:
 
 
 def _tag() -> tuple[str, str]:
-    tag = current_tag.get()
+    tag = tags.current_tag.get()
     return tag.project, tag.priority.value
 
 
@@ -149,18 +149,18 @@ class DispatcherActor:
         return await self._dispatcher.reference()
 
     async def embed(
-        self, texts: list[str], project: str = DEFAULT_PROJECT, priority: Priority = Priority.BULK
+        self, texts: list[str], project: str = tags.DEFAULT_PROJECT, priority: Priority = Priority.BULK
     ) -> EmbedOutcome:
         self._ensure_sentinel()
-        current_tag.set(RequestTag(project, Priority(priority)))
+        tags.current_tag.set(tags.RequestTag(project, Priority(priority)))
         return await self._dispatcher.embed(texts)
 
     async def embed_stream(
-        self, texts: list[str], project: str = DEFAULT_PROJECT, priority: Priority = Priority.BULK
+        self, texts: list[str], project: str = tags.DEFAULT_PROJECT, priority: Priority = Priority.BULK
     ) -> AsyncIterator[LandedBatch]:
         """Yield each batch as it lands (call with `.options(num_returns="streaming")`)."""
         self._ensure_sentinel()
-        current_tag.set(RequestTag(project, Priority(priority)))
+        tags.current_tag.set(tags.RequestTag(project, Priority(priority)))
         queue: asyncio.Queue[LandedBatch | None] = asyncio.Queue()
 
         async def run() -> EmbedOutcome:
@@ -178,21 +178,21 @@ class DispatcherActor:
             task.cancel()
 
     async def encode_query(
-        self, text: str, project: str = DEFAULT_PROJECT
+        self, text: str, project: str = tags.DEFAULT_PROJECT
     ) -> tuple[np.ndarray, EncoderIdentity, str]:
         self._ensure_sentinel()
-        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
+        tags.current_tag.set(tags.RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.encode_query(text)
 
-    async def chat(self, project: str = DEFAULT_PROJECT, **request: Any) -> tuple[Any, str]:
+    async def chat(self, project: str = tags.DEFAULT_PROJECT, **request: Any) -> tuple[Any, str]:
         """messages, tools, tool_choice, max_tokens → (ChatResult, provider name)."""
-        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
+        tags.current_tag.set(tags.RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.chat(**request)
 
     async def rerank(
-        self, query: str, documents: list[str], project: str = DEFAULT_PROJECT
+        self, query: str, documents: list[str], project: str = tags.DEFAULT_PROJECT
     ) -> tuple[list[float], str]:
-        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
+        tags.current_tag.set(tags.RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.rerank(query, documents)
 
 

@@ -124,13 +124,13 @@ def test_under_aggregate_a_cloud_upstream_is_verified_against_the_local_referenc
 
 
 def test_an_embedding_route_without_a_pin_is_refused_without_a_request(gate: Any, fake_openrouter: Any) -> None:
-    total_before = fake_openrouter.stats().total_requests
+    embeds_before = fake_openrouter.stats().total("requests", path="/embeddings")
     dispatcher = use(gate, "aggregate", **{HOST: None})
     outcome = ray.get(dispatcher.embed.remote(TEXTS[:20]))
     report = report_of(dispatcher, HOST, None)
     assert report.verdict == "no-provider-pin" and report.min_cosine is None
     assert all("-OR-" not in p for p in outcome.served_by)
-    assert fake_openrouter.stats().total_requests == total_before
+    assert fake_openrouter.stats().total("requests", path="/embeddings") == embeds_before  # not one sent
 
 
 def test_under_cloud_one_provider_is_checked_on_width_and_pin_only_two_use_an_anchor(gate: Any) -> None:
