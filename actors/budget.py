@@ -12,7 +12,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import ray
 from ray.actor import ActorHandle
@@ -161,4 +161,4 @@ async def with_permit(settings: SamespaceSettings, provider: str, call: Callable
         budget.release.remote(ticket, time.monotonic() - started, outcome, retry_after)
 
 
-__all__: list[Any] = ["BudgetActor", "get_budget_actor", "with_permit"]
+__all__ = ["BudgetActor", "get_budget_actor", "with_permit"]

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from cluster.fanout import FanoutSettings
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
 from pydantic_settings import (
