@@ -24,6 +24,8 @@ export RAY_AUTH_MODE := disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export SAMESPACE_STORE__DATA_DIR ?= $(STATE)/data
 export SAMESPACE_SERVE__PORT := $(MCP_PORT)
+export SAMESPACE_ADMIN__TOKEN_FILE ?= $(STATE)/admin-token
+export SAMESPACE_ADMIN__CONFIG_PATH ?= $(STATE)/config.json
 
 .PHONY: help venv run stop test bench
 
@@ -45,6 +47,7 @@ venv: $(STAMP)
 
 run: $(STAMP)
 	@mkdir -p $(STATE)
+	@test -s $(STATE)/admin-token || (umask 077; python -c "import secrets; print(secrets.token_urlsafe(32))" > $(STATE)/admin-token)
 	@if ! ray status --address 127.0.0.1:6379 >/dev/null 2>&1; then \
 	  echo "starting a local Ray head (loopback only, usage stats off, auth disabled)"; \
 	  ray start --head --num-cpus=$$(nproc) --disable-usage-stats --dashboard-host=127.0.0.1 \
@@ -63,6 +66,7 @@ run: $(STAMP)
 	@echo
 	@python -m serve_apps.mcp_client --url $(MCP_URL) -k 5 "$(QUERY)"
 	@echo
+	@echo "Admin API: http://127.0.0.1:$(MCP_PORT)/admin/ (bearer token in $(STATE)/admin-token)"
 	@echo "The cluster stays up: dashboard $(DASHBOARD); 'make stop' stops it."
 
 stop:

@@ -68,6 +68,11 @@ class BudgetActor:
     def snapshot(self) -> BudgetSnapshot:
         return self._controller.snapshot()
 
+    def set_override(self, override: int | None) -> BudgetSnapshot:
+        self._controller.set_override(override)
+        self._pump()
+        return self._controller.snapshot()
+
     def apply_key_facts(self, facts: KeyFacts) -> BudgetSnapshot:
         self._controller.apply_key_facts(facts)
         self._pump()

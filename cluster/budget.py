@@ -332,6 +332,11 @@ class BudgetController:
             self._on_rate_limited(now, started_at, seq, retry_after_s)
         self._sync(now)
 
+    def set_override(self, override: int | None) -> None:
+        """A manual ceiling (1..256) from the operator, or None to clear it; validated like the limits."""
+        self._limits = BudgetLimits.model_validate({**self._limits.model_dump(), "override": override})
+        self._sync(self._clock())
+
     def snapshot(self) -> BudgetSnapshot:
         now = self._clock()
         self._sync(now)

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from cluster.fanout import FanoutSettings
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
 from pydantic_settings import (
@@ -38,7 +38,7 @@ DEFAULT_OVERLAP_LINES = 10  # SPEC §10: peer value
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 class RaySettings(_Section):
@@ -127,6 +127,24 @@ class BudgetSettings(_Section):
     window_s: float = Field(default=60.0, gt=0, description="The rate window (60 s; tests compress time).")
 
 
+class AdminSettings(_Section):
+    """The admin API: every route needs this bearer token; without one configured, every call is 401."""
+
+    token: SecretStr | None = Field(default=None, description="Bearer token (SAMESPACE_ADMIN__TOKEN).")
+    token_file: Path | None = Field(default=None, description="A file holding the token (first line).")
+    config_path: Path = Field(
+        default=Path("~/.samespace/config.json").expanduser(), description="The durable config store's file."
+    )
+
+    def expected_token(self) -> SecretStr | None:
+        if self.token is not None:
+            return self.token
+        if self.token_file is not None and self.token_file.is_file():
+            text = self.token_file.read_text(encoding="utf-8").strip()
+            return SecretStr(text) if text else None
+        return None
+
+
 class StoreSettings(_Section):
     kind: Literal["embedded", "server"] = Field(
         default="embedded", description="embedded = Qdrant Edge in the index actor; server = a Qdrant URL."
@@ -169,7 +187,7 @@ class SamespaceSettings(BaseSettings):
     """Everything configurable. Precedence: init args > SAMESPACE_* env > YAML file > defaults."""
 
     model_config = SettingsConfigDict(
-        env_prefix="SAMESPACE_", env_nested_delimiter="__", extra="forbid", frozen=True
+        env_prefix="SAMESPACE_", env_nested_delimiter="__", extra="forbid", frozen=True, hide_input_in_errors=True
     )
 
     ray: RaySettings = Field(default_factory=RaySettings)
@@ -182,6 +200,7 @@ class SamespaceSettings(BaseSettings):
     fanout: FanoutSettings = Field(default_factory=FanoutSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    admin: AdminSettings = Field(default_factory=AdminSettings)
     policies: dict[Role, Policy] = Field(
         default_factory=dict, description=f"Routing policy per role; a missing role means {DEFAULT_POLICY.value!r}."
     )

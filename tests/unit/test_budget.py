@@ -574,3 +574,14 @@ def test_discovery_before_any_429_jumps_to_the_new_ceiling_instead_of_climbing()
     assert budget.effective == DEFAULT_PERMITS
     budget.apply_key_facts(KeyFacts(rpm=None, credits_remaining=100.0))
     assert budget.ceiling == CREDIT_PERMITS and budget.effective == CREDIT_PERMITS
+
+
+def test_an_operator_override_sets_the_ceiling_and_clearing_it_restores_discovery() -> None:
+    budget = BudgetController(BudgetLimits(), clock=FakeClock(), random=lambda: 0.5)
+    budget.set_override(32)
+    assert budget.ceiling == 32 and budget.snapshot().source is CeilingSource.MANUAL
+    budget.set_override(None)
+    assert budget.ceiling == DEFAULT_PERMITS
+    with pytest.raises(ValueError, match="override"):
+        budget.set_override(300)
+    assert budget.ceiling == DEFAULT_PERMITS
