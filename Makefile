@@ -27,11 +27,12 @@ export SAMESPACE_SERVE__PORT := $(MCP_PORT)
 export SAMESPACE_ADMIN__TOKEN_FILE ?= $(STATE)/admin-token
 export SAMESPACE_ADMIN__CONFIG_PATH ?= $(STATE)/config.json
 
-.PHONY: help venv run stop test bench
+.PHONY: help venv run stop test bench status push-key set-policy
 
 help:
 	@echo "make run   [REPO=/path NAME=name]  local Ray + MCP server, index REPO (default: this repo)"
 	@echo "make stop                         stop everything make run started"
+	@echo "make status | push-key < key.txt | set-policy ROLE=.. POLICY=..   admin API from the shell"
 	@echo "make test                         the whole test suite"
 	@echo "make bench                        reindex/search and cloud-budget benchmarks (bench/)"
 
@@ -68,6 +69,15 @@ run: $(STAMP)
 	@echo
 	@echo "Admin API: http://127.0.0.1:$(MCP_PORT)/admin/ (bearer token in $(STATE)/admin-token)"
 	@echo "The cluster stays up: dashboard $(DASHBOARD); 'make stop' stops it."
+
+status:
+	@python -m serve_apps.admin_client status
+
+push-key:  # the key on stdin: make push-key < key.txt (never on the command line)
+	@python -m serve_apps.admin_client push-key
+
+set-policy:  # make set-policy ROLE=code-embedding POLICY=backup
+	@python -m serve_apps.admin_client set-policy "$(ROLE)" "$(POLICY)"
 
 stop:
 	-@serve shutdown --address $(DASHBOARD) -y >/dev/null 2>&1

@@ -115,6 +115,27 @@ def test_the_budget_override_is_set_and_cleared(admin: dict[str, Any]) -> None:
     assert "code-embedding" in call(admin, "POST", "/gate/verify").json()
 
 
+def test_the_cli_pushes_a_key_from_a_file_and_sets_a_policy(
+    admin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from serve_apps.admin_client import main
+
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    key_file = tmp_path / "key"
+    key_file.write_text(CANARY_KEY + "\n")
+    monkeypatch.setenv("SAMESPACE_ADMIN__TOKEN_FILE", str(token_file))
+    url = str(admin["client"].base_url)
+    assert main(["--url", url, "push-key", "--file", str(key_file)]) == 0
+    assert main(["--url", url, "set-policy", "code-embedding", "aggregate"]) == 0
+    assert main(["--url", url, "status"]) == 0
+    out = capsys.readouterr().out
+    admin["responses"].append(out)
+    assert '"ok": true' in out and CANARY_KEY not in out
+    views = call(admin, "GET", "/providers").json()["code-embedding"]
+    assert all(v["policy_in_force"] == "aggregate" for v in views)
+
+
 def test_the_canary_key_is_nowhere_after_all_of_the_above(admin: dict[str, Any], ray_cluster: RayCluster) -> None:
     from ray.util.state import list_actors, list_tasks
 

@@ -1,0 +1,74 @@
+"""Command line for the admin API: status, push-key (key from stdin or a file, never argv), set-policy.
+
+    python -m serve_apps.admin_client status
+    python -m serve_apps.admin_client push-key < key.txt        # or: push-key --file key.txt
+    python -m serve_apps.admin_client set-policy code-embedding backup
+
+The bearer token is read from SAMESPACE_ADMIN__TOKEN_FILE (make run writes one) or
+SAMESPACE_ADMIN__TOKEN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from cluster.roles import Policy, Role
+
+DEFAULT_ADMIN_URL = "http://127.0.0.1:8000/admin"
+
+
+def admin_token() -> str:
+    token_file = os.environ.get("SAMESPACE_ADMIN__TOKEN_FILE")
+    if token_file and Path(token_file).is_file():
+        return Path(token_file).read_text(encoding="utf-8").strip()
+    token = os.environ.get("SAMESPACE_ADMIN__TOKEN", "")
+    if not token:
+        raise SystemExit("no admin token: set SAMESPACE_ADMIN__TOKEN_FILE or SAMESPACE_ADMIN__TOKEN")
+    return token
+
+
+def read_key(file: str | None) -> str:
+    """The OpenRouter key from a file or stdin: never from argv (it would show in `ps`)."""
+    text = Path(file).read_text(encoding="utf-8") if file else sys.stdin.read()
+    key = text.strip()
+    if not key:
+        raise SystemExit("no key given on stdin or in the file")
+    return key
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m serve_apps.admin_client")
+    parser.add_argument("--url", default=DEFAULT_ADMIN_URL)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("status", help="providers per role, gate verdicts, budget")
+    push = commands.add_parser("push-key", help="push the OpenRouter key (stdin or --file)")
+    push.add_argument("--file")
+    policy = commands.add_parser("set-policy", help="set a role's routing policy")
+    policy.add_argument("role", choices=[r.value for r in Role])
+    policy.add_argument("policy", choices=[p.value for p in Policy])
+    args = parser.parse_args(argv)
+
+    headers = {"Authorization": f"Bearer {admin_token()}"}
+    with httpx.Client(base_url=args.url, headers=headers, timeout=120) as client:
+        result: Any
+        if args.command == "status":
+            result = {"providers": client.get("/providers").json(), "budget": client.get("/budget").json()}
+        elif args.command == "push-key":
+            response = client.post("/openrouter", json={"api_key": read_key(args.file)})
+            result = response.json() if response.status_code == 200 else {"status": response.status_code}
+        else:
+            response = client.post("/openrouter", json={"policies": {args.role: args.policy}})
+            result = response.json() if response.status_code == 200 else {"status": response.status_code}
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
