@@ -36,6 +36,9 @@ def budget_limits(settings: SamespaceSettings) -> BudgetLimits:
 @ray.remote(num_cpus=0, max_restarts=-1)
 class BudgetActor:
     def __init__(self, settings: SamespaceSettings) -> None:
+        from cluster.config_store import effective_settings
+
+        settings = effective_settings(settings)  # the operator's override survives a restart
         self._settings = settings
         self._controller = BudgetController(budget_limits(settings), clock=time.monotonic, random=random.random)
         self._waiters: dict[int, asyncio.Future[None]] = {}

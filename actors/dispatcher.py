@@ -81,6 +81,9 @@ log = logging.getLogger("samespace.dispatch")
 @ray.remote(num_cpus=0, max_restarts=-1)
 class DispatcherActor:
     def __init__(self, settings: SamespaceSettings, role: Role) -> None:
+        from cluster.config_store import effective_settings
+
+        settings = effective_settings(settings)  # a restarted dispatcher keeps the pushed policy
         self._settings = settings
         self._role = role
         self._policy = settings.policy(role)

@@ -101,6 +101,9 @@ def ensure_rerankers(settings: SamespaceSettings) -> list[ActorHandle]:
 
 def ensure_virtual_containers(settings: SamespaceSettings) -> list[ActorHandle]:
     """One virtual container per (PC, routed role) when the cloud is enabled (opt-in)."""
+    from cluster.config_store import effective_settings
+
+    settings = effective_settings(settings)  # pushed routes get containers too
     cloud = settings.cloud
     if not cloud.enabled:
         return []

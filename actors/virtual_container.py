@@ -54,6 +54,11 @@ def cloud_identity(route: RoleRoute, width: int) -> EncoderIdentity:
 @ray.remote(num_cpus=0, max_restarts=-1)
 class VirtualContainerActor:
     def __init__(self, name: str, role: Role, route: RoleRoute, settings: SamespaceSettings, policy: Policy) -> None:
+        from cluster.config_store import effective_settings
+
+        settings = effective_settings(settings)  # a restarted container keeps the pushed model and policy
+        route = settings.cloud.routes.get(role, route)
+        policy = settings.policy(role) if role in settings.policies else policy
         cloud = settings.cloud
         self._name = name
         self._role = role

@@ -22,10 +22,18 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from cluster.errors import ConfigError
 from cluster.roles import Policy, Role
-from cluster.settings import OPENROUTER_BASE_URL
+from cluster.settings import OPENROUTER_BASE_URL, RoleRoute, SamespaceSettings
 from cluster.types import Strict
 
-__all__ = ["BACKUP_SUFFIX", "LOCK_SUFFIX", "ConfigStore", "PersistedConfig", "PersistedRole"]
+__all__ = [
+    "BACKUP_SUFFIX",
+    "LOCK_SUFFIX",
+    "ConfigStore",
+    "PersistedConfig",
+    "PersistedRole",
+    "effective_settings",
+    "overlay",
+]
 
 BACKUP_SUFFIX = ".bak"
 LOCK_SUFFIX = ".lock"
@@ -175,3 +183,38 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def overlay(settings: SamespaceSettings, persisted: PersistedConfig) -> SamespaceSettings:
+    """Settings with what the operator pushed on top: policies, routes, base URL, budget override.
+
+    Actors apply this when they start, so one restarted after a push comes back with the last
+    good config (and without a key, which is never persisted).
+    """
+    routes = dict(settings.cloud.routes)
+    for role, pushed in persisted.roles.items():
+        previous = routes.get(role)
+        tokens = previous.max_input_tokens if previous is not None else RoleRoute.model_fields["max_input_tokens"].default
+        routes[role] = RoleRoute(model=pushed.model, upstream=pushed.upstream, max_input_tokens=tokens)
+    cloud = settings.cloud.model_copy(update={"routes": routes, "base_url": persisted.base_url})
+    budget = settings.budget
+    if persisted.budget_override is not None:
+        budget = budget.model_copy(update={"override": persisted.budget_override})
+    return settings.model_copy(
+        update={"cloud": cloud, "budget": budget, "policies": {**settings.policies, **persisted.policies}}
+    )
+
+
+def effective_settings(settings: SamespaceSettings) -> SamespaceSettings:
+    """`overlay` of the store at settings.admin.config_path; the settings alone when nothing was pushed.
+
+    A store that cannot be read is logged and the settings stay in force: never an empty config.
+    """
+    path = settings.admin.config_path
+    if not path.exists() and not Path(f"{path}{BACKUP_SUFFIX}").exists():
+        return settings
+    try:
+        return overlay(settings, ConfigStore(path).read())
+    except ConfigError as exc:
+        logger.warning("config store unreadable, the settings stay in force: %s", exc)
+        return settings

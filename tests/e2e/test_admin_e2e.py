@@ -136,6 +136,27 @@ def test_the_cli_pushes_a_key_from_a_file_and_sets_a_policy(
     assert all(v["policy_in_force"] == "aggregate" for v in views)
 
 
+def test_restarted_actors_keep_the_pushed_config_and_come_back_needing_the_key(admin: dict[str, Any]) -> None:
+    import time
+
+    from actors.dispatcher import get_dispatcher
+    from cluster.roles import Role
+
+    assert call(admin, "POST", "/openrouter", {"policies": {"code-embedding": "local"}}).json()["ok"]
+    ray.kill(get_dispatcher(admin["settings"], Role.CODE_EMBEDDING), no_restart=False)
+    containers = [e["name"] for e in ray.util.list_named_actors(all_namespaces=True)
+                  if e["namespace"] == NAMESPACE and e["name"].endswith("-OR-CodeEmbedding")]
+    for name in containers:
+        ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=False)
+    time.sleep(2)
+    views = call(admin, "GET", "/providers").json()["code-embedding"]
+    assert {v["policy_in_force"] for v in views} == {"local"}  # the restarted dispatcher kept it
+    cloud = [v for v in views if v["provider"]["kind"] == "cloud"]
+    assert cloud and all(v["policy_applied"] == "local" for v in cloud)  # ... and so did the containers
+    assert all(not v["provider"]["eligible"] and "no OpenRouter key" in v["provider"]["reason"] for v in cloud)
+    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY}).json()["ok"]
+
+
 def test_the_canary_key_is_nowhere_after_all_of_the_above(admin: dict[str, Any], ray_cluster: RayCluster) -> None:
     from ray.util.state import list_actors, list_tasks
 

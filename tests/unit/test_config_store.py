@@ -236,3 +236,24 @@ def test_four_processes_incrementing_concurrently_lose_no_update(store: ConfigSt
         assert child.returncode == 0
         assert len(output.split()) == 51  # "ready" and 50 committed counters
     assert _counter(store.read()) == 200
+
+
+def test_the_persisted_config_overlays_the_settings_and_an_unreadable_store_changes_nothing(tmp_path: Path) -> None:
+    from cluster.config_store import effective_settings
+    from cluster.settings import SamespaceSettings
+
+    path = tmp_path / "config.json"
+    settings = SamespaceSettings(admin={"config_path": path})
+    assert effective_settings(settings) == settings  # nothing pushed yet
+    ConfigStore(path).write(PersistedConfig(
+        roles={Role.CODE_EMBEDDING: PersistedRole(model="qwen/qwen3-embedding-4b", upstream="deepinfra")},
+        policies={Role.RLM: Policy.LOCAL},
+        budget_override=12,
+    ))
+    effective = effective_settings(settings)
+    assert effective.policy(Role.RLM) is Policy.LOCAL and effective.policy(Role.RERANKER) is Policy.AGGREGATE
+    assert effective.cloud.routes[Role.CODE_EMBEDDING].upstream == "deepinfra"
+    assert Role.RERANKER in effective.cloud.routes and effective.budget.override == 12
+    path.write_bytes(b"{torn")
+    Path(f"{path}.bak").write_bytes(b"{torn too")
+    assert effective_settings(settings) == settings
