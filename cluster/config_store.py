@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from cluster.errors import ConfigError
 from cluster.roles import Policy, Role
-from cluster.settings import OPENROUTER_BASE_URL, RoleRoute, SamespaceSettings
+from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.types import Strict
 
 __all__ = [
@@ -63,7 +63,9 @@ class PersistedConfig(Strict):
     model_config = _PERSISTED
 
     version: int = Field(default=CONFIG_VERSION, description="Schema version of the file.")
-    base_url: str = Field(default=OPENROUTER_BASE_URL, description="OpenRouter API base URL.")
+    base_url: str | None = Field(
+        default=None, min_length=1, description="OpenRouter API base URL as pushed; None = the settings' own."
+    )
     roles: dict[Role, PersistedRole] = Field(default_factory=dict, description="Model (and pin) per role.")
     policies: dict[Role, Policy] = Field(default_factory=dict, description="Routing policy per role.")
     budget_override: int | None = Field(default=None, ge=1, le=256, description="Manual cloud permit ceiling.")
@@ -196,7 +198,10 @@ def overlay(settings: SamespaceSettings, persisted: PersistedConfig) -> Samespac
         previous = routes.get(role)
         tokens = previous.max_input_tokens if previous is not None else RoleRoute.model_fields["max_input_tokens"].default
         routes[role] = RoleRoute(model=pushed.model, upstream=pushed.upstream, max_input_tokens=tokens)
-    cloud = settings.cloud.model_copy(update={"routes": routes, "base_url": persisted.base_url})
+    cloud_update: dict[str, object] = {"routes": routes}
+    if persisted.base_url is not None:  # only a pushed URL overrides the configured one
+        cloud_update["base_url"] = persisted.base_url
+    cloud = settings.cloud.model_copy(update=cloud_update)
     budget = settings.budget
     if persisted.budget_override is not None:
         budget = budget.model_copy(update={"override": persisted.budget_override})

@@ -157,12 +157,53 @@ def test_restarted_actors_keep_the_pushed_config_and_come_back_needing_the_key(a
     assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY}).json()["ok"]
 
 
+def test_cloud_traffic_and_upstream_faults_under_the_canary_key(
+    admin: dict[str, Any], fake_openrouter: Any, tmp_path: Path
+) -> None:
+    """A reindex and queries through the cloud path, then 401, 429, 500 and malformed answers."""
+    from actors.dispatcher import get_dispatcher
+    from cluster.roles import Role
+    from jobs.reindex import run_reindex
+
+    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "policies": {"code-embedding": "cloud"}}).json()["ok"]
+    repo = tmp_path / "canary-repo"
+    repo.mkdir()
+    for f in range(4):
+        (repo / f"m{f}.py").write_text("\n\n".join(f"def fn_{f}_{g}(x):\n    return x * {g}" for g in range(12)))
+    record = run_reindex(admin["settings"], repo, "canary", emit=lambda line: admin["responses"].append(line))
+    assert record.chunks == 48 and all("-OR-" in p for p in record.providers)  # every row via the cloud
+    dispatcher = get_dispatcher(admin["settings"], Role.CODE_EMBEDDING)
+    ray.get(dispatcher.encode_query.remote("multiply x", "canary"))
+
+    container = next(ray.get_actor(e["name"], namespace=NAMESPACE) for e in ray.util.list_named_actors(all_namespaces=True)
+                     if e["namespace"] == NAMESPACE and e["name"].endswith("-OR-CodeEmbedding"))
+    ray.get(container.embed.remote(["def f(x): return x"], "canary", "bulk"))  # a clean cloud call first
+    faults = [{"fail_rate_429": 1.0}, {"fail_5xx_rate": 1.0}, {"malformed": "invalid-json"}]
+    try:
+        for fault in faults:
+            fake_openrouter.configure(keys={CANARY_KEY: {"label": "admin"}}, upstreams={"exact": {"vectors": "same", **fault}})
+            with pytest.raises(Exception) as caught:
+                ray.get(container.embed.remote(["x"], "canary", "bulk"))
+            admin["responses"].append(str(caught.value))
+            assert CANARY_KEY not in str(caught.value)
+        fake_openrouter.configure(keys={}, upstreams={"exact": {"vectors": "same"}})  # the key is now unknown: 401
+        with pytest.raises(Exception) as caught:
+            ray.get(container.embed.remote(["x"], "canary", "bulk"))
+        assert "AuthFailed" in str(caught.value) and CANARY_KEY not in str(caught.value)
+    finally:
+        fake_openrouter.configure(keys={CANARY_KEY: {"label": "admin"}}, upstreams={"exact": {"vectors": "same"}})
+    for method, path in ROUTES:
+        if method == "GET":
+            assert call(admin, method, path).status_code == 200
+
+
 def test_the_canary_key_is_nowhere_after_all_of_the_above(admin: dict[str, Any], ray_cluster: RayCluster) -> None:
     from ray.util.state import list_actors, list_tasks
 
     session_dir = Path(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001
     needle = CANARY_KEY.encode()
-    leaks = [str(p) for root in (session_dir, admin["config_dir"]) for p in root.rglob("*")
+    roots = (session_dir, admin["config_dir"], admin["settings"].store.data_dir)
+    leaks = [str(p) for root in roots for p in root.rglob("*")
              if p.is_file() and p.stat().st_size < 50_000_000 and needle in p.read_bytes()]
     assert leaks == []
     assert all(CANARY_KEY not in text for text in admin["responses"])

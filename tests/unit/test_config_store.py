@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from cluster.config_store import ConfigStore, PersistedConfig, PersistedRole
 from cluster.errors import ConfigError
 from cluster.roles import Policy, Role
-from cluster.settings import OPENROUTER_BASE_URL
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-or-v1-0123456789abcdef"
@@ -93,7 +92,7 @@ def test_a_written_config_reads_back_equal(store: ConfigStore) -> None:
 def test_a_missing_file_reads_as_defaults_on_first_run(store: ConfigStore) -> None:
     config = store.read()
     assert config == PersistedConfig()
-    assert config.base_url == OPENROUTER_BASE_URL and config.roles == {} and not config.key_pushed
+    assert config.base_url is None and config.roles == {} and not config.key_pushed
     assert not store.path.exists()
 
 
@@ -254,6 +253,7 @@ def test_the_persisted_config_overlays_the_settings_and_an_unreadable_store_chan
     assert effective.policy(Role.RLM) is Policy.LOCAL and effective.policy(Role.RERANKER) is Policy.AGGREGATE
     assert effective.cloud.routes[Role.CODE_EMBEDDING].upstream == "deepinfra"
     assert Role.RERANKER in effective.cloud.routes and effective.budget.override == 12
+    assert effective.cloud.base_url == settings.cloud.base_url  # not pushed: the configured URL stands
     path.write_bytes(b"{torn")
     Path(f"{path}.bak").write_bytes(b"{torn too")
     assert effective_settings(settings) == settings
