@@ -107,11 +107,18 @@ class AdminApi:
         return snapshot.model_dump(mode="json")
 
     async def health(self) -> dict[str, Any]:
+        """Ray answers, the store answers, and per role: the policy in force and who serves now."""
         from actors import get_index_actor
+        from actors.dispatcher import get_dispatcher
 
-        index = get_index_actor(self._settings)
-        names = await index.names.remote()
-        return {"ray": "ok", "store": {"indexes": names}, "roles": {r.value: self._settings.policy(r).value for r in Role}}
+        names = await get_index_actor(self._settings).names.remote()
+        roles: dict[str, Any] = {}
+        for role in Role:
+            views = await get_dispatcher(self._settings, role).providers.remote()
+            serving = [v.provider.name for v in views if v.serves != "no"]
+            policy = views[0].policy_in_force.value if views else self._settings.policy(role).value
+            roles[role.value] = {"policy": policy, "serving": serving, "state": "serving" if serving else "none"}
+        return {"ray": "ok", "store": {"indexes": names}, "roles": roles}
 
     def openrouter(self) -> dict[str, Any]:
         return self._store.read().model_dump(mode="json")

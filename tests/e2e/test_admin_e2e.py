@@ -107,11 +107,15 @@ def test_a_policy_change_reaches_the_providers(admin: dict[str, Any]) -> None:
 
 
 def test_the_budget_override_is_set_and_cleared(admin: dict[str, Any]) -> None:
+    from cluster.roles import Role
+
     state = call(admin, "PUT", "/budget", {"max_concurrent": 32}).json()
     assert state["ceiling"] == 32 and state["source"] == "manual"
     state = call(admin, "PUT", "/budget", {"max_concurrent": None}).json()
     assert state["source"] != "manual"
-    assert call(admin, "GET", "/health").json()["ray"] == "ok"
+    health = call(admin, "GET", "/health").json()
+    assert health["ray"] == "ok" and health["roles"]["code-embedding"]["state"] == "serving"
+    assert health["roles"]["code-embedding"]["serving"] and set(health["roles"]) == {r.value for r in Role}
     assert "code-embedding" in call(admin, "POST", "/gate/verify").json()
 
 
