@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from cluster.atomic_file import fsync_dir, write_bytes_atomic
 from cluster.errors import CollectionNotFound, StoreError
 from cluster.types import PayloadFilter, ScoredHit, StoredPoint
 from cluster.vector_store import (
@@ -55,27 +55,9 @@ def write_json_atomic(path: Path, value: Any, operation: str) -> None:
     except (TypeError, ValueError) as exc:
         raise StoreError(operation, f"not JSON-able: {exc}") from exc
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp_name, path)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
-        _fsync_dir(path.parent)
+        write_bytes_atomic(path, data)
     except OSError as exc:
         raise StoreError(operation, f"cannot write {path}: {exc}") from exc
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _read_json(path: Path) -> Any | None:
@@ -376,7 +358,7 @@ class EdgeStore:
         tombstone = directory.with_name(f"{TOMBSTONE_PREFIX}{directory.name}-{uuid.uuid4().hex}")
         try:
             os.replace(directory, tombstone)
-            _fsync_dir(directory.parent)
+            fsync_dir(directory.parent)
             shutil.rmtree(tombstone)
         except OSError as exc:
             raise StoreError("drop_collection", f"cannot remove {directory}: {exc}") from exc

@@ -13,13 +13,13 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from cluster.atomic_file import TEMP_SUFFIX, write_bytes_atomic
 from cluster.errors import ConfigError
 from cluster.roles import Policy, Role
 from cluster.settings import RoleRoute, SamespaceSettings
@@ -37,7 +37,6 @@ __all__ = [
 
 BACKUP_SUFFIX = ".bak"
 LOCK_SUFFIX = ".lock"
-TEMP_SUFFIX = ".tmp"
 CONFIG_VERSION = 1
 
 logger = logging.getLogger(__name__)
@@ -114,8 +113,8 @@ class ConfigStore:
                 raise ConfigError("config", f"update refused: {exc}") from exc
             if self.path.exists():
                 # _load_locked left a valid primary: it becomes the backup before it is replaced.
-                _write_atomic(self.backup_path, self.path.read_bytes())
-            _write_atomic(self.path, new.model_dump_json(indent=2).encode("utf-8"))
+                write_bytes_atomic(self.backup_path, self.path.read_bytes())
+            write_bytes_atomic(self.path, new.model_dump_json(indent=2).encode("utf-8"))
             return new
 
     def write(self, config: PersistedConfig) -> None:
@@ -139,7 +138,7 @@ class ConfigStore:
             restored = _parse(backup_bytes)
         except ValueError:
             raise ConfigError("config", f"{self.path} {problem} and its backup {self.backup_path} is unreadable too") from None
-        _write_atomic(self.path, backup_bytes)
+        write_bytes_atomic(self.path, backup_bytes)
         logger.warning("config %s %s: restored from backup %s", self.path, problem, self.backup_path)
         return restored
 
@@ -162,29 +161,6 @@ class ConfigStore:
 def _parse(data: bytes) -> PersistedConfig:
     """ValueError (pydantic's ValidationError) for torn, garbage or invalid content."""
     return PersistedConfig.model_validate_json(data)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Temp file beside `path`, flush + fsync, rename over `path`, fsync the directory."""
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def overlay(settings: SamespaceSettings, persisted: PersistedConfig) -> SamespaceSettings:
