@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from cluster.errors import NoProviderLeft, SamespaceError
-from cluster.gate import GateReport
-from cluster.gatekeeper import Gatekeeper
+from cluster.gate import PROBE_TEXTS, GateReport, probe
+from cluster.gatekeeper import Gatekeeper, reference_candidates, regime_of
 from cluster.fanout import BatchDone, FanoutResult, FanoutSettings, Lane, RateBook, run_fanout
 from cluster.providers import ProviderInfo, ProviderKind, Selection, select_providers
 from cluster.roles import Policy, Role
@@ -74,8 +74,6 @@ def reference_of(selection: Selection, preferred: str | None = None) -> EncoderI
     Deterministic, and the same choice the gate makes: the preferred reference, else the first by
     name among those that report an identity (after the gate, only cleared providers remain).
     """
-    from cluster.gatekeeper import reference_candidates
-
     candidates = [p for p in reference_candidates(selection, preferred) if p.identity is not None]
     if not candidates:
         pool = [p for p in selection.primary + selection.reserve if p.identity is not None]
@@ -167,8 +165,6 @@ class Dispatcher:
 
     async def reference_probe(self) -> np.ndarray:
         """The reference's probe vectors: stored with an index so drift can be caught later."""
-        from cluster.gate import PROBE_TEXTS
-
         selection, providers = await self.select()
         reference = self._reference_info(selection)
         embed = providers[reference.name].embed
@@ -183,9 +179,6 @@ class Dispatcher:
         changes its stack behind the same pin is caught. A local reference is only reported:
         if it drifted from an index, that index needs a reindex.
         """
-        from cluster.gate import probe
-        from cluster.gatekeeper import regime_of
-
         if self.gatekeeper is None:
             return []
         selection, _ = await self.select()

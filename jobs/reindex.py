@@ -3,9 +3,9 @@
     ray job submit --address http://127.0.0.1:8265 --working-dir . -- \
         python -m jobs.reindex --repo /path/to/repo --name myrepo
 
-Walk (honouring .gitignore) → chunk by syntax → embed on the embedder actors (every lane keeps
-batches in flight) → write into a fresh collection through the index actor → commit (atomic
-switch). Failed or killed midway: the previous build keeps serving; the partial build is
+Walk (honouring .gitignore) → chunk by syntax → embed through the role's dispatcher (the gated
+fan-out pool of local and cloud providers) → write into a fresh collection through the index
+actor → commit (atomic switch). Failed or killed midway: the previous build keeps serving; the partial build is
 dropped now (failure) or by the next run (kill).
 """
 
