@@ -9,6 +9,7 @@ from actors.index_actor import IndexActor
 from actors.registry import (
     LiveProvider,
     discover_providers,
+    ensure_chat_endpoints,
     ensure_embedders,
     ensure_providers,
     ensure_rerankers,
@@ -22,6 +23,7 @@ __all__ = [
     "IndexActor",
     "LiveProvider",
     "discover_providers",
+    "ensure_chat_endpoints",
     "ensure_embedders",
     "ensure_providers",
     "ensure_rerankers",

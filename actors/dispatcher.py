@@ -29,6 +29,9 @@ from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity
 
 
+CHAT_ROLES = (Role.CODE_ASSISTANT, Role.RLM)
+
+
 async def _unwrap(ref: Any) -> Any:
     """Await an actor call; re-raise the provider's own exception, not Ray's wrapper."""
     try:
@@ -50,10 +53,13 @@ def _calls(live: LiveProvider) -> Provider:
     info = live.info
     if handle is None:
         return Provider(info=info)
+    chat_role = any(role in CHAT_ROLES for role in info.roles)
+    context = (lambda: _unwrap(handle.context_window.remote())) if chat_role else None
     if info.kind is ProviderKind.LOCAL:
         embed = (lambda texts: _unwrap(handle.encode_batch.remote(texts))) if info.identity is not None else None
         rerank = (lambda q, docs: _unwrap(handle.rerank.remote(q, docs))) if Role.RERANKER in info.roles else None
-        return Provider(info=info, embed=embed, rerank=rerank)
+        call = (lambda **request: _unwrap(handle.chat.remote(**request))) if chat_role else None
+        return Provider(info=info, embed=embed, rerank=rerank, call=call, context=context)
     role = info.roles[0]
 
     async def cloud_rerank(query: str, docs: list[str]) -> list[float]:
@@ -71,7 +77,8 @@ def _calls(live: LiveProvider) -> Provider:
         info=info,
         embed=(lambda texts: _unwrap(handle.embed.remote(texts, *_tag()))) if role.writes_index else None,
         rerank=cloud_rerank if role is Role.RERANKER else None,
-        call=cloud_chat if role in (Role.CODE_ASSISTANT, Role.RLM) else None,
+        call=cloud_chat if chat_role else None,
+        context=context,
     )
 
 
@@ -187,10 +194,13 @@ class DispatcherActor:
         tags.current_tag.set(tags.RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.encode_query(text)
 
-    async def chat(self, project: str = tags.DEFAULT_PROJECT, **request: Any) -> tuple[Any, str]:
-        """messages, tools, tool_choice, max_tokens → (ChatResult, provider name)."""
+    async def chat(self, project: str = tags.DEFAULT_PROJECT, reserve: bool = True, **request: Any) -> tuple[Any, str]:
+        """messages, tools, tool_choice, max_tokens, temperature → (ChatResult, provider name)."""
         tags.current_tag.set(tags.RequestTag(project, Priority.INTERACTIVE))
-        return await self._dispatcher.chat(**request)
+        return await self._dispatcher.chat(reserve, **request)
+
+    async def context_window(self, reserve: bool = True) -> int | None:
+        return await self._dispatcher.context_window(reserve)
 
     async def rerank(
         self, query: str, documents: list[str], project: str = tags.DEFAULT_PROJECT

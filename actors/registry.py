@@ -14,10 +14,18 @@ import ray
 from ray.actor import ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors.chat_endpoint import ChatEndpointActor
 from actors.embedder import EmbedderActor
 from actors.reranker import RerankerActor
 from actors.virtual_container import VirtualContainerActor
-from cluster.naming import EMBEDDER_PREFIX, RERANKER_PREFIX, embedder_actor_name, virtual_container_name
+from cluster.naming import (
+    CHAT_ENDPOINT_PREFIX,
+    EMBEDDER_PREFIX,
+    RERANKER_PREFIX,
+    chat_endpoint_name,
+    embedder_actor_name,
+    virtual_container_name,
+)
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Role
 from cluster.settings import SamespaceSettings
@@ -125,14 +133,26 @@ def ensure_virtual_containers(settings: SamespaceSettings) -> list[ActorHandle]:
     return handles
 
 
+def ensure_chat_endpoints(settings: SamespaceSettings) -> list[ActorHandle]:
+    """One actor per configured local chat server (`llm.endpoints`), on any node (num_cpus=0)."""
+    handles = []
+    for role, endpoints in sorted(settings.llm.endpoints.items()):
+        for slot, endpoint in enumerate(endpoints):
+            name = chat_endpoint_name(role, slot)
+            handles.append(ChatEndpointActor.options(name=name, **_detached(settings)).remote(name, role, endpoint))
+    return handles
+
+
 def ensure_providers(settings: SamespaceSettings) -> None:
     ensure_embedders(settings)
     ensure_rerankers(settings)
+    ensure_chat_endpoints(settings)
     ensure_virtual_containers(settings)
 
 
 def _is_provider_name(name: str) -> bool:
-    return name.startswith((EMBEDDER_PREFIX, RERANKER_PREFIX)) or VIRTUAL_CONTAINER_MARK in name
+    prefixes = (EMBEDDER_PREFIX, RERANKER_PREFIX, CHAT_ENDPOINT_PREFIX)
+    return name.startswith(prefixes) or VIRTUAL_CONTAINER_MARK in name
 
 
 async def discover_providers(settings: SamespaceSettings) -> list[LiveProvider]:

@@ -73,6 +73,7 @@ class VirtualContainerActor:
         self._last_error: str | None = None
         self._client: Any = None
         self._key: SecretStr | None = None
+        self._context: dict[str, int] = {}
         if cloud.key_env and os.environ.get(cloud.key_env):  # the operator chose the node's environment
             self._key = SecretStr(os.environ[cloud.key_env])
 
@@ -145,13 +146,26 @@ class VirtualContainerActor:
         tools: list[dict[str, Any]] | None = None,
         tool_choice: Any = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
         project: str | None = None,
         priority: str | None = None,
     ) -> Any:
         client = self._require_client()
         return await self._count(
-            project, priority, lambda: client.chat(self._route.model, messages, tools, tool_choice, max_tokens)
+            project,
+            priority,
+            lambda: client.chat(self._route.model, messages, tools, tool_choice, max_tokens, temperature),
         )
+
+    async def context_window(self) -> int | None:
+        """The route model's context length from the catalogue, read once per model; None if unknown."""
+        model = self._route.model
+        if model not in self._context:
+            try:
+                self._context[model] = await self._require_client().model_context_length(model)
+            except Exception:  # noqa: BLE001 - unknown means the caller's safe default, never a failure
+                return None
+        return self._context[model]
 
     async def key_facts(self) -> KeyFacts:
         """What the key says about its limits and funding (read for the BudgetActor, which holds no key)."""

@@ -43,6 +43,7 @@ class Provider:
     embed: Callable[[list[str]], Awaitable[np.ndarray]] | None = None
     rerank: Callable[[str, list[str]], Awaitable[list[float]]] | None = None
     call: Callable[..., Awaitable[Any]] | None = None  # chat-style single calls
+    context: Callable[[], Awaitable[int | None]] | None = None  # a chat provider's context window
 
 
 Discover = Callable[[], Awaitable[Sequence[Provider]]]
@@ -294,17 +295,39 @@ class Dispatcher:
 
         return await self._single_call(pick, attempt)
 
-    async def chat(self, **request: Any) -> tuple[Any, str]:
-        """A single chat call (code-assistant, rlm): pool first, then reserve; (result, provider)."""
+    async def chat(self, reserve: bool = True, **request: Any) -> tuple[Any, str]:
+        """A single chat call (code-assistant, rlm): pool first, then the reserve unless `reserve` is
+        False (the RLM's `local-only` fallback mode); (result, provider)."""
+        return await self._single_call(self._chat_pick(reserve), lambda p: self._chat_attempt(p, request))
 
+    async def context_window(self, reserve: bool = True) -> int | None:
+        """The smallest context window among the chat providers that may serve the next call (a
+        request sized for it fits whichever answers); None when none reports one."""
+        selection, providers = await self.select(SINGLE_CALL_DISCOVERY_MAX_AGE_S)
+        candidates = [p.context for p in self._chat_pick(reserve)(selection, providers) if p.context is not None]
+        windows: list[int] = []
+        for read in candidates:
+            try:
+                window = await read()
+            except Exception as exc:  # noqa: BLE001 - an unreadable window is an unknown one
+                log.info("%s: context window unknown: %s", self.role.value, exc)
+                continue
+            if window:
+                windows.append(window)
+        return min(windows) if windows else None
+
+    @staticmethod
+    def _chat_pick(reserve: bool) -> Callable[[Selection, dict[str, Provider]], list[Provider]]:
         def pick(selection: Selection, providers: dict[str, Provider]) -> list[Provider]:
-            return [providers[p.name] for p in selection.primary + selection.reserve if providers[p.name].call]
+            tiers = selection.primary + (selection.reserve if reserve else [])
+            return [providers[p.name] for p in tiers if providers[p.name].call]
 
-        async def attempt(provider: Provider) -> tuple[Any, str]:
-            assert provider.call is not None
-            return await provider.call(**request), provider.info.name
+        return pick
 
-        return await self._single_call(pick, attempt)
+    @staticmethod
+    async def _chat_attempt(provider: Provider, request: dict[str, Any]) -> tuple[Any, str]:
+        assert provider.call is not None
+        return await provider.call(**request), provider.info.name
 
     async def rerank(self, query: str, documents: list[str]) -> tuple[list[float], str]:
         """Scores in input order, and who scored: the first provider that answers, pool then reserve."""

@@ -8,6 +8,7 @@ INDEX_ACTOR_NAME = "samespace-index"
 BUDGET_ACTOR_NAME = "samespace-budget"
 EMBEDDER_PREFIX = "samespace-embedder"
 RERANKER_PREFIX = "samespace-reranker"
+CHAT_ENDPOINT_PREFIX = "samespace-chat"
 
 
 def embedder_actor_name(node_id: str | None, slot: int, device: str, prefix: str = EMBEDDER_PREFIX) -> str:
@@ -16,6 +17,10 @@ def embedder_actor_name(node_id: str | None, slot: int, device: str, prefix: str
         return f"{prefix}-cpu{slot}"
     return f"{prefix}-{node_id[:8]}-{device}{slot}"
 
+
+def chat_endpoint_name(role: Role, slot: int) -> str:
+    """`samespace-chat-rlm-0`: the configured local endpoint number `slot` of a chat role."""
+    return f"{CHAT_ENDPOINT_PREFIX}-{role.value}-{slot}"
 
 
 def dispatcher_actor_name(role: Role) -> str:

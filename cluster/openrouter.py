@@ -44,7 +44,10 @@ __all__ = [
     "KeyInfo",
     "OpenRouterClient",
     "ToolCall",
+    "chat_request_body",
+    "parse_chat_result",
     "parse_retry_after",
+    "read_json",
     "provider_pin",
     "upstream_faults",
 ]
@@ -358,6 +361,41 @@ def _error_body(payload: Any) -> _ErrorBody | None:
     return None
 
 
+def chat_request_body(
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    tool_choice: str | dict[str, Any] | None,
+    max_tokens: int | None,
+    temperature: float | None,
+) -> dict[str, Any]:
+    """An OpenAI-compatible /chat/completions body (OpenRouter and local servers read the same)."""
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if tools is not None:
+        body["tools"] = tools
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
+    return body
+
+
+def parse_chat_result(payload: Any) -> ChatResult:
+    """The first choice of an OpenAI-compatible chat completion (raises ValidationError on a bad shape;
+    call it inside `upstream_faults`)."""
+    parsed = _ChatResponse.model_validate(payload)
+    choice = parsed.choices[0]
+    calls = [ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments) for c in choice.message.tool_calls or []]
+    return ChatResult(content=choice.message.content, tool_calls=calls, finish_reason=choice.finish_reason, usage=parsed.usage)
+
+
+def read_json(response: httpx.Response) -> Any:
+    """The JSON body of a response; failures raise the carriers `upstream_faults` maps."""
+    return _read_json(response)
+
+
 def provider_pin(upstream: str) -> dict[str, Any]:
     """SPEC §6: the routing object of an embedding request. `order` + `only` name the one upstream and
     `allow_fallbacks: False` forbids any other, so a missing pin fails closed upstream too."""
@@ -471,22 +509,14 @@ class OpenRouterClient:
         tools: list[dict[str, Any]] | None = None,
         tool_choice: str | dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> ChatResult:
         """One chat completion. Send `tools` on every turn of a tool loop (OpenRouter requires it)."""
         where = "POST /chat/completions"
         self._require_key()
-        body: dict[str, Any] = {"model": model, "messages": messages}
-        if tools is not None:
-            body["tools"] = tools
-        if tool_choice is not None:
-            body["tool_choice"] = tool_choice
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
+        body = chat_request_body(model, messages, tools, tool_choice, max_tokens, temperature)
         with upstream_faults(self.provider_name, where, secret=self._key):
-            parsed = _ChatResponse.model_validate(await self._send("POST", "/chat/completions", json_body=body))
-        choice = parsed.choices[0]
-        calls = [ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments) for c in choice.message.tool_calls or []]
-        return ChatResult(content=choice.message.content, tool_calls=calls, finish_reason=choice.finish_reason, usage=parsed.usage)
+            return parse_chat_result(await self._send("POST", "/chat/completions", json_body=body))
 
     async def key_info(self) -> KeyInfo:
         where = "GET /key"

@@ -106,6 +106,54 @@ class CloudSettings(_Section):
         return self
 
 
+class ChatEndpoint(_Section):
+    """A local OpenAI-compatible chat server (vLLM, Ray Serve LLM, llama.cpp...) serving one role."""
+
+    url: str = Field(min_length=1, description="Base URL without /v1, e.g. 'http://gpu-node-1:8100'.")
+    model: str = Field(min_length=1, description="The model id the server serves (as in its /v1/models).")
+    key_env: str | None = Field(default=None, description="Env var on the node holding the server's key, if any.")
+    timeout_s: float = Field(default=120.0, gt=0, le=900, description="Per-request timeout.")
+
+
+class LlmSettings(_Section):
+    """Local chat endpoints of the two chat roles; the cloud routes are in `cloud.routes`."""
+
+    endpoints: dict[Role, list[ChatEndpoint]] = Field(
+        default_factory=dict, description="Per chat role (code-assistant, rlm): local servers, tried in order."
+    )
+
+    @model_validator(mode="after")
+    def _chat_roles_only(self) -> LlmSettings:
+        for role in self.endpoints:
+            if role not in (Role.CODE_ASSISTANT, Role.RLM):
+                raise ValueError(f"llm.endpoints.{role.value}: only code-assistant and rlm have chat endpoints")
+        return self
+
+
+class RlmSettings(_Section):
+    """The ask path (SPEC §9): gathering loop, synthesis, and their budgets. Peer values marked."""
+
+    fallback_mode: Literal["local-only", "local-first"] = Field(
+        default="local-only",
+        description="local-only: the RLM runs on local endpoints only (the cloud reserve is not its fallback; "
+        "no local RLM means plain retrieval); local-first: the policy's cloud reserve may serve it.",
+    )
+    max_rounds: int = Field(default=2, ge=1, le=8, description="Gathering rounds after the plan (peer ask: 2).")
+    gather_deadline_s: float = Field(default=75.0, gt=0, le=600, description="Deadline of the gathering (peer: 75).")
+    ask_budget_s: float = Field(default=120.0, gt=0, le=900, description="Whole ask (peer: 120).")
+    synthesis_reserve_s: float = Field(default=14.0, ge=0, le=600, description="Kept for synthesis (peer: 14).")
+    min_round_s: float = Field(default=4.0, ge=0, le=60, description="No round starts with less left (peer: 4).")
+    max_evidence_chars: int = Field(default=13_000, ge=500, le=1_000_000, description="Evidence cap (peer ask: 13000).")
+    tool_concurrency: int = Field(default=4, ge=1, le=32, description="Tool calls in parallel (peer: 4).")
+    seed_k: int = Field(default=8, ge=1, le=50, description="Plain-retrieval hits that seed the evidence (peer: 8).")
+    tool_k: int = Field(default=8, ge=1, le=50, description="Hits per search inside the loop (peer: 8).")
+    default_context_tokens: int = Field(
+        default=8192, ge=1024, description="Context window assumed when the endpoint does not report one."
+    )
+    query_cache_ttl_s: float = Field(default=600.0, gt=0, description="Query-vector cache lifetime (peer: 10 min).")
+    query_cache_entries: int = Field(default=500, ge=1, description="Query-vector cache size (peer: 500).")
+
+
 class GateSettings(_Section):
     """The compatibility gate (SPEC §5). There is deliberately no switch that turns it off."""
 
@@ -201,6 +249,8 @@ class SamespaceSettings(BaseSettings):
     gate: GateSettings = Field(default_factory=GateSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     admin: AdminSettings = Field(default_factory=AdminSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    rlm: RlmSettings = Field(default_factory=RlmSettings)
     policies: dict[Role, Policy] = Field(
         default_factory=dict, description=f"Routing policy per role; a missing role means {DEFAULT_POLICY.value!r}."
     )

@@ -1,0 +1,178 @@
+"""Evidence for an answer: blocks of located source, de-duplicated, merged and budgeted (SPEC §9).
+
+Tools return their results already split into blocks (one per hit, chunk or file); a block knows
+where it came from, so a citation `path:start-end` can be checked against what was gathered.
+Budgets are counted in characters against the model's context window (tokens ≈ chars / 3.2, peer).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field
+
+from cluster.types import Strict
+
+TOKEN_CHAR_RATIO = 3.2  # peer: chars per token, a deliberate over-estimate of tokens for code
+SAFETY_MARGIN_TOKENS = 256  # peer
+MIN_OUTPUT_TOKENS = 768  # peer: the least a reply may be given
+TRUNCATE_MIN_ROOM = 200  # peer: a block is cut with '…' only when this much room is left
+BLOCK_MAX_CHARS = 1400  # peer: one hit's source at most
+BLOCK_MAX_LINES = 35  # peer
+
+# `path:start-end` (or `path:line`); a path has a dot-extension or a slash.
+CITATION_RE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z0-9]+|(?:[\w.-]+/)+[\w.-]+):(\d+)(?:-(\d+))?")
+
+Via = Literal["seed", "rlm"]
+
+
+class EvidenceBlock(Strict):
+    """One located piece of evidence (a chunk, a file's lines, an overview)."""
+
+    tool: str = Field(description="Which tool produced it ('seed' = the plain retrieval of the question).")
+    via: Via = "rlm"
+    repo: str | None = None
+    path: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    symbol: str | None = None
+    kind: str = "chunk"
+    text: str
+
+    @property
+    def located(self) -> bool:
+        return self.path is not None and self.start_line is not None and self.end_line is not None
+
+    @property
+    def citation(self) -> str | None:
+        return f"{self.path}:{self.start_line}-{self.end_line}" if self.located else None
+
+    def key(self) -> tuple[Any, ...]:
+        """Same place, same block: a chunk found by two tools is one block."""
+        if self.located:
+            return (self.repo, self.path, self.start_line, self.end_line)
+        return ("text", self.tool, " ".join(self.text.split()).lower())
+
+    def header(self) -> str:
+        where = self.citation or self.tool
+        what = f" {self.symbol}" if self.symbol else ""
+        repo = f" [repo {self.repo}]" if self.repo else ""
+        return f"### {where}{what} ({self.kind}){repo}"
+
+    def render(self) -> str:
+        return f"{self.header()}\n{self.text.rstrip()}"
+
+
+def clip_source(text: str, max_lines: int = BLOCK_MAX_LINES, max_chars: int = BLOCK_MAX_CHARS) -> str:
+    lines = text.splitlines()
+    clipped = "\n".join(lines[:max_lines])[:max_chars]
+    return clipped + ("\n…" if len(lines) > max_lines or len(clipped) < len("\n".join(lines[:max_lines])) else "")
+
+
+def estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / TOKEN_CHAR_RATIO)
+
+
+def evidence_budget_chars(context_tokens: int, overhead_chars: int, output_tokens: int, cap_chars: int) -> int:
+    """Characters of evidence that fit beside the prompt (`overhead_chars`) and a reply of
+    `output_tokens` (never below MIN_OUTPUT_TOKENS) in a `context_tokens` window; at most `cap_chars`."""
+    room = context_tokens - SAFETY_MARGIN_TOKENS - max(MIN_OUTPUT_TOKENS, output_tokens) - estimate_tokens(overhead_chars)
+    return max(0, min(cap_chars, int(room * TOKEN_CHAR_RATIO)))
+
+
+@dataclass
+class EvidenceSet:
+    """Blocks in arrival order under a character budget; seen places are never added twice."""
+
+    budget_chars: int
+    blocks: list[EvidenceBlock] = field(default_factory=list)
+    dropped_for_budget: int = 0
+    duplicates: int = 0
+    _seen: set[tuple[Any, ...]] = field(default_factory=set)
+
+    @property
+    def chars(self) -> int:
+        return sum(len(b.render()) + 2 for b in self.blocks)
+
+    def add(self, blocks: Iterable[EvidenceBlock]) -> list[EvidenceBlock]:
+        """Admit new blocks while they fit; returns the admitted ones (possibly one truncated)."""
+        admitted = []
+        for block in blocks:
+            if block.key() in self._seen or self._covered(block):
+                self.duplicates += 1
+                continue
+            room = self.budget_chars - self.chars
+            size = len(block.render()) + 2
+            if size > room:
+                if room - len(block.header()) < TRUNCATE_MIN_ROOM:
+                    self.dropped_for_budget += 1
+                    continue
+                keep = room - len(block.header()) - 4
+                block = block.model_copy(update={"text": block.text[:keep] + "…"})
+            self._seen.add(block.key())
+            self.blocks.append(block)
+            admitted.append(block)
+        return admitted
+
+    def _covered(self, block: EvidenceBlock) -> bool:
+        """A range inside a block already held (a neighbour or a re-read of a hit) adds nothing."""
+        if not block.located:
+            return False
+        return any(
+            b.located and b.repo == block.repo and b.path == block.path
+            and b.start_line <= block.start_line and block.end_line <= b.end_line  # type: ignore[operator]
+            for b in self.blocks
+        )
+
+    def render(self, blocks: Sequence[EvidenceBlock] | None = None) -> str:
+        return "\n\n".join(b.render() for b in (self.blocks if blocks is None else blocks))
+
+    def repo_of(self, path: str) -> str | None:
+        """The repository of a path seen in the evidence (the model often omits it)."""
+        return next((b.repo for b in self.blocks if b.path == path and b.repo), None)
+
+    def within(self, budget_chars: int) -> EvidenceSet:
+        """A copy holding the first blocks that fit `budget_chars` (a smaller window downstream)."""
+        smaller = EvidenceSet(budget_chars)
+        smaller.add(self.blocks)
+        return smaller
+
+    def find(self, path: str, start: int, end: int) -> EvidenceBlock | None:
+        """The block a citation points into: same path, cited lines inside (or overlapping) its range."""
+        best = None
+        for block in self.blocks:
+            if not block.located or not _same_path(block.path, path):  # type: ignore[arg-type]
+                continue
+            if block.start_line <= start and end <= block.end_line:  # type: ignore[operator]
+                return block
+            if best is None and start <= block.end_line and block.start_line <= end:  # type: ignore[operator]
+                best = block
+        return best
+
+
+def _same_path(held: str, cited: str) -> bool:
+    return held == cited or held.endswith("/" + cited)
+
+
+@dataclass(frozen=True)
+class CitedSpan:
+    path: str
+    start_line: int
+    end_line: int
+
+
+def citations_in(text: str) -> list[CitedSpan]:
+    """Every `path:start-end` / `path:line` written in `text`, in order, without repeats."""
+    seen: set[CitedSpan] = set()
+    spans = []
+    for match in CITATION_RE.finditer(text or ""):
+        path, start, end = match.group(1), int(match.group(2)), int(match.group(3) or match.group(2))
+        span = CitedSpan(path.rstrip("."), min(start, end), max(start, end))
+        if span not in seen:
+            seen.add(span)
+            spans.append(span)
+    return spans
