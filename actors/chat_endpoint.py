@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any
 
 import ray
@@ -30,7 +31,7 @@ class ChatEndpointActor:
         self._endpoint = endpoint
         self._client = LocalChatClient(name, endpoint, SecretStr(key) if key else None)
         self._node_id = ray.get_runtime_context().get_node_id()
-        self._context: int | None = None
+        self._context: tuple[float, int] | None = None  # (read at, window)
         self._served = 0
         self._failures = 0
         self._last_error: str | None = None
@@ -64,11 +65,14 @@ class ChatEndpointActor:
         return result
 
     async def context_window(self) -> int | None:
-        """The server's context window, read once it answers; None while unknown."""
-        if self._context is None:
-            try:
-                self._context = await self._client.context_window()
-            except Exception as exc:  # noqa: BLE001 - unknown means the caller's safe default
-                self._last_error = str(exc)[:300]
-                return None
-        return self._context
+        """The server's context window (`max_model_len`), re-read after `context_ttl_s`; None while unknown."""
+        now = time.monotonic()
+        if self._context is not None and now - self._context[0] < self._endpoint.context_ttl_s:
+            return self._context[1]
+        try:
+            window = await self._client.context_window()
+        except Exception as exc:  # noqa: BLE001 - unknown means the caller's safe default
+            self._last_error = str(exc)[:300]
+            return None
+        self._context = (now, window) if window else None
+        return window

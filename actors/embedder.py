@@ -6,7 +6,10 @@ Two concurrency groups keep interactive queries from queueing behind bulk reinde
 
 from __future__ import annotations
 
+import hashlib
 import socket
+import threading
+from collections import OrderedDict
 
 import numpy as np
 import ray
@@ -18,6 +21,13 @@ from cluster.settings import EmbeddingSettings
 from cluster.space import EncoderIdentity
 
 
+TEXTS_REMEMBERED = 100_000  # 16-byte digests: ~10 MB at most
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
 @ray.remote(concurrency_groups={"batch": 1, "query": 1}, max_restarts=3)
 class EmbedderActor:
     def __init__(self, settings: EmbeddingSettings, name: str) -> None:
@@ -27,6 +37,8 @@ class EmbedderActor:
         self._node_id = context.get_node_id()
         self._encoder = LocalEncoder(settings, device=device)
         self._served = 0
+        self._texts_seen: OrderedDict[bytes, int] = OrderedDict()  # text digest → times encoded (bounded)
+        self._texts_lock = threading.Lock()  # the two concurrency groups run on two threads
 
     @ray.method(concurrency_group="query")
     def identity(self) -> EncoderIdentity:
@@ -49,9 +61,26 @@ class EmbedderActor:
     @ray.method(concurrency_group="batch")
     def encode_batch(self, texts: list[str]) -> np.ndarray:
         self._served += 1
+        self._count(texts)
         return self._encoder.encode(texts)
+
+    @ray.method(concurrency_group="query")
+    def encode_count(self, text: str) -> int:
+        """How often this actor encoded `text` (among its last TEXTS_REMEMBERED distinct texts)."""
+        with self._texts_lock:
+            return self._texts_seen.get(_digest(text), 0)
+
+    def _count(self, texts: list[str]) -> None:
+        keys = [_digest(text) for text in texts]
+        with self._texts_lock:
+            for key in keys:
+                self._texts_seen[key] = self._texts_seen.get(key, 0) + 1
+                self._texts_seen.move_to_end(key)
+            while len(self._texts_seen) > TEXTS_REMEMBERED:
+                self._texts_seen.popitem(last=False)
 
     @ray.method(concurrency_group="query")
     def encode_query(self, text: str) -> tuple[np.ndarray, EncoderIdentity]:
         """The query vector together with the identity that produced it (checked by the index)."""
+        self._count([text])
         return self._encoder.encode([text])[0], self._encoder.identity

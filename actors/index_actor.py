@@ -12,6 +12,7 @@ from typing import Any
 
 import ray
 
+from cluster.code_map import CodeMaps, FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.index import BuildProgress, IndexCatalog, IndexRecord
 from cluster.settings import SamespaceSettings
@@ -29,6 +30,7 @@ class IndexActor:
             settings.store.kind, data_dir=settings.store.data_dir, url=settings.store.url
         )
         self._catalog = IndexCatalog(store)
+        self._code_maps = CodeMaps(self._catalog)  # symbol/file/neighbour maps, per serving build
 
     # writes (reindex job)
     def begin_build(
@@ -56,7 +58,9 @@ class IndexActor:
         self._catalog.report_progress(build, progress)
 
     def commit_build(self, build: str, files: int, providers: list[str]) -> IndexRecord:
-        return self._catalog.commit_build(build, files=files, providers=providers)
+        record = self._catalog.commit_build(build, files=files, providers=providers)
+        self._code_maps.prune()  # the superseded build's map goes now, the new one is built on first read
+        return record
 
     def fail_build(self, build: str, error: str) -> None:
         self._catalog.fail_build(build, error)
@@ -86,6 +90,25 @@ class IndexActor:
         return read_source_lines(
             repo, Path(record.repo_root), path, start_line, end_line, self._settings.serve.read_max_lines
         )
+
+    # code maps: non-semantic reads (symbols, files, neighbouring chunks, overview)
+    def search_symbols(self, repo: str | None, query: str, limit: int = 10) -> list[SymbolHit]:
+        """Definitions matching an identifier or a few words, best first; every index when repo is None."""
+        return self._code_maps.search_symbols(repo, query, limit)
+
+    def search_files(
+        self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12
+    ) -> list[FileHit]:
+        """Indexed files whose path matches, with their definitions; every index when repo is None."""
+        return self._code_maps.search_files(repo, query, limit, symbols_per_file)
+
+    def neighbors(self, repo: str | None, path: str, line: int, count: int = 2) -> Neighbors:
+        """The chunk at path:line and up to `count` chunks on each side (repo None: the only index)."""
+        return self._code_maps.neighbors(repo, path, line, count)
+
+    def overview(self, repo: str | None) -> RepoOverview:
+        """Files, languages, folders, main types, most referenced symbols, README head of one index."""
+        return self._code_maps.overview(repo)
 
     def collections(self) -> list[str]:
         return self._catalog.collections()

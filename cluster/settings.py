@@ -113,6 +113,9 @@ class ChatEndpoint(_Section):
     model: str = Field(min_length=1, description="The model id the server serves (as in its /v1/models).")
     key_env: str | None = Field(default=None, description="Env var on the node holding the server's key, if any.")
     timeout_s: float = Field(default=120.0, gt=0, le=900, description="Per-request timeout.")
+    context_ttl_s: float = Field(
+        default=300.0, ge=0, description="How long the window read from /v1/models is trusted (a server may restart)."
+    )
 
 
 class LlmSettings(_Section):

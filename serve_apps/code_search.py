@@ -7,13 +7,16 @@ maps its errors to tool errors.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from pydantic import Field
 
 from cluster.chunking import KNOWN_LANGUAGES
+from cluster.code_map import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import NoProviderLeft, UnknownLanguage
 from cluster.index import IndexRecord, path_prefixes
+from cluster.query_cache import QueryVectorCache
 from cluster.request_tag import DEFAULT_PROJECT
 from cluster.source import SourceLines
 from cluster.types import PayloadFilter, ScoredHit, Strict
@@ -43,6 +46,16 @@ class SearchResult(Strict):
     encoded_by: str = Field(description="The provider that embedded the query.")
     reranked_by: str | None = Field(default=None, description="The reranker that re-scored the candidates, if any.")
     refused: list[str] = Field(default_factory=list, description="Indexes skipped: another encoder space.")
+
+
+class SymbolSearchResult(Strict):
+    query: str
+    hits: list[SymbolHit]
+
+
+class FileSearchResult(Strict):
+    query: str
+    files: list[FileHit]
 
 
 class IndexInfo(Strict):
@@ -113,24 +126,53 @@ def build_filter(path_prefix: str | None, language: str | None) -> PayloadFilter
 
 
 class CodeSearchService:
-    """search_code / read_code / index_status over the index actor and the role dispatchers."""
+    """The code tools (search_code, search_symbols, search_files, neighbors, repo_overview, read_code,
+    index_status) over the index actor and the role dispatchers: one implementation for the MCP
+    tools and the RLM. A query's vector is cached (TTL, LRU, single-flight): rounds and
+    sub-searches of an ask never re-encode the same text (SPEC §9)."""
 
-    def __init__(self, index: Any, query_encoder: Any, reranker: Any, rerank_candidates: int) -> None:
+    def __init__(
+        self,
+        index: Any,
+        query_encoder: Any,
+        reranker: Any,
+        rerank_candidates: int,
+        query_cache: QueryVectorCache[tuple[list[float], Any, str]] | None = None,
+    ) -> None:
         self._index = index
         self._query_encoder = query_encoder
         self._reranker = reranker
         self._candidates = rerank_candidates
+        self._vectors = query_cache or QueryVectorCache(ttl_s=600.0, max_entries=500, clock=time.monotonic)
+
+    async def encode_query(self, query: str, project: str) -> tuple[list[float], Any, str]:
+        """(vector, encoder identity, provider) of a query, encoded once per cache lifetime."""
+
+        async def encode() -> tuple[list[float], Any, str]:
+            vector, identity, encoded_by = await self._query_encoder.encode_query.remote(query, project)
+            return vector.tolist(), identity, encoded_by
+
+        return await self._vectors.get_or_compute(query, encode)
 
     async def search_code(
-        self, query: str, k: int, repo: str | None, path_prefix: str | None, language: str | None
+        self,
+        query: str,
+        k: int,
+        repo: str | None,
+        path_prefix: str | None,
+        language: str | None,
+        rerank: bool = True,
     ) -> SearchResult:
         project = repo or DEFAULT_PROJECT
-        vector, identity, encoded_by = await self._query_encoder.encode_query.remote(query, project)
-        limit = max(k, self._candidates)
-        hits, refused = await self._index.search.remote(
-            repo, vector.tolist(), identity, limit, build_filter(path_prefix, language)
-        )
-        hits, reranked_by = await self._rerank(query, hits, project)
+        search_filter = build_filter(path_prefix, language)
+        vector, identity, encoded_by = await self.encode_query(query, project)
+        limit = max(k, self._candidates) if rerank else k
+        hits, refused = await self._index.search.remote(repo, vector, identity, limit, search_filter)
+        if refused and not hits:
+            self._vectors.invalidate(query)  # the space moved (reindex, policy): encode afresh next time
+        reranked_by = None
+        if rerank:
+            hits, reranked_by = await self._rerank(query, hits, project)
         return SearchResult(
             query=query,
             hits=[to_code_hit(h) for h in hits[:k]],
@@ -154,6 +196,22 @@ class CodeSearchService:
 
     async def read_code(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
         result: SourceLines = await self._index.read_lines.remote(repo, path, start_line, end_line)
+        return result
+
+    async def search_symbols(self, query: str, repo: str | None, limit: int) -> SymbolSearchResult:
+        hits = await self._index.search_symbols.remote(repo, query, limit)
+        return SymbolSearchResult(query=query, hits=hits)
+
+    async def search_files(self, query: str, repo: str | None, limit: int) -> FileSearchResult:
+        files = await self._index.search_files.remote(repo, query, limit)
+        return FileSearchResult(query=query, files=files)
+
+    async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> Neighbors:
+        result: Neighbors = await self._index.neighbors.remote(repo, path, line, count)
+        return result
+
+    async def repo_overview(self, repo: str | None) -> RepoOverview:
+        result: RepoOverview = await self._index.overview.remote(repo)
         return result
 
     async def index_status(self) -> IndexStatus:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -18,28 +19,41 @@ from pydantic import Field
 from ray import serve
 from ray.serve import Application
 
+from cluster.ask import AskRequest, AskResult
 from cluster.chunking import KNOWN_LANGUAGES
+from cluster.code_map import Neighbors, RepoOverview
 from cluster.errors import SamespaceError
 from cluster.settings import SamespaceSettings, load_settings
 from cluster.source import SourceLines
-from serve_apps.code_search import CodeSearchService, IndexStatus, SearchResult
+from serve_apps.ask_service import AskService
+from serve_apps.code_search import (
+    CodeSearchService,
+    FileSearchResult,
+    IndexStatus,
+    SearchResult,
+    SymbolSearchResult,
+)
 
 log = logging.getLogger("samespace.mcp")
 
 MCP_ROUTE = "/mcp"
+ASK_ROUTE = "/rlm/ask"
 SERVER_NAME = "samespace"
 MAX_K = 50
 MAX_QUERY_CHARS = 2000
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 
 INSTRUCTIONS = (
-    "samespace answers questions about indexed code bases. Use search_code to find code by meaning "
-    "(natural language or code), read_code to read exact lines around a hit, and index_status to see "
-    "which repositories are indexed and whether a reindex is running."
+    "samespace answers questions about indexed code bases. ask_code answers a question with citations "
+    "(path:start-end), looking again with a retrieval model when one serves. Use search_code to find code "
+    "by meaning (natural language or code), search_symbols to find a definition by name, search_files to "
+    "find files by path, neighbors for the chunks around a hit, read_code to read exact lines, "
+    "repo_overview for a repository's shape, and index_status to see which repositories are indexed."
 )
+RepoArg = Annotated[str | None, Field(description="Only this indexed repo (see index_status); None = every index.")]
 
 
-def build_mcp_server(service: CodeSearchService) -> Any:
+def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -90,13 +104,73 @@ def build_mcp_server(service: CodeSearchService) -> Any:
         """List indexed repositories: encoder space, point and file counts, last build time, running builds."""
         return await service.index_status()
 
+    @mcp.tool()
+    async def ask_code(
+        question: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="A question about the code.")],
+        repo: RepoArg = None,
+        deep: Annotated[
+            bool, Field(description="Let the retrieval model look again before answering (slower, finds more).")
+        ] = True,
+    ) -> AskResult:
+        """Answer a question about the indexed code, citing path:start-end for every claim.
+
+        Returns the answer, its citations, and how it was produced (rounds, tools called, fallbacks
+        taken, timings). Never fails for a model being down: it falls back to plain retrieval, then to
+        a citations-only answer, and says so.
+        """
+        return await asker.ask(AskRequest(question=question, repo=repo, deep=deep))
+
+    @mcp.tool()
+    async def search_symbols(
+        query: Annotated[str, Field(min_length=1, max_length=200, description="An identifier (parse_config, "
+                                    "TaxTable.lookup) or a few words.")],
+        repo: RepoArg = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_K)] = 10,
+    ) -> SymbolSearchResult:
+        """Find functions, classes, methods by name: exact names first, then prefixes, substrings, word overlap."""
+        return await _tool_call(service.search_symbols(query, repo, limit))
+
+    @mcp.tool()
+    async def search_files(
+        query: Annotated[str, Field(min_length=1, max_length=200, description="Part of a path or file name.")],
+        repo: RepoArg = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_K)] = 8,
+    ) -> FileSearchResult:
+        """Find indexed files by path, each with the definitions it holds."""
+        return await _tool_call(service.search_files(query, repo, limit))
+
+    @mcp.tool()
+    async def neighbors(
+        path: Annotated[str, Field(min_length=1, description="Repo-relative file path, as in search hits.")],
+        line: Annotated[int, Field(ge=1, description="A line of the file (e.g. a hit's start_line).")],
+        repo: RepoArg = None,
+        count: Annotated[int, Field(ge=1, le=20, description="Chunks on each side.")] = 2,
+    ) -> Neighbors:
+        """The chunk at path:line and the chunks just above and below it in the same file."""
+        return await _tool_call(service.neighbors(repo, path, line, count))
+
+    @mcp.tool()
+    async def repo_overview(repo: RepoArg = None) -> RepoOverview:
+        """A repository's shape: files, languages, folders, main types, most referenced functions, README."""
+        return await _tool_call(service.repo_overview(repo))
+
     return mcp
 
 
-def build_asgi_app(service: CodeSearchService, settings: SamespaceSettings) -> FastAPI:
+async def _tool_call(call: Any) -> Any:
+    """Await a service call; a samespace error becomes the tool's error message."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    try:
+        return await call
+    except SamespaceError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def build_asgi_app(service: CodeSearchService, asker: AskService, settings: SamespaceSettings) -> FastAPI:
     from mcp.server.transport_security import TransportSecuritySettings
 
-    mcp = build_mcp_server(service)
+    mcp = build_mcp_server(service, asker)
     hosts = LOOPBACK_HOSTS + list(settings.serve.allowed_hosts)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -118,6 +192,11 @@ def build_asgi_app(service: CodeSearchService, settings: SamespaceSettings) -> F
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    @api.post(ASK_ROUTE)
+    async def rlm_ask(request: AskRequest) -> AskResult:
+        """The same ask as the MCP tool `ask_code`, over plain HTTP (422 names a bad field)."""
+        return await asker.ask(request)
+
     api.mount(MCP_ROUTE, mcp_asgi)
     return api
 
@@ -130,6 +209,7 @@ class McpIngress:
     def __init__(self, settings: SamespaceSettings) -> None:
         from actors import get_index_actor
         from actors.dispatcher import get_dispatcher
+        from cluster.query_cache import QueryVectorCache
         from cluster.roles import Role
 
         self._settings = settings
@@ -138,10 +218,16 @@ class McpIngress:
             get_dispatcher(settings, Role.CODE_EMBEDDING),
             get_dispatcher(settings, Role.RERANKER),
             settings.reranker.candidates,
+            QueryVectorCache(
+                ttl_s=settings.rlm.query_cache_ttl_s, max_entries=settings.rlm.query_cache_entries, clock=time.monotonic
+            ),
+        )
+        self._asker = AskService(
+            self._service, settings, get_dispatcher(settings, Role.RLM), get_dispatcher(settings, Role.CODE_ASSISTANT)
         )
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return build_asgi_app(self._service, self._settings)
+        return build_asgi_app(self._service, self._asker, self._settings)
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:

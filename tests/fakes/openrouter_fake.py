@@ -7,10 +7,15 @@ The fake enforces SPEC §6 itself: an embeddings request without exactly one pin
 `allow_fallbacks: false` is answered 400.
 
 Control plane (for driving it from another process):
-    POST /_fake/config  body: FakeConfig JSON — replaces the configuration (counters kept)
+    POST /_fake/config  body: FakeConfig JSON — replaces the configuration (counters kept; chat-rule counts
+                        and the chat log start over)
     GET  /_fake/stats   → FakeStats JSON
-    POST /_fake/reset   clears counters, RPM windows and fault counters (configuration kept)
+    POST /_fake/reset   clears counters, RPM windows, fault and chat-rule counters, the chat log (configuration kept)
+    GET  /_fake/chat_log → every chat request body (the last 500), oldest first
     GET  /_fake/health  → {"ok": true}
+
+Chat answers follow `FakeConfig.chat_rules` (see scripted_chat) when one matches; otherwise a tool
+call for `CALL:<tool>:<json>` in the last user message, else an echo.
 """
 
 from __future__ import annotations
@@ -37,6 +42,19 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from .scripted_chat import (
+    ChatRule,
+    MalformedResponse,
+    RequestLog,
+    ScriptRunner,
+    chat_log_endpoint,
+    completion_envelope,
+    config_endpoint,
+    log_json_body,
+    message_text,
+    scripted_response,
+)
 
 if TYPE_CHECKING:
     from cluster.encoder import LocalEncoder
@@ -133,6 +151,9 @@ class FakeConfig(_Strict):
     width: int = Field(default=LOCAL_WIDTH, ge=1, description="Width of the local model's vectors.")
     seed: int | None = Field(default=0, description="Default seed; None → nondeterministic fault draws.")
     models: list[ModelEntry] = Field(default_factory=lambda: list(DEFAULT_MODELS))
+    chat_rules: list[ChatRule] = Field(
+        default_factory=list, description="Scripted chat answers, tried in order before the CALL:/echo default."
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,13 +254,24 @@ class FakeState:
     unauthorized: int = 0
     total_requests: int = 0
     arrivals: deque[tuple[float, str, int]] = field(default_factory=lambda: deque(maxlen=100_000))
+    chat_log: RequestLog = field(default_factory=RequestLog)
+    script: ScriptRunner = field(default_factory=ScriptRunner)
     _ids: int = 0
 
     def configure(self, config: FakeConfig) -> None:
         self.config = config
         self.upstream_runtime.clear()
+        self.script.configure(config.chat_rules)
+        self.chat_log.clear()
+
+    def match_chat_rule(self, body: dict[str, Any]) -> ChatRule | None:
+        """The first chat rule that applies to `body` (counted), following `config.chat_rules`."""
+        self.script.follow(self.config.chat_rules)  # also when config was assigned without configure()
+        return self.script.match(body)
 
     def reset(self) -> None:
+        self.chat_log.clear()
+        self.script.reset_counts()
         self.arrivals.clear()
         self.counters.clear()
         self.windows.clear()
@@ -363,15 +395,6 @@ def _loose_upstream(prefs: _ProviderPrefs | None) -> str | None:
     if prefs is None:
         return None
     return (prefs.only or prefs.order or [None])[0]
-
-
-def _message_text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return ""
 
 
 def _find_tool_call(text: str, tool_names: set[str]) -> tuple[str, str] | None:
@@ -500,7 +523,7 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
                 row.errors += 1
                 return JSONResponse({"object": "list", "result": "not the shape you expected"})
             response = await work(behaviour)
-            if response.status_code < 400:
+            if response.status_code < 400 and not isinstance(response, MalformedResponse):
                 row.ok += 1
                 state.usage[key] = state.usage.get(key, 0.0) + state.config.cost_per_request
             else:
@@ -579,6 +602,7 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
         return await admit_and_run(key, "/rerank", body.model, upstream, work)
 
     async def chat(request: Request) -> Response:
+        raw = await log_json_body(request, state.chat_log)
         key = authorise(request)
         if isinstance(key, Response):
             return key
@@ -586,11 +610,15 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
         if isinstance(body, Response):
             state.row(state.label(key), None, None, "/chat/completions").errors += 1
             return body
-        assert isinstance(body, _ChatRequest)
+        assert isinstance(body, _ChatRequest) and isinstance(raw, dict)
         upstream = _loose_upstream(body.provider)
 
         async def work(behaviour: UpstreamBehaviour) -> Response:
-            return JSONResponse(_chat_answer(body, state.next_id("gen")))
+            completion_id = state.next_id("gen")
+            rule = state.match_chat_rule(raw)
+            if rule is not None:
+                return await scripted_response(rule, raw, completion_id, body.model, extra={"provider": upstream or "fake"})
+            return JSONResponse(_chat_answer(body, completion_id))
 
         return await admit_and_run(key, "/chat/completions", body.model, upstream, work)
 
@@ -665,14 +693,6 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
 
     # -- control plane --
 
-    async def set_config(request: Request) -> Response:
-        try:
-            config = FakeConfig.model_validate_json(await request.body())
-        except ValidationError as exc:
-            return JSONResponse({"detail": exc.errors(include_url=False, include_input=False)}, status_code=422)
-        state.configure(config)
-        return JSONResponse({"ok": True})
-
     async def get_arrivals(request: Request) -> Response:
         """Inference requests as they arrived: [clock time, key label, status at admission (200 = admitted)]."""
         return JSONResponse([list(row) for row in state.arrivals])
@@ -694,9 +714,10 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
         Route(f"{API_PREFIX}/key", key_info, methods=["GET"]),
         Route(f"{API_PREFIX}/credits", credits, methods=["GET"]),
         Route(f"{API_PREFIX}/models", models, methods=["GET"]),
-        Route("/_fake/config", set_config, methods=["POST"]),
+        Route("/_fake/config", config_endpoint(FakeConfig, state.configure), methods=["POST"]),
         Route("/_fake/stats", get_stats, methods=["GET"]),
         Route("/_fake/arrivals", get_arrivals, methods=["GET"]),
+        Route("/_fake/chat_log", chat_log_endpoint(state.chat_log), methods=["GET"]),
         Route("/_fake/reset", reset, methods=["POST"]),
         Route("/_fake/health", health, methods=["GET"]),
     ]
@@ -732,10 +753,10 @@ def _shape_vectors(
 def _chat_answer(body: _ChatRequest, completion_id: str) -> dict[str, Any]:
     """Deterministic: a tool call when asked for one by `CALL:<tool>:<json>`, otherwise an echo."""
     last = body.messages[-1]
-    text = _message_text(last)
+    text = message_text(last)
     tool_names = {t.get("function", {}).get("name") for t in body.tools or [] if isinstance(t, dict)}
     call = _find_tool_call(text, {n for n in tool_names if n}) if last.get("role") == "user" and body.tool_choice != "none" else None
-    prompt_tokens = sum(len(_message_text(m).split()) for m in body.messages)
+    prompt_tokens = sum(len(message_text(m).split()) for m in body.messages)
     if call is not None:
         name, arguments = call
         message: dict[str, Any] = {
@@ -754,16 +775,7 @@ def _chat_answer(body: _ChatRequest, completion_id: str) -> dict[str, Any]:
             words, finish = words[: body.max_tokens], "length"
         message = {"role": "assistant", "content": " ".join(words)}
         completion_tokens = len(words)
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": body.model,
-        "provider": "fake",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "native_finish_reason": finish}],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
+    answer = completion_envelope(completion_id, body.model, message, finish, prompt_tokens, completion_tokens)
+    answer["provider"] = "fake"
+    answer["choices"][0]["native_finish_reason"] = finish
+    return answer

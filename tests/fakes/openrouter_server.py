@@ -6,6 +6,8 @@
         assert server.stats().total(path="/embeddings") == 1
 
 Run directly (from the repository root): python -m tests.fakes.openrouter_server --port 8765
+
+`FakeServerProcess` is the subprocess lifecycle shared with the other fake servers (local_llm_server).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import httpx
+from pydantic import BaseModel
 
 from .openrouter_fake import FakeConfig, FakeState, FakeStats, build_fake_app
 
@@ -38,29 +41,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class FakeOpenRouterServer:
-    """Starts `python -m tests.fakes.openrouter_server` on 127.0.0.1 and stops it by PID on exit.
+class FakeServerProcess:
+    """A fake's ASGI server in a child process (`python -m <module>`) on 127.0.0.1, stopped by PID.
 
-    config:            pushed once the server answers (None → an empty FakeConfig: no keys)
-    port:              None → a free port
-    startup_timeout_s: how long to wait for /_fake/health
-    preload:           load MiniLM in the child before it answers (first embed is then fast)
+    Shared lifecycle of the fake servers: start and wait for `health_path`, push configuration
+    (`_after_start`), stop (SIGTERM, then SIGKILL after STOP_GRACE_S), kill (SIGKILL at once, like a
+    crash), restart on the same port. Subclasses set `module`, `health_path`, `name`.
     """
 
-    def __init__(
-        self,
-        *,
-        config: FakeConfig | None = None,
-        port: int | None = None,
-        startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
-        preload: bool = True,
-    ) -> None:
+    module: ClassVar[str]
+    health_path: ClassVar[str]
+    name: ClassVar[str] = "fake server"
+
+    def __init__(self, *, port: int | None = None, startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S) -> None:
         self.port = port or free_port()
         self.root_url = f"http://{LOOPBACK}:{self.port}"
-        self.base_url = f"{self.root_url}/api/v1"
-        self._config = config
         self._startup_timeout_s = startup_timeout_s
-        self._preload = preload
         self._process: subprocess.Popen[bytes] | None = None
         self._log: Any = None
         self._http = httpx.Client(base_url=self.root_url, timeout=10.0)
@@ -69,12 +65,22 @@ class FakeOpenRouterServer:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
-    def __repr__(self) -> str:
-        return f"FakeOpenRouterServer(base_url={self.base_url!r}, pid={self.pid})"
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    # -- hooks --
+
+    def _extra_args(self) -> list[str]:
+        """Command-line arguments after --host/--port."""
+        return []
+
+    def _after_start(self) -> None:
+        """Runs once the child answers (push the configuration)."""
 
     # -- lifecycle --
 
-    def start(self) -> FakeOpenRouterServer:
+    def start(self) -> Self:
         if self._process is not None:
             raise RuntimeError("already started")
         env = dict(os.environ)
@@ -82,15 +88,12 @@ class FakeOpenRouterServer:
         env["TRANSFORMERS_OFFLINE"] = "1"
         env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-        command = [sys.executable, "-m", "tests.fakes.openrouter_server", "--host", LOOPBACK, "--port", str(self.port)]
-        if not self._preload:
-            command.append("--no-preload")
+        command = [sys.executable, "-m", self.module, "--host", LOOPBACK, "--port", str(self.port), *self._extra_args()]
         self._log = tempfile.TemporaryFile()
         self._process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         try:
             self._wait_until_answering()
-            if self._config is not None:
-                self.configure(self._config)
+            self._after_start()
         except BaseException:
             self.stop()
             raise
@@ -106,11 +109,22 @@ class FakeOpenRouterServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._close_log()
 
-    def __enter__(self) -> FakeOpenRouterServer:
+    def kill(self) -> None:
+        """SIGKILL the child now (a crashed endpoint) and reap it: its port then refuses connections."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+        self._close_log()
+
+    def restart(self) -> Self:
+        """Stop the child if it still runs, then start a fresh one on the same port."""
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -122,19 +136,24 @@ class FakeOpenRouterServer:
         self.stop()
         self._http.close()
 
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
     def _wait_until_answering(self) -> None:
         assert self._process is not None
         deadline = time.monotonic() + self._startup_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise RuntimeError(f"fake OpenRouter exited with {self._process.returncode}:\n{self._log_tail()}")
+                raise RuntimeError(f"{self.name} exited with {self._process.returncode}:\n{self._log_tail()}")
             try:
-                if self._http.get("/_fake/health", timeout=1.0).status_code == 200:
+                if self._http.get(self.health_path, timeout=1.0).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             time.sleep(_POLL_S)
-        raise TimeoutError(f"fake OpenRouter did not answer within {self._startup_timeout_s} s:\n{self._log_tail()}")
+        raise TimeoutError(f"{self.name} did not answer within {self._startup_timeout_s} s:\n{self._log_tail()}")
 
     def _log_tail(self, limit: int = 4000) -> str:
         if self._log is None:
@@ -142,27 +161,75 @@ class FakeOpenRouterServer:
         self._log.seek(0)
         return self._log.read().decode(errors="replace")[-limit:]
 
+    # -- control plane helpers --
+
+    def _post_json(self, path: str, model: BaseModel) -> None:
+        response = self._http.post(path, content=model.model_dump_json(), headers={"content-type": "application/json"})
+        response.raise_for_status()
+
+    def _get_json(self, path: str) -> Any:
+        response = self._http.get(path)
+        response.raise_for_status()
+        return response.json()
+
+    def chat_log(self) -> list[dict[str, Any]]:
+        """Every chat request body the fake received (the last 500), oldest first."""
+        return list(self._get_json("/_fake/chat_log"))
+
+    def reset(self) -> None:
+        self._http.post("/_fake/reset").raise_for_status()
+
+
+class FakeOpenRouterServer(FakeServerProcess):
+    """Starts `python -m tests.fakes.openrouter_server` on 127.0.0.1 and stops it by PID on exit.
+
+    config:            pushed once the server answers (None → an empty FakeConfig: no keys)
+    port:              None → a free port
+    startup_timeout_s: how long to wait for /_fake/health
+    preload:           load MiniLM in the child before it answers (first embed is then fast)
+    """
+
+    module = "tests.fakes.openrouter_server"
+    health_path = "/_fake/health"
+    name = "fake OpenRouter"
+
+    def __init__(
+        self,
+        *,
+        config: FakeConfig | None = None,
+        port: int | None = None,
+        startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+        preload: bool = True,
+    ) -> None:
+        super().__init__(port=port, startup_timeout_s=startup_timeout_s)
+        self.base_url = f"{self.root_url}/api/v1"
+        self._config = config
+        self._preload = preload
+
+    def __repr__(self) -> str:
+        return f"FakeOpenRouterServer(base_url={self.base_url!r}, pid={self.pid})"
+
+    def _extra_args(self) -> list[str]:
+        return [] if self._preload else ["--no-preload"]
+
+    def _after_start(self) -> None:
+        if self._config is not None:
+            self.configure(self._config)
+
     # -- control plane --
 
     def configure(self, config: FakeConfig | None = None, **fields: Any) -> None:
         """Replace the fake's configuration: a FakeConfig, or its fields as keywords."""
         config = config if config is not None else FakeConfig(**fields)
-        response = self._http.post("/_fake/config", content=config.model_dump_json(), headers={"content-type": "application/json"})
-        response.raise_for_status()
+        self._post_json("/_fake/config", config)
+        self._config = config
 
     def arrivals(self) -> list[tuple[float, str, int]]:
         """(monotonic time, key label, status at admission) of every inference request, oldest first."""
-        response = self._http.get("/_fake/arrivals")
-        response.raise_for_status()
-        return [(float(t), str(label), int(status)) for t, label, status in response.json()]
+        return [(float(t), str(label), int(status)) for t, label, status in self._get_json("/_fake/arrivals")]
 
     def stats(self) -> FakeStats:
-        response = self._http.get("/_fake/stats")
-        response.raise_for_status()
-        return FakeStats.model_validate(response.json())
-
-    def reset(self) -> None:
-        self._http.post("/_fake/reset").raise_for_status()
+        return FakeStats.model_validate(self._get_json("/_fake/stats"))
 
 
 def main(argv: list[str] | None = None) -> None:

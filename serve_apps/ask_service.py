@@ -1,0 +1,160 @@
+"""The ask path wired to Ray: the code tools as evidence, the chat roles through their dispatchers.
+
+`cluster/ask.py` holds the logic; this module only adapts. `RepoTools` turns the code-search
+service's results into evidence blocks (the same implementations the MCP tools call), and
+`DispatchedChatRole` is a chat role that never raises: a failed call comes back as nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from cluster.ask import AskPipeline, AskRequest, AskResult
+from cluster.code_map import CodeEntry, FileHit, RepoOverview
+from cluster.errors import NoProviderLeft
+from cluster.evidence import EvidenceBlock, clip_source
+from cluster.request_tag import DEFAULT_PROJECT
+from cluster.rlm import ChatOutcome
+from cluster.roles import Role
+from cluster.settings import SamespaceSettings
+from serve_apps.code_search import CodeSearchService
+
+log = logging.getLogger("samespace.ask")
+
+CONTEXT_WINDOW_TIMEOUT_S = 10.0
+
+
+class DispatchedChatRole:
+    """`rlm` or `code-assistant` through its dispatcher actor. `reserve=False` keeps the cloud
+    reserve out (the RLM's default `local-only` fallback mode)."""
+
+    def __init__(self, dispatcher: Any, role: Role, *, reserve: bool, project: str = DEFAULT_PROJECT) -> None:
+        self._dispatcher = dispatcher
+        self._role = role
+        self._reserve = reserve
+        self._project = project
+
+    def for_project(self, project: str) -> DispatchedChatRole:
+        return DispatchedChatRole(self._dispatcher, self._role, reserve=self._reserve, project=project)
+
+    async def complete(self, request: dict[str, Any], timeout_s: float) -> ChatOutcome:
+        call = self._dispatcher.chat.remote(project=self._project, reserve=self._reserve, **request)
+        try:
+            result, provider = await asyncio.wait_for(call, timeout_s)
+        except TimeoutError:
+            return self._nothing(f"no answer in {timeout_s:.0f} s")
+        except NoProviderLeft as exc:
+            return self._nothing(f"no {self._role.value} provider answered: {'; '.join(exc.reasons)[:300]}")
+        except Exception as exc:  # noqa: BLE001 - null on error: the caller falls back (SPEC §9)
+            return self._nothing(type(exc).__name__)
+        return ChatOutcome(result, provider)
+
+    async def context_window(self) -> int | None:
+        try:
+            window: int | None = await asyncio.wait_for(
+                self._dispatcher.context_window.remote(self._reserve), CONTEXT_WINDOW_TIMEOUT_S
+            )
+        except Exception as exc:  # noqa: BLE001 - unknown window → the safe default
+            log.info("%s: context window unknown (%s)", self._role.value, type(exc).__name__)
+            return None
+        return window
+
+    def _nothing(self, why: str) -> ChatOutcome:
+        log.warning("%s: %s", self._role.value, why)
+        return ChatOutcome(None, error=why)
+
+
+def entry_block(entry: CodeEntry, tool: str) -> EvidenceBlock:
+    return EvidenceBlock(
+        tool=tool, repo=entry.repo, path=entry.path, start_line=entry.start_line, end_line=entry.end_line,
+        symbol=entry.symbol, kind=entry.kind, text=clip_source(entry.text),
+    )
+
+
+def files_block(files: list[FileHit], query: str) -> EvidenceBlock:
+    lines = []
+    for hit in files:
+        lines.append(f"{hit.path} ({hit.language}, repo {hit.repo}), {hit.symbols_total} definitions:")
+        lines += [f"  {hit.path}:{s.start_line}-{s.end_line} {s.symbol} ({s.kind})" for s in hit.symbols]
+    return EvidenceBlock(tool="search_files", kind="file list", text=f"files matching {query!r}:\n" + "\n".join(lines))
+
+
+def overview_block(overview: RepoOverview) -> EvidenceBlock:
+    parts = [
+        f"repository {overview.repo}: {overview.files} files, {overview.chunks} chunks",
+        "languages: " + ", ".join(f"{k} {v}" for k, v in overview.languages.items()),
+        "folders: " + ", ".join(f"{k} {v}" for k, v in overview.top_dirs.items()),
+        "main types: " + ", ".join(f"{t.symbol} ({t.path}:{t.line})" for t in overview.top_types),
+        "most referenced: " + ", ".join(f"{r.symbol} ({r.path}:{r.line})" for r in overview.most_referenced),
+    ]
+    if overview.readme:
+        parts.append("README:\n" + overview.readme)
+    return EvidenceBlock(tool="repo_overview", repo=overview.repo, kind="overview", text="\n".join(parts))
+
+
+class RepoTools:
+    """The RLM's tools over the code-search service, scoped to the asked repo (None = every index).
+    A repo the model names is ignored when the ask is scoped (the peer's model invented project ids)."""
+
+    def __init__(self, service: CodeSearchService, repo: str | None) -> None:
+        self._service = service
+        self._repo = repo
+
+    async def search_code(self, query: str, limit: int, rerank: bool) -> list[EvidenceBlock]:
+        result = await self._service.search_code(query, limit, self._repo, None, None, rerank=rerank)
+        return [
+            EvidenceBlock(tool="search_code", repo=h.repo, path=h.path, start_line=h.start_line, end_line=h.end_line,
+                          symbol=h.symbol, kind=h.kind, text=clip_source(h.snippet))
+            for h in result.hits
+        ]
+
+    async def search_symbols(self, query: str, limit: int) -> list[EvidenceBlock]:
+        result = await self._service.search_symbols(query, self._repo, limit)
+        return [
+            EvidenceBlock(tool="search_symbols", repo=h.repo, path=h.path, start_line=h.start_line,
+                          end_line=h.end_line, symbol=h.symbol, kind=h.kind, text=clip_source(h.snippet))
+            for h in result.hits
+        ]
+
+    async def search_files(self, query: str, limit: int) -> list[EvidenceBlock]:
+        result = await self._service.search_files(query, self._repo, limit)
+        return [files_block(result.files, query)] if result.files else []
+
+    async def read_range(self, repo: str | None, path: str, start_line: int, end_line: int) -> list[EvidenceBlock]:
+        where = self._repo or repo
+        if where is None:
+            raise ValueError("read_range needs a repo: name one (see the evidence headers)")
+        lines = await self._service.read_code(where, path, start_line, end_line)
+        return [EvidenceBlock(tool="read_range", repo=lines.repo, path=lines.path, start_line=lines.start_line,
+                              end_line=lines.end_line, kind="lines", text=lines.text)]
+
+    async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> list[EvidenceBlock]:
+        found = await self._service.neighbors(self._repo or repo, path, line, count)
+        return [entry_block(e, "neighbors") for e in [*found.before, found.anchor, *found.after]]
+
+    async def repo_overview(self, repo: str | None) -> list[EvidenceBlock]:
+        return [overview_block(await self._service.repo_overview(self._repo or repo))]
+
+
+class AskService:
+    """`ask_code` for the MCP tool and `POST /rlm/ask`: one pipeline per ask, scoped to its repo."""
+
+    def __init__(self, service: CodeSearchService, settings: SamespaceSettings, rlm: Any, assistant: Any) -> None:
+        self._service = service
+        self._settings = settings.rlm
+        self._rlm = DispatchedChatRole(rlm, Role.RLM, reserve=settings.rlm.fallback_mode == "local-first")
+        self._assistant = DispatchedChatRole(assistant, Role.CODE_ASSISTANT, reserve=True)
+
+    async def ask(self, request: AskRequest) -> AskResult:
+        project = request.repo or DEFAULT_PROJECT
+        pipeline = AskPipeline(
+            RepoTools(self._service, request.repo),
+            self._rlm.for_project(project),
+            self._assistant.for_project(project),
+            self._settings,
+            time.monotonic,
+        )
+        return await pipeline.ask(request)
