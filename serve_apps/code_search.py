@@ -143,7 +143,9 @@ class CodeSearchService:
         self._query_encoder = query_encoder
         self._reranker = reranker
         self._candidates = rerank_candidates
-        self._vectors = query_cache or QueryVectorCache(ttl_s=600.0, max_entries=500, clock=time.monotonic)
+        self._vectors = query_cache if query_cache is not None else QueryVectorCache(
+            ttl_s=600.0, max_entries=500, clock=time.monotonic
+        )
 
     async def encode_query(self, query: str, project: str) -> tuple[list[float], Any, str]:
         """(vector, encoder identity, provider) of a query, encoded once per cache lifetime."""

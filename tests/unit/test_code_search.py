@@ -61,3 +61,21 @@ async def test_with_no_reranker_the_search_order_stands() -> None:
     svc, _ = service(none_serving)
     result = await svc.search_code("q", 3, None, None, None)
     assert [h.symbol for h in result.hits] == ["s0", "s1", "s2"] and result.reranked_by is None
+
+
+async def test_a_query_is_encoded_once_per_cache_lifetime_and_the_given_cache_is_the_one_used() -> None:
+    from cluster.query_cache import QueryVectorCache
+    from fakes.virtual_time import VirtualClock
+
+    clock = VirtualClock()
+    index = _Handle(search=lambda repo, vector, identity, limit, flt: ([hit(0)], []))
+    encoder = _Handle(encode_query=lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"))
+    cache: QueryVectorCache[Any] = QueryVectorCache(ttl_s=60, max_entries=8, clock=clock)  # empty: falsy by len()
+    svc = CodeSearchService(index, encoder, _Handle(rerank=lambda q, d, p: ([], "r")), 10, cache)
+    for _ in range(3):
+        await svc.search_code("same question", 3, None, None, None, rerank=False)
+    assert len(encoder.encode_query.calls) == 1 and len(cache) == 1
+    clock.now += 61
+    await svc.search_code("same question", 3, None, None, None, rerank=False)
+    assert len(encoder.encode_query.calls) == 2
+    assert index.search.calls[-1][3] == 3  # no rerank: no candidate pool either
