@@ -89,3 +89,4 @@ test: $(STAMP)
 bench: $(STAMP)
 	python -m bench.run
 	python -m bench.budget
+	python -m bench.ask
