@@ -18,7 +18,7 @@ from cluster.index import BuildProgress, IndexCatalog, IndexRecord
 from cluster.settings import SamespaceSettings
 from cluster.source import SourceLines, read_source_lines
 from cluster.space import EncoderIdentity
-from cluster.types import PayloadFilter, ScoredHit, StoredPoint
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 from cluster.vector_store import open_vector_store
 
 
@@ -72,15 +72,17 @@ class IndexActor:
     def search(
         self,
         name: str | None,
-        vector: Sequence[float],
-        identity: EncoderIdentity,
+        vector: Sequence[float] | None,
+        identity: EncoderIdentity | None,
         limit: int,
         filter: PayloadFilter | None,
+        keywords: SparseTerms | None = None,
+        fusion: FusionParams | None = None,
     ) -> tuple[list[ScoredHit], list[str]]:
-        """Hits best-first, plus a message for each index refused for living in another space."""
+        """Hits best-first (dense, keyword, or fused), plus a message for each index refused."""
         if name is not None:
-            return self._catalog.search(name, vector, identity, limit, filter), []
-        hits, refused = self._catalog.search_all(vector, identity, limit, filter)
+            return self._catalog.search(name, vector, identity, limit, filter, keywords, fusion), []
+        hits, refused = self._catalog.search_all(vector, identity, limit, filter, keywords, fusion)
         return hits, [str(exc) for exc in refused]
 
     def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:

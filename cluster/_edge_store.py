@@ -28,9 +28,11 @@ import qdrant_edge as qe
 
 from cluster.atomic_file import fsync_dir, write_bytes_atomic
 from cluster.errors import CollectionNotFound, StoreError
-from cluster.types import PayloadFilter, ScoredHit, StoredPoint
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 from cluster.vector_store import (
+    KEYWORD_VECTOR,
     canonical_id,
+    check_query_legs,
     check_limit,
     check_name,
     check_query_width,
@@ -38,6 +40,7 @@ from cluster.vector_store import (
     check_width,
     filter_items,
     hit,
+    stored_point,
 )
 
 COLLECTIONS_DIR = "collections"
@@ -73,6 +76,13 @@ def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
     if not items:
         return None
     return qe.Filter(must=[qe.FieldCondition(key=key, match=qe.MatchValue(value)) for key, value in items])
+
+
+def _edge_vectors(point: StoredPoint) -> Any:
+    """The default dense vector, plus the keyword vector when the point has terms."""
+    if point.sparse is None:
+        return list(point.vector)
+    return {"": list(point.vector), KEYWORD_VECTOR: qe.SparseVector(list(point.sparse.indices), list(point.sparse.values))}
 
 
 @contextmanager
@@ -117,7 +127,10 @@ class EdgeStore:
             directory = self._collections / name
             if directory.exists():
                 self._remove_dir(directory)
-            config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine))
+            config = qe.EdgeConfig(
+                vectors=qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine),
+                sparse_vectors={KEYWORD_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            )
             with _engine_errors("create_collection"):
                 directory.mkdir(parents=True)
                 shard = qe.EdgeShard.create(str(directory / SHARD_DIR), config)
@@ -172,7 +185,7 @@ class EdgeStore:
             check_vector_widths(collection, self._width(name), points)
             if not points:
                 return
-            edge_points = [qe.Point(canonical_id(p.id), list(p.vector), dict(p.payload)) for p in points]
+            edge_points = [qe.Point(canonical_id(p.id), _edge_vectors(p), dict(p.payload)) for p in points]
             with _engine_errors("upsert"):
                 self._shard(name).update(qe.UpdateOperation.upsert_points(edge_points))
 
@@ -195,6 +208,46 @@ class EdgeStore:
                 filter=_edge_filter(filter),
             )
             with _engine_errors("search"):
+                found = self._shard(name).query(request)
+            return [hit(point.id, point.score, point.payload) for point in found]
+
+    def query(
+        self,
+        collection_or_alias: str,
+        *,
+        vector: Sequence[float] | None,
+        keywords: SparseTerms | None,
+        limit: int,
+        filter: PayloadFilter | None = None,
+        fusion: FusionParams | None = None,
+    ) -> list[ScoredHit]:
+        check_limit(limit, "query")
+        check_query_legs(vector, keywords)
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection_or_alias)
+            if vector is not None:
+                check_query_width(collection_or_alias, self._width(name), vector)
+            edge_filter = _edge_filter(filter)
+            legs = []
+            if vector is not None:
+                legs.append(qe.Query.Nearest([float(x) for x in vector]))
+            if keywords is not None:
+                legs.append(qe.Query.Nearest(qe.SparseVector(list(keywords.indices), list(keywords.values)),
+                                             using=KEYWORD_VECTOR))
+            if len(legs) == 1:
+                request = qe.QueryRequest(limit=limit, query=legs[0], with_payload=True, filter=edge_filter)
+            else:
+                params = fusion or FusionParams()
+                request = qe.QueryRequest(
+                    limit=limit,
+                    prefetches=[qe.Prefetch(limit=max(limit, params.candidates), query=leg, filter=edge_filter)
+                                for leg in legs],
+                    query=qe.Fusion.Rrf(k=params.k, weights=[params.dense_weight, params.keyword_weight]),
+                    with_payload=True,
+                    filter=edge_filter,
+                )
+            with _engine_errors("query"):
                 found = self._shard(name).query(request)
             return [hit(point.id, point.score, point.payload) for point in found]
 
@@ -222,6 +275,26 @@ class EdgeStore:
                 records, next_offset = self._shard(name).scroll(request)
             hits = [hit(record.id, 0.0, record.payload) for record in records]
             return hits, (str(next_offset) if next_offset is not None else None)
+
+    def scroll_points(
+        self,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+    ) -> tuple[list[StoredPoint], str | None]:
+        check_limit(limit, "scroll_points")
+        start = canonical_id(offset) if offset is not None else None
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection_or_alias)
+            request = qe.ScrollRequest(
+                offset=start, limit=limit, filter=_edge_filter(filter), with_payload=True, with_vector=True
+            )
+            with _engine_errors("scroll_points"):
+                records, next_offset = self._shard(name).scroll(request)
+            points = [stored_point(record.id, record.vector, record.payload) for record in records]
+            return points, (str(next_offset) if next_offset is not None else None)
 
     # --- aliases ----------------------------------------------------------------
 

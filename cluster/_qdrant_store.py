@@ -19,9 +19,11 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from cluster.errors import CollectionNotFound, StoreError, WidthMismatch
-from cluster.types import PayloadFilter, ScoredHit, StoredPoint
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 from cluster.vector_store import (
+    KEYWORD_VECTOR,
     canonical_id,
+    check_query_legs,
     check_limit,
     check_name,
     check_query_width,
@@ -29,6 +31,7 @@ from cluster.vector_store import (
     check_width,
     filter_items,
     hit,
+    stored_point,
 )
 
 MEMORY_URL = ":memory:"
@@ -44,6 +47,14 @@ def _qdrant_filter(filter: PayloadFilter | None) -> models.Filter | None:
     return models.Filter(
         must=[models.FieldCondition(key=key, match=models.MatchValue(value=value)) for key, value in items]
     )
+
+
+def _vectors(point: StoredPoint) -> Any:
+    """The unnamed dense vector, plus the keyword vector when the point has terms."""
+    if point.sparse is None:
+        return list(point.vector)
+    return {"": list(point.vector),
+            KEYWORD_VECTOR: models.SparseVector(indices=list(point.sparse.indices), values=list(point.sparse.values))}
 
 
 def _is_not_found(exc: Exception) -> bool:
@@ -96,7 +107,9 @@ class QdrantServerStore:
             if name in self._alias_map():
                 raise StoreError("create_collection", f"{name!r} is already an alias")
             self._client.create_collection(
-                name, vectors_config=models.VectorParams(size=width, distance=models.Distance.COSINE)
+                name,
+                vectors_config=models.VectorParams(size=width, distance=models.Distance.COSINE),
+                sparse_vectors_config={KEYWORD_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
             )
             with warnings.catch_warnings():
                 if self._local:  # "Payload indexes have no effect in the local Qdrant"
@@ -126,9 +139,7 @@ class QdrantServerStore:
         check_vector_widths(collection, self.collection_width(collection), points)
         if not points:
             return
-        structs = [
-            models.PointStruct(id=canonical_id(p.id), vector=list(p.vector), payload=dict(p.payload)) for p in points
-        ]
+        structs = [models.PointStruct(id=canonical_id(p.id), vector=_vectors(p), payload=dict(p.payload)) for p in points]
         with self._call("upsert", collection):
             self._client.upsert(collection, points=structs, wait=True)
 
@@ -158,6 +169,47 @@ class QdrantServerStore:
             raise
         return [hit(point.id, point.score, point.payload) for point in found]
 
+    def query(
+        self,
+        collection_or_alias: str,
+        *,
+        vector: Sequence[float] | None,
+        keywords: SparseTerms | None,
+        limit: int,
+        filter: PayloadFilter | None = None,
+        fusion: FusionParams | None = None,
+    ) -> list[ScoredHit]:
+        check_limit(limit, "query")
+        check_query_legs(vector, keywords)
+        if vector is not None:
+            check_query_width(collection_or_alias, self.collection_width(collection_or_alias), vector)
+        query_filter = _qdrant_filter(filter)
+        legs: list[tuple[Any, str | None]] = []
+        if vector is not None:
+            legs.append(([float(x) for x in vector], None))
+        if keywords is not None:
+            legs.append((models.SparseVector(indices=list(keywords.indices), values=list(keywords.values)), KEYWORD_VECTOR))
+        with self._call("query", collection_or_alias):
+            if len(legs) == 1:
+                (leg, using), = legs
+                found = self._client.query_points(
+                    collection_or_alias, query=leg, using=using, limit=limit, query_filter=query_filter,
+                    with_payload=True, with_vectors=False,
+                ).points
+            else:
+                params = fusion or FusionParams()
+                found = self._client.query_points(
+                    collection_or_alias,
+                    prefetch=[models.Prefetch(query=leg, using=using, limit=max(limit, params.candidates),
+                                              filter=query_filter) for leg, using in legs],
+                    query=models.RrfQuery(rrf=models.Rrf(k=params.k, weights=[params.dense_weight, params.keyword_weight])),
+                    limit=limit,
+                    query_filter=query_filter,
+                    with_payload=True,
+                    with_vectors=False,
+                ).points
+        return [hit(point.id, point.score, point.payload) for point in found]
+
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         with self._call("count", collection_or_alias):
             result = self._client.count(collection_or_alias, count_filter=_qdrant_filter(filter), exact=True)
@@ -183,6 +235,27 @@ class QdrantServerStore:
             )
         hits = [hit(record.id, 0.0, record.payload) for record in records]
         return hits, (str(next_offset) if next_offset is not None else None)
+
+    def scroll_points(
+        self,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+    ) -> tuple[list[StoredPoint], str | None]:
+        check_limit(limit, "scroll_points")
+        start = canonical_id(offset) if offset is not None else None
+        with self._call("scroll_points", collection_or_alias):
+            records, next_offset = self._client.scroll(
+                collection_or_alias,
+                scroll_filter=_qdrant_filter(filter),
+                limit=limit,
+                offset=start,
+                with_payload=True,
+                with_vectors=True,
+            )
+        points = [stored_point(record.id, record.vector, record.payload) for record in records]
+        return points, (str(next_offset) if next_offset is not None else None)
 
     # --- aliases ----------------------------------------------------------------
 

@@ -16,8 +16,18 @@ from datetime import UTC, datetime
 from pydantic import Field
 
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
-from cluster.space import EncoderIdentity, require_same_space
-from cluster.types import Chunk, Clock, Payload, PayloadFilter, ScoredHit, StoredPoint, Strict
+from cluster.space import CHUNK_TEXT_VERSION, EncoderIdentity, require_same_space
+from cluster.types import (
+    Chunk,
+    Clock,
+    FusionParams,
+    Payload,
+    PayloadFilter,
+    ScoredHit,
+    SparseTerms,
+    StoredPoint,
+    Strict,
+)
 from cluster.vector_store import VectorStore
 
 INDEX_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -206,29 +216,42 @@ class IndexCatalog:
     def search(
         self,
         name: str,
-        vector: Sequence[float],
-        query_identity: EncoderIdentity,
+        vector: Sequence[float] | None,
+        query_identity: EncoderIdentity | None,
         limit: int,
         filter: PayloadFilter | None = None,
+        keywords: SparseTerms | None = None,
+        fusion: FusionParams | None = None,
     ) -> list[ScoredHit]:
-        """Search one index; refuse a query vector from another encoder space (SPEC §10)."""
+        """Search one index: dense, keyword or both fused (SPEC §10). A query vector from another
+        encoder space is refused; so is a keyword-only query of an index whose chunk text is not
+        the current version (its rows were cut and weighted differently: rebuild it)."""
         record = self.record(name)
-        require_same_space(name, record.identity, query_identity)
-        return self._store.search(record.build, vector, limit, filter)
+        if vector is not None:
+            if query_identity is None:
+                raise SamespaceError("a query vector needs the identity of the encoder that produced it")
+            require_same_space(name, record.identity, query_identity)
+        elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
+            raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
+        return self._store.query(record.build, vector=vector, keywords=keywords, limit=limit, filter=filter,
+                                 fusion=fusion)
 
     def search_all(
         self,
-        vector: Sequence[float],
-        query_identity: EncoderIdentity,
+        vector: Sequence[float] | None,
+        query_identity: EncoderIdentity | None,
         limit: int,
         filter: PayloadFilter | None = None,
+        keywords: SparseTerms | None = None,
+        fusion: FusionParams | None = None,
     ) -> tuple[list[ScoredHit], list[EncoderMismatch]]:
-        """Search every index in the query's space; indexes in another space are refused, listed."""
+        """Search every index in the query's space; indexes in another space are refused, listed.
+        Fused scores of different indexes are comparable: each is a weighted sum over ranks."""
         hits: list[ScoredHit] = []
         refused: list[EncoderMismatch] = []
         for name in self.names():
             try:
-                hits.extend(self.search(name, vector, query_identity, limit, filter))
+                hits.extend(self.search(name, vector, query_identity, limit, filter, keywords, fusion))
             except EncoderMismatch as exc:
                 refused.append(exc)
         hits.sort(key=lambda hit: hit.score, reverse=True)

@@ -14,7 +14,8 @@ from pydantic import Field
 from cluster.errors import EncoderMismatch
 from cluster.types import Chunk, Strict
 
-CHUNK_TEXT_VERSION = 1
+CHUNK_TEXT_VERSION = 2  # 2: a header of what a reader sees around the code (path, owner, kind, signature)
+SIGNATURE_MAX_CHARS = 200
 
 
 class EncoderIdentity(Strict):
@@ -36,12 +37,32 @@ class EncoderIdentity(Strict):
 
 
 def embedding_text(chunk: Chunk) -> str:
-    """The text embedded for a chunk (version CHUNK_TEXT_VERSION): what it is, which file, the code.
+    """The text embedded for a chunk (version CHUNK_TEXT_VERSION), the same for every encoder:
+    a short header of what a reader sees around the code — its file, the class it sits in, its
+    kind and name, its signature — then the code. No line numbers: a span that only moved keeps
+    its vector (and is reused by an incremental reindex)."""
+    header = [f"file: {chunk.path}"]
+    name = chunk.symbol
+    if chunk.symbol and "." in chunk.symbol and chunk.kind != "section":
+        owner, name = chunk.symbol.rsplit(".", 1)
+        header.append(f"in: {owner}")
+    header.append(f"{chunk.language} {chunk.kind}" + (f": {name}" if name else ""))
+    signature = signature_line(chunk.text, name)
+    if signature:
+        header.append(f"signature: {signature}")
+    return "\n".join(header) + "\n\n" + chunk.text
 
-    No line numbers: a span that only moved keeps its vector.
-    """
-    symbol = f" {chunk.symbol}" if chunk.symbol else ""
-    return f"{chunk.language} {chunk.kind}{symbol} — {chunk.path}\n{chunk.text}"
+
+def signature_line(text: str, name: str | None) -> str | None:
+    """The line that declares `name` (a def/func/fn/class line), skipping decorators and comments."""
+    if not name:
+        return None
+    for line in text.splitlines()[:12]:
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("@", "#", "//", "/*", "*", "///")):
+            continue
+        return stripped[:SIGNATURE_MAX_CHARS] if name in stripped else None
+    return None
 
 
 def require_same_space(index: str, index_identity: EncoderIdentity, query_identity: EncoderIdentity) -> None:

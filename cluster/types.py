@@ -38,12 +38,20 @@ class Chunk(Strict):
         return content_hash(self.text)
 
 
+class SparseTerms(Strict):
+    """A sparse keyword vector: term ids (uint32) and their weights; the store applies IDF."""
+
+    indices: list[int] = Field(default_factory=list)
+    values: list[float] = Field(default_factory=list)
+
+
 class StoredPoint(Strict):
-    """What the store persists: an id (UUID string), a vector and its payload."""
+    """What the store persists: an id (UUID string), a dense vector, keyword terms, a payload."""
 
     id: str
     vector: list[float]
     payload: Payload
+    sparse: SparseTerms | None = Field(default=None, description="The keyword leg (BM25 term weights).")
 
 
 class PayloadFilter(Strict):
@@ -56,3 +64,12 @@ class ScoredHit(Strict):
     id: str
     score: float
     payload: Payload
+
+
+class FusionParams(Strict):
+    """Weighted reciprocal-rank fusion of the dense and keyword legs (SPEC §10; peer k 60, 50 each)."""
+
+    candidates: int = Field(default=50, ge=1, le=1000, description="Candidates each leg contributes.")
+    dense_weight: float = Field(default=1.0, ge=0, description="Weight of the dense leg's ranks.")
+    keyword_weight: float = Field(default=1.0, ge=0, description="Weight of the keyword leg's ranks.")
+    k: int = Field(default=60, ge=1, description="RRF constant.")

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from cluster.errors import ConfigError, StoreError, WidthMismatch
-from cluster.types import PayloadFilter, ScoredHit, StoredPoint
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 
+KEYWORD_VECTOR = "keywords"  # the sparse vector of every collection (BM25 weights, IDF by the store)
 EMBEDDED = "embedded"
 SERVER = "server"
 STORE_KINDS = (EMBEDDED, SERVER)
@@ -34,7 +35,8 @@ class VectorStore(Protocol):
     """
 
     def create_collection(self, name: str, width: int, keyword_fields: Sequence[str]) -> None:
-        """Create an empty cosine collection with keyword indexes; StoreError if the name is taken."""
+        """Create an empty collection: a cosine vector of `width`, the sparse `keywords` vector with
+        the IDF modifier, and keyword payload indexes; StoreError if the name is taken."""
         ...
 
     def drop_collection(self, name: str) -> None:
@@ -63,8 +65,32 @@ class VectorStore(Protocol):
         """Top `limit` points by cosine similarity, best first."""
         ...
 
+    def query(
+        self,
+        collection_or_alias: str,
+        *,
+        vector: Sequence[float] | None,
+        keywords: SparseTerms | None,
+        limit: int,
+        filter: PayloadFilter | None = None,
+        fusion: FusionParams | None = None,
+    ) -> list[ScoredHit]:
+        """Dense, keyword (IDF-weighted dot product) or both fused by weighted RRF in the engine's
+        query API, every leg under the same filter; best first. At least one leg is required."""
+        ...
+
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         """Exact number of points matching `filter` (all points without one)."""
+        ...
+
+    def scroll_points(
+        self,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+    ) -> tuple[list[StoredPoint], str | None]:
+        """Like `scroll`, with the dense vector and keyword terms of every point (to copy points)."""
         ...
 
     def scroll(
@@ -187,3 +213,21 @@ def filter_items(filter: PayloadFilter | None) -> list[tuple[str, str]]:
 def hit(raw_id: Any, score: float, payload: dict[str, Any] | None) -> ScoredHit:
     """A ScoredHit with the id normalised to a string (engines return UUID or str)."""
     return ScoredHit(id=str(raw_id), score=float(score), payload=dict(payload or {}))
+
+
+def check_query_legs(vector: Sequence[float] | None, keywords: SparseTerms | None) -> None:
+    if vector is None and keywords is None:
+        raise StoreError("query", "a query needs a dense vector, keyword terms, or both")
+
+
+def stored_point(raw_id: Any, vectors: Any, payload: dict[str, Any] | None) -> StoredPoint:
+    """A point read back from an engine: the unnamed dense vector and the keyword vector (both
+    engines return `{"": dense, "keywords": sparse}` for named vectors, a bare list otherwise)."""
+    dense: Any = vectors
+    sparse = None
+    if isinstance(vectors, dict):
+        dense = vectors.get("")
+        keyword = vectors.get(KEYWORD_VECTOR)
+        if keyword is not None:
+            sparse = SparseTerms(indices=list(keyword.indices), values=list(keyword.values))
+    return StoredPoint(id=str(raw_id), vector=[float(x) for x in dense or []], payload=dict(payload or {}), sparse=sparse)

@@ -1,0 +1,71 @@
+"""The keyword leg of search: BM25 term weights as a sparse vector; the store supplies the IDF.
+
+Tokens are identifier-aware (`getUserById` → get, user, by, id; `parse_config` → parse, config)
+and every compound identifier is also one whole term (`=getuserbyid`), so an exact identifier in
+a query matches the chunks that spell it before the ones that merely share its words. A chunk's
+path and symbol count as extra occurrences (its definition outranks its callers). Term ids are a
+stable 32-bit hash of the term: no vocabulary to store, the same ids at index and query time.
+No model, no download: the store applies IDF over the collection (Qdrant's `idf` modifier).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+from cluster.code_map import identifier_tokens
+from cluster.types import SparseTerms
+
+K1 = 1.2  # BM25 term-frequency saturation
+B = 0.75  # BM25 length normalisation
+AVG_CHUNK_TERMS = 200.0  # a typical chunk's term count (40-line windows of code)
+SYMBOL_BOOST = 3  # a chunk's own symbol counts as this many extra occurrences of its terms
+PATH_BOOST = 1
+WHOLE_PREFIX = "="
+MIN_TERM_CHARS = 2
+
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+
+
+def terms(text: str) -> list[str]:
+    """Index/query terms of a text: identifier pieces, and each compound identifier whole."""
+    found = [t for t in identifier_tokens(text) if len(t) >= MIN_TERM_CHARS]
+    for word in _IDENTIFIER.findall(text):
+        pieces = identifier_tokens(word)
+        if len(pieces) > 1:
+            found.append(WHOLE_PREFIX + word.lower().strip("_$"))
+    return found
+
+
+def term_id(term: str) -> int:
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "big")
+
+
+def chunk_keywords(text: str, path: str, symbol: str | None) -> SparseTerms:
+    """BM25 term weights of one chunk (its text, path and symbol)."""
+    counts = Counter(terms(text))
+    for term in terms(path.replace("/", " ").replace(".", " ")):
+        counts[term] += PATH_BOOST
+    if symbol:
+        last = symbol.rsplit(".", 1)[-1]
+        for term in set(terms(symbol) + terms(last) + [WHOLE_PREFIX + last.lower()]):
+            counts[term] += SYMBOL_BOOST
+    length = sum(counts.values())
+    norm = K1 * (1 - B + B * length / AVG_CHUNK_TERMS)
+    return _sparse((term, tf * (K1 + 1) / (tf + norm)) for term, tf in counts.items())
+
+
+def query_keywords(query: str) -> SparseTerms:
+    """A query's terms, each weighted 1 (BM25's query side; the store multiplies in the IDF)."""
+    return _sparse((term, 1.0) for term in set(terms(query)))
+
+
+def _sparse(weights: Iterable[tuple[str, float]]) -> SparseTerms:
+    merged: dict[int, float] = {}
+    for term, weight in weights:
+        index = term_id(term)
+        merged[index] = merged.get(index, 0.0) + weight  # a 32-bit collision adds up; harmless
+    ordered = sorted(merged)
+    return SparseTerms(indices=ordered, values=[round(merged[i], 6) for i in ordered])
