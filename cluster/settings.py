@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from cluster.fanout import FanoutSettings
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
+from cluster.types import FusionParams
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -247,6 +248,9 @@ class SamespaceSettings(BaseSettings):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
+    search: FusionParams = Field(
+        default_factory=FusionParams, description="Hybrid search: candidates per leg, leg weights, RRF k."
+    )
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     fanout: FanoutSettings = Field(default_factory=FanoutSettings)
     gate: GateSettings = Field(default_factory=GateSettings)

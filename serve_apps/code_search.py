@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -16,10 +16,11 @@ from cluster.chunking import KNOWN_LANGUAGES
 from cluster.code_map import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import NoProviderLeft, UnknownLanguage
 from cluster.index import IndexRecord, path_prefixes
+from cluster.keywords import query_keywords
 from cluster.query_cache import QueryVectorCache
 from cluster.request_tag import DEFAULT_PROJECT
 from cluster.source import SourceLines
-from cluster.types import PayloadFilter, ScoredHit, Strict
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict
 
 log = logging.getLogger("samespace.search")
 
@@ -40,10 +41,15 @@ class CodeHit(Strict):
     build: str = Field(description="The index build this row belongs to (provenance).")
 
 
+SearchMode = Literal["hybrid", "dense", "keyword"]
+
+
 class SearchResult(Strict):
     query: str
     hits: list[CodeHit]
-    encoded_by: str = Field(description="The provider that embedded the query.")
+    mode: SearchMode = Field(description="The legs that ran: hybrid (dense + keyword, fused), dense or keyword.")
+    encoded_by: str | None = Field(description="The provider that embedded the query (None: keyword only).")
+    degraded: str | None = Field(default=None, description="Why fewer legs ran than asked (e.g. no encoder).")
     reranked_by: str | None = Field(default=None, description="The reranker that re-scored the candidates, if any.")
     refused: list[str] = Field(default_factory=list, description="Indexes skipped: another encoder space.")
 
@@ -138,6 +144,7 @@ class CodeSearchService:
         reranker: Any,
         rerank_candidates: int,
         query_cache: QueryVectorCache[tuple[list[float], Any, str]] | None = None,
+        fusion: FusionParams | None = None,
     ) -> None:
         self._index = index
         self._query_encoder = query_encoder
@@ -146,6 +153,7 @@ class CodeSearchService:
         self._vectors = query_cache if query_cache is not None else QueryVectorCache(
             ttl_s=600.0, max_entries=500, clock=time.monotonic
         )
+        self._fusion = fusion or FusionParams()
 
     async def encode_query(self, query: str, project: str) -> tuple[list[float], Any, str]:
         """(vector, encoder identity, provider) of a query, encoded once per cache lifetime."""
@@ -164,13 +172,29 @@ class CodeSearchService:
         path_prefix: str | None,
         language: str | None,
         rerank: bool = True,
+        mode: SearchMode = "hybrid",
     ) -> SearchResult:
+        """Dense and keyword candidates fused by weighted RRF (SPEC §10), then the optional rerank
+        of the fused top candidates, then the cut to k. Filters apply to every leg. With no query
+        encoder left, a hybrid search degrades to its keyword leg and says so."""
         project = repo or DEFAULT_PROJECT
         search_filter = build_filter(path_prefix, language)
-        vector, identity, encoded_by = await self.encode_query(query, project)
+        vector = identity = encoded_by = degraded = None
+        if mode != "keyword":
+            try:
+                vector, identity, encoded_by = await self.encode_query(query, project)
+            except NoProviderLeft as exc:
+                if mode == "dense":
+                    raise
+                mode, degraded = "keyword", f"no query encoder: {exc}"
+        keywords = query_keywords(query) if mode != "dense" else None
+        if mode == "keyword" and not keywords.indices:  # type: ignore[union-attr]
+            return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, degraded=degraded)
         limit = max(k, self._candidates) if rerank else k
-        hits, refused = await self._index.search.remote(repo, vector, identity, limit, search_filter)
-        if refused and not hits:
+        hits, refused = await self._index.search.remote(
+            repo, vector, identity, limit, search_filter, keywords, self._fusion
+        )
+        if refused and not hits and vector is not None:
             self._vectors.invalidate(query)  # the space moved (reindex, policy): encode afresh next time
         reranked_by = None
         if rerank:
@@ -178,9 +202,11 @@ class CodeSearchService:
         return SearchResult(
             query=query,
             hits=[to_code_hit(h) for h in hits[:k]],
+            mode=mode,
             refused=refused,
             encoded_by=encoded_by,
             reranked_by=reranked_by,
+            degraded=degraded,
         )
 
     async def _rerank(self, query: str, hits: list[ScoredHit], project: str) -> tuple[list[ScoredHit], str | None]:

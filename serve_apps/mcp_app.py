@@ -30,6 +30,7 @@ from serve_apps.code_search import (
     CodeSearchService,
     FileSearchResult,
     IndexStatus,
+    SearchMode,
     SearchResult,
     SymbolSearchResult,
 )
@@ -73,16 +74,18 @@ def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
         language: Annotated[
             str | None, Field(description=f"Only this language, one of: {', '.join(sorted(KNOWN_LANGUAGES))}.")
         ] = None,
+        mode: Annotated[
+            SearchMode,
+            Field(description="hybrid (meaning + exact words, fused; best), dense (meaning only), keyword (BM25 only)."),
+        ] = "hybrid",
+        rerank: Annotated[bool, Field(description="Re-score the top candidates with the reranker when one serves.")] = True,
     ) -> SearchResult:
-        """Semantic code search over the indexed repositories.
+        """Code search over the indexed repositories: by meaning and by exact identifiers, fused.
 
         Returns the best-matching functions, classes, methods and doc sections with their repo, path,
         line range, symbol, language, score and a snippet. Follow up with read_code for full context.
         """
-        try:
-            return await service.search_code(query, k, repo, path_prefix, language)
-        except SamespaceError as exc:
-            raise ToolError(str(exc)) from exc
+        return await _tool_call(service.search_code(query, k, repo, path_prefix, language, rerank, mode))
 
     @mcp.tool()
     async def read_code(
@@ -221,6 +224,7 @@ class McpIngress:
             QueryVectorCache(
                 ttl_s=settings.rlm.query_cache_ttl_s, max_entries=settings.rlm.query_cache_entries, clock=time.monotonic
             ),
+            settings.search,
         )
         self._asker = AskService(
             self._service, settings, get_dispatcher(settings, Role.RLM), get_dispatcher(settings, Role.CODE_ASSISTANT)

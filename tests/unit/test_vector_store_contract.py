@@ -306,3 +306,82 @@ def test_open_vector_store_refuses_an_unknown_kind_or_a_missing_location(tmp_pat
 
 def test_both_engines_satisfy_the_protocol(store: VectorStore) -> None:
     assert isinstance(store, VectorStore)
+
+
+# --- the keyword leg and hybrid queries ---------------------------------------------------------
+
+KEYWORD_DOCS = [
+    ("src/config.py", "parse_config", "def parse_config(path):\n    return load_yaml(path)"),
+    ("src/app.py", "main", "def main():\n    settings = parse_config('app.yaml')\n    run(settings)"),
+    ("src/users.ts", "getUserById", "export function getUserById(id) { return db.users.find(id) }"),
+    ("src/http.py", "fetch", "def fetch(url):\n    return client.get(url, timeout=5)"),
+    ("lib/retry.py", "retry", "def retry(call, attempts):\n    for _ in range(attempts): call()"),
+]
+
+
+def _keyword_points() -> list[StoredPoint]:
+    from cluster.keywords import chunk_keywords
+
+    vectors = _vectors(len(KEYWORD_DOCS), seed=3)
+    return [
+        StoredPoint(id=str(uuid.uuid4()), vector=vector.tolist(), sparse=chunk_keywords(text, path, symbol),
+                    payload={"path": path, "language": "typescript" if path.endswith(".ts") else "python",
+                             "path_prefixes": [path.split("/")[0]]})
+        for (path, symbol, text), vector in zip(KEYWORD_DOCS, vectors, strict=True)
+    ]
+
+
+@pytest.mark.parametrize(("query", "first"), [("parse_config", "src/config.py"), ("getUserById", "src/users.ts"),
+                                              ("get user by id", "src/users.ts"), ("retry attempts", "lib/retry.py")])
+def test_the_keyword_leg_ranks_the_defining_chunk_first(store: VectorStore, query: str, first: str) -> None:
+    from cluster.keywords import query_keywords
+
+    store.create_collection("kw", WIDTH, KEYWORDS)
+    store.upsert("kw", _keyword_points())
+    hits = store.query("kw", vector=None, keywords=query_keywords(query), limit=3)
+    assert hits[0].payload["path"] == first
+
+
+def test_hybrid_fuses_both_legs_by_weighted_rrf_under_one_filter(store: VectorStore) -> None:
+    from cluster.keywords import query_keywords
+    from cluster.types import FusionParams
+
+    store.create_collection("kw", WIDTH, KEYWORDS)
+    points = _keyword_points()
+    store.upsert("kw", points)
+    dense_first = points[3]  # the dense leg's best: the query vector is fetch's own
+    keywords = query_keywords("parse_config")
+    both = store.query("kw", vector=dense_first.vector, keywords=keywords, limit=5, fusion=FusionParams())
+    assert "src/config.py" in {both[0].payload["path"], both[1].payload["path"]}  # keyword rank 1
+    assert dense_first.id in {h.id for h in both[:3]}  # dense rank 1
+    assert 1 / 61 <= both[0].score <= 2 / 61  # a sum over legs of weight / (k + rank), k = 60
+    dense_only = FusionParams(keyword_weight=0.0)
+    assert store.query("kw", vector=dense_first.vector, keywords=keywords, limit=1, fusion=dense_only)[0].id == dense_first.id
+    keyword_heavy = FusionParams(dense_weight=0.0)
+    assert store.query("kw", vector=dense_first.vector, keywords=keywords, limit=1,
+                       fusion=keyword_heavy)[0].payload["path"] == "src/config.py"
+    only_lib = PayloadFilter(equals={"path_prefixes": "lib"})
+    filtered = store.query("kw", vector=dense_first.vector, keywords=keywords, limit=5, filter=only_lib)
+    assert [h.payload["path"] for h in filtered] == ["lib/retry.py"]
+    with pytest.raises(StoreError):
+        store.query("kw", vector=None, keywords=None, limit=5)
+
+
+def test_scroll_points_returns_vectors_and_keyword_terms_for_copying(store: VectorStore) -> None:
+    store.create_collection("kw", WIDTH, KEYWORDS)
+    points = _keyword_points()
+    store.upsert("kw", points)
+    read: list[StoredPoint] = []
+    offset = None
+    while True:
+        page, offset = store.scroll_points("kw", None, 2, offset)
+        read.extend(page)
+        if offset is None:
+            break
+    by_id = {p.id: p for p in read}
+    assert set(by_id) == {p.id for p in points}
+    for point in points:
+        got = by_id[point.id]
+        assert np.allclose(got.vector, point.vector, atol=1e-6) and got.payload == point.payload
+        assert got.sparse is not None and got.sparse.indices == point.sparse.indices  # type: ignore[union-attr]
+        assert np.allclose(got.sparse.values, point.sparse.values, atol=1e-5)  # type: ignore[union-attr]
