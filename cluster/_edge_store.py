@@ -41,6 +41,7 @@ from cluster.vector_store import (
     filter_items,
     hit,
     stored_point,
+    with_condition,
 )
 
 COLLECTIONS_DIR = "collections"
@@ -220,6 +221,7 @@ class EdgeStore:
         limit: int,
         filter: PayloadFilter | None = None,
         fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
     ) -> list[ScoredHit]:
         check_limit(limit, "query")
         check_query_legs(vector, keywords)
@@ -228,24 +230,25 @@ class EdgeStore:
             name = self._resolve(collection_or_alias)
             if vector is not None:
                 check_query_width(collection_or_alias, self._width(name), vector)
-            edge_filter = _edge_filter(filter)
-            legs = []
+            params = fusion or FusionParams()
+            legs: list[tuple[Any, PayloadFilter | None, float]] = []
             if vector is not None:
-                legs.append(qe.Query.Nearest([float(x) for x in vector]))
+                legs.append((qe.Query.Nearest([float(x) for x in vector]), filter, params.dense_weight))
             if keywords is not None:
-                legs.append(qe.Query.Nearest(qe.SparseVector(list(keywords.indices), list(keywords.values)),
-                                             using=KEYWORD_VECTOR))
+                sparse = qe.SparseVector(list(keywords.indices), list(keywords.values))
+                legs.append((qe.Query.Nearest(sparse, using=KEYWORD_VECTOR), filter, params.keyword_weight))
+            if definitions is not None:
+                legs.append((legs[0][0], with_condition(filter, definitions), params.definition_weight))
             if len(legs) == 1:
-                request = qe.QueryRequest(limit=limit, query=legs[0], with_payload=True, filter=edge_filter)
+                request = qe.QueryRequest(limit=limit, query=legs[0][0], with_payload=True, filter=_edge_filter(filter))
             else:
-                params = fusion or FusionParams()
                 request = qe.QueryRequest(
                     limit=limit,
-                    prefetches=[qe.Prefetch(limit=max(limit, params.candidates), query=leg, filter=edge_filter)
-                                for leg in legs],
-                    query=qe.Fusion.Rrf(k=params.k, weights=[params.dense_weight, params.keyword_weight]),
+                    prefetches=[qe.Prefetch(limit=max(limit, params.candidates), query=leg, filter=_edge_filter(where))
+                                for leg, where, _ in legs],
+                    query=qe.Fusion.Rrf(k=params.k, weights=[weight for _, _, weight in legs]),
                     with_payload=True,
-                    filter=edge_filter,
+                    filter=_edge_filter(filter),
                 )
             with _engine_errors("query"):
                 found = self._shard(name).query(request)

@@ -32,6 +32,7 @@ from cluster.vector_store import (
     filter_items,
     hit,
     stored_point,
+    with_condition,
 )
 
 MEMORY_URL = ":memory:"
@@ -178,33 +179,36 @@ class QdrantServerStore:
         limit: int,
         filter: PayloadFilter | None = None,
         fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
     ) -> list[ScoredHit]:
         check_limit(limit, "query")
         check_query_legs(vector, keywords)
         if vector is not None:
             check_query_width(collection_or_alias, self.collection_width(collection_or_alias), vector)
-        query_filter = _qdrant_filter(filter)
-        legs: list[tuple[Any, str | None]] = []
+        params = fusion or FusionParams()
+        legs: list[tuple[Any, str | None, PayloadFilter | None, float]] = []
         if vector is not None:
-            legs.append(([float(x) for x in vector], None))
+            legs.append(([float(x) for x in vector], None, filter, params.dense_weight))
         if keywords is not None:
-            legs.append((models.SparseVector(indices=list(keywords.indices), values=list(keywords.values)), KEYWORD_VECTOR))
+            sparse = models.SparseVector(indices=list(keywords.indices), values=list(keywords.values))
+            legs.append((sparse, KEYWORD_VECTOR, filter, params.keyword_weight))
+        if definitions is not None:
+            legs.append((legs[0][0], legs[0][1], with_condition(filter, definitions), params.definition_weight))
         with self._call("query", collection_or_alias):
             if len(legs) == 1:
-                (leg, using), = legs
+                (leg, using, _, _), = legs
                 found = self._client.query_points(
-                    collection_or_alias, query=leg, using=using, limit=limit, query_filter=query_filter,
+                    collection_or_alias, query=leg, using=using, limit=limit, query_filter=_qdrant_filter(filter),
                     with_payload=True, with_vectors=False,
                 ).points
             else:
-                params = fusion or FusionParams()
                 found = self._client.query_points(
                     collection_or_alias,
                     prefetch=[models.Prefetch(query=leg, using=using, limit=max(limit, params.candidates),
-                                              filter=query_filter) for leg, using in legs],
-                    query=models.RrfQuery(rrf=models.Rrf(k=params.k, weights=[params.dense_weight, params.keyword_weight])),
+                                              filter=_qdrant_filter(where)) for leg, using, where, _ in legs],
+                    query=models.RrfQuery(rrf=models.Rrf(k=params.k, weights=[weight for *_, weight in legs])),
                     limit=limit,
-                    query_filter=query_filter,
+                    query_filter=_qdrant_filter(filter),
                     with_payload=True,
                     with_vectors=False,
                 ).points

@@ -27,6 +27,32 @@ WHOLE_PREFIX = "="
 MIN_TERM_CHARS = 2
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+# Where a name is defined rather than used: keyword declarations (def, function, func (recv), fn,
+# class, interface, struct, enum, trait, type), a method declaration line ending in `{`
+# (TS/Java/C#/C++), and `const name = (...) =>` / `= function`.
+_DECLARED = re.compile(
+    r"\b(?:def|function|func|fn|class|interface|struct|enum|trait|type|record|module)\s+"
+    r"(?:\([^)]*\)\s*)?\*?([A-Za-z_$][A-Za-z0-9_$]*)"
+)
+_METHOD_LINE = re.compile(
+    r"^\s*(?:(?:public|private|protected|static|async|readonly|override|abstract|final|export|default|"
+    r"virtual|inline|pub|unsafe|get|set)\s+)*(?:[\w<>\[\],.?]+\s+)?([A-Za-z_$][A-Za-z0-9_$]*)\s*(?:<[^>]*>)?"
+    r"\([^;=]*\)\s*(?::[^;={]*)?(?:throws [\w., ]+)?\{\s*$"
+)
+_ASSIGNED = re.compile(r"\b(?:const|let|var)\s+([A-Za-z_$][A-Za-z0-9_$]*)\s*=\s*(?:async\s*)?(?:function\b|\()")
+_NOT_NAMES = frozenset({"if", "for", "while", "switch", "catch", "return", "function", "func", "fn", "def", "else",
+                        "do", "try", "with", "new", "await"})
+_BARE_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:(?:\.|::|#)[A-Za-z_$][A-Za-z0-9_$]*)*(?:\(\))?")
+
+
+def identifier_query(query: str) -> str | None:
+    """The name a query asks for when it is one bare identifier (`parse_config`, `Repo.getUserById`,
+    `getUserById()`), lower-cased last part; None for prose."""
+    text = query.strip()
+    if not _BARE_IDENTIFIER.fullmatch(text):
+        return None
+    last = re.split(r"\.|::|#", text.removesuffix("()"))[-1]
+    return last.lower().strip("_$") or None
 
 
 def terms(text: str) -> list[str]:
@@ -43,15 +69,30 @@ def term_id(term: str) -> int:
     return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "big")
 
 
+def defined_names(text: str, symbol: str | None) -> list[str]:
+    """Names a chunk defines (its own symbol's last part first), lower-cased, without repeats:
+    a chunk that defines `getUserById` outranks the chunks that call it."""
+    found = [symbol.rsplit(".", 1)[-1]] if symbol else []
+    found += _DECLARED.findall(text) + _ASSIGNED.findall(text)
+    found += [m.group(1) for line in text.splitlines() if (m := _METHOD_LINE.match(line))]
+    names: list[str] = []
+    for name in found:
+        lowered = name.lower().strip("_$")
+        if lowered and lowered not in _NOT_NAMES and lowered not in names:
+            names.append(lowered)
+    return names
+
+
 def chunk_keywords(text: str, path: str, symbol: str | None) -> SparseTerms:
-    """BM25 term weights of one chunk (its text, path and symbol)."""
+    """BM25 term weights of one chunk (its text, path, symbol and the names it defines)."""
     counts = Counter(terms(text))
     for term in terms(path.replace("/", " ").replace(".", " ")):
         counts[term] += PATH_BOOST
-    if symbol:
-        last = symbol.rsplit(".", 1)[-1]
-        for term in set(terms(symbol) + terms(last) + [WHOLE_PREFIX + last.lower()]):
-            counts[term] += SYMBOL_BOOST
+    boosted = set(terms(symbol)) if symbol else set()
+    for name in defined_names(text, symbol):
+        boosted.update(terms(name) + [WHOLE_PREFIX + name])
+    for term in boosted:
+        counts[term] += SYMBOL_BOOST
     length = sum(counts.values())
     norm = K1 * (1 - B + B * length / AVG_CHUNK_TERMS)
     return _sparse((term, tf * (K1 + 1) / (tf + norm)) for term, tf in counts.items())

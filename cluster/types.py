@@ -72,4 +72,7 @@ class FusionParams(Strict):
     candidates: int = Field(default=50, ge=1, le=1000, description="Candidates each leg contributes.")
     dense_weight: float = Field(default=1.0, ge=0, description="Weight of the dense leg's ranks.")
     keyword_weight: float = Field(default=1.0, ge=0, description="Weight of the keyword leg's ranks.")
+    definition_weight: float = Field(
+        default=1.0, ge=0, description="Weight of the definition leg (chunks defining the identifier asked for)."
+    )
     k: int = Field(default=60, ge=1, description="RRF constant.")

@@ -74,9 +74,12 @@ class VectorStore(Protocol):
         limit: int,
         filter: PayloadFilter | None = None,
         fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
     ) -> list[ScoredHit]:
         """Dense, keyword (IDF-weighted dot product) or both fused by weighted RRF in the engine's
-        query API, every leg under the same filter; best first. At least one leg is required."""
+        query API, every leg under the same filter; best first. At least one leg is required.
+        `definitions` adds a third fused leg: the points matching it (e.g. `defines == name`),
+        ranked like the first leg."""
         ...
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
@@ -231,3 +234,8 @@ def stored_point(raw_id: Any, vectors: Any, payload: dict[str, Any] | None) -> S
         if keyword is not None:
             sparse = SparseTerms(indices=list(keyword.indices), values=list(keyword.values))
     return StoredPoint(id=str(raw_id), vector=[float(x) for x in dense or []], payload=dict(payload or {}), sparse=sparse)
+
+
+def with_condition(filter: PayloadFilter | None, extra: PayloadFilter) -> PayloadFilter:
+    """`filter` and `extra` together (both must hold)."""
+    return PayloadFilter(equals={**(filter.equals if filter is not None else {}), **extra.equals})

@@ -16,7 +16,7 @@ from cluster.chunking import KNOWN_LANGUAGES
 from cluster.code_map import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import NoProviderLeft, UnknownLanguage
 from cluster.index import IndexRecord, path_prefixes
-from cluster.keywords import query_keywords
+from cluster.keywords import identifier_query, query_keywords
 from cluster.query_cache import QueryVectorCache
 from cluster.request_tag import DEFAULT_PROJECT
 from cluster.source import SourceLines
@@ -24,6 +24,7 @@ from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict
 
 log = logging.getLogger("samespace.search")
 
+DEFINES_FIELD = "defines"  # payload: the names a chunk defines (cluster.keywords.defined_names)
 SNIPPET_MAX_LINES = 30
 SNIPPET_MAX_CHARS = 2000
 
@@ -191,8 +192,10 @@ class CodeSearchService:
         if mode == "keyword" and not keywords.indices:  # type: ignore[union-attr]
             return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, degraded=degraded)
         limit = max(k, self._candidates) if rerank else k
+        name = identifier_query(query) if mode == "hybrid" else None
+        definitions = PayloadFilter(equals={DEFINES_FIELD: name}) if name else None  # the definition leg
         hits, refused = await self._index.search.remote(
-            repo, vector, identity, limit, search_filter, keywords, self._fusion
+            repo, vector, identity, limit, search_filter, keywords, self._fusion, definitions
         )
         if refused and not hits and vector is not None:
             self._vectors.invalidate(query)  # the space moved (reindex, policy): encode afresh next time

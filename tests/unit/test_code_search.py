@@ -41,7 +41,7 @@ def hit(i: int) -> ScoredHit:
 
 
 def service(rerank: Any) -> tuple[CodeSearchService, _Handle]:
-    index = _Handle(search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None: ([hit(i) for i in range(limit)], []))
+    index = _Handle(search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None, definitions=None: ([hit(i) for i in range(limit)], []))
     encoder = _Handle(encode_query=lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "samespace-embedder-cpu0"))
     return CodeSearchService(index, encoder, _Handle(rerank=rerank), rerank_candidates=10), index
 
@@ -68,7 +68,7 @@ async def test_a_query_is_encoded_once_per_cache_lifetime_and_the_given_cache_is
     from fakes.virtual_time import VirtualClock
 
     clock = VirtualClock()
-    index = _Handle(search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None: ([hit(0)], []))
+    index = _Handle(search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None, definitions=None: ([hit(0)], []))
     encoder = _Handle(encode_query=lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"))
     cache: QueryVectorCache[Any] = QueryVectorCache(ttl_s=60, max_entries=8, clock=clock)  # empty: falsy by len()
     svc = CodeSearchService(index, encoder, _Handle(rerank=lambda q, d, p: ([], "r")), 10, cache)
