@@ -55,9 +55,35 @@ def identifier_query(query: str) -> str | None:
     return last.lower().strip("_$") or None
 
 
+# English function words: a docstring-style query is mostly these, code comments too.
+STOPWORDS = frozenset("""a an the of to in for and or is are be been being this that these those it its with as by
+on from at if not no into than then else when whether which who whom what will would can could should may might must
+do does did has have had was were so such also only any all each other some more most very just but about over under
+""".split())
+
+
+def stem(term: str) -> str:
+    """A light suffix stripper, the same at index and query time: parses/parsed/parsing → pars,
+    headers → header, classes → class, entries → entry. Whole identifiers are never stemmed."""
+    if len(term) <= 3 or term.startswith(WHOLE_PREFIX):
+        return term
+    for suffix, replacement in (("sses", "ss"), ("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""),
+                                ("ly", "")):
+        if term.endswith(suffix) and len(term) - len(suffix) >= 3:
+            term = term[: -len(suffix)] + replacement
+            break
+    else:
+        if term.endswith("s") and not term.endswith("ss") and len(term) > 4:
+            term = term[:-1]
+    if term.endswith("e") and len(term) > 4:
+        term = term[:-1]
+    return term
+
+
 def terms(text: str) -> list[str]:
-    """Index/query terms of a text: identifier pieces, and each compound identifier whole."""
-    found = [t for t in identifier_tokens(text) if len(t) >= MIN_TERM_CHARS]
+    """Index/query terms of a text: identifier pieces (stop words out, stemmed), and each compound
+    identifier whole."""
+    found = [stem(t) for t in identifier_tokens(text) if len(t) >= MIN_TERM_CHARS and t not in STOPWORDS]
     for word in _IDENTIFIER.findall(text):
         pieces = identifier_tokens(word)
         if len(pieces) > 1:

@@ -21,9 +21,14 @@ def weight(sparse: object, term: str) -> float:
 
 
 def test_terms_split_identifiers_and_keep_each_compound_whole() -> None:
-    assert terms("getUserById(id)") == ["get", "user", "by", "id", "id", WHOLE_PREFIX + "getuserbyid"]
-    assert terms("parse_config x") == ["parse", "config", WHOLE_PREFIX + "parse_config"]
+    assert terms("getUserById(id)") == ["get", "user", "id", "id", WHOLE_PREFIX + "getuserbyid"]  # "by": a stop word
+    assert terms("parse_config x") == ["pars", "config", WHOLE_PREFIX + "parse_config"]  # stemmed pieces
     assert terms("HTTPServerError") == ["http", "server", "error", WHOLE_PREFIX + "httpservererror"]
+
+
+def test_stop_words_go_and_inflections_meet() -> None:
+    assert terms("Returns the parsed headers of the entries") == terms("return parse header entry")
+    assert terms("classes of a class") == ["class", "class"]
 
 
 def test_term_ids_are_stable_32_bit_and_the_query_side_weighs_each_term_once() -> None:
