@@ -14,7 +14,7 @@ import ray
 
 from cluster.code_map import CodeMaps, FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import IndexNotFound, ReadRefused
-from cluster.index import BuildProgress, IndexCatalog, IndexRecord
+from cluster.index import BuildProgress, IndexCatalog, IndexRecord, PointKey, ReusableRows
 from cluster.settings import SamespaceSettings
 from cluster.source import SourceLines, read_source_lines
 from cluster.space import EncoderIdentity
@@ -65,6 +65,23 @@ class IndexActor:
     def fail_build(self, build: str, error: str) -> None:
         self._catalog.fail_build(build, error)
 
+    def cleanup_partial(self, name: str) -> list[str]:
+        """Drop leftover builds of `name` (killed runs); a reindex with nothing to do still cleans up."""
+        return self._catalog.cleanup_partial(name)
+
+    # reuse (incremental reindex): paged, so queries interleave with a long read
+    def point_keys(
+        self, build: str, offset: str | None = None, limit: int = 1024
+    ) -> tuple[list[PointKey | None], str | None]:
+        """One page of a build's row keys (what was embedded, where; no vectors) and the next offset."""
+        return self._catalog.point_keys(build, offset, limit)
+
+    def reusable_vectors(
+        self, build: str, offset: str | None = None, limit: int = 512
+    ) -> tuple[ReusableRows, str | None]:
+        """One page of a build's vectors by embed hash, with the provider and encoder of each."""
+        return self._catalog.reusable_vectors(build, offset, limit)
+
     # reads (MCP)
     def names(self) -> list[str]:
         return self._catalog.names()
@@ -78,11 +95,12 @@ class IndexActor:
         filter: PayloadFilter | None,
         keywords: SparseTerms | None = None,
         fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
     ) -> tuple[list[ScoredHit], list[str]]:
         """Hits best-first (dense, keyword, or fused), plus a message for each index refused."""
         if name is not None:
-            return self._catalog.search(name, vector, identity, limit, filter, keywords, fusion), []
-        hits, refused = self._catalog.search_all(vector, identity, limit, filter, keywords, fusion)
+            return self._catalog.search(name, vector, identity, limit, filter, keywords, fusion, definitions), []
+        hits, refused = self._catalog.search_all(vector, identity, limit, filter, keywords, fusion, definitions)
         return hits, [str(exc) for exc in refused]
 
     def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:

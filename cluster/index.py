@@ -11,12 +11,15 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from pydantic import Field
+import numpy as np
+from pydantic import Field, ValidationError
 
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
-from cluster.space import CHUNK_TEXT_VERSION, EncoderIdentity, require_same_space
+from cluster.space import CHUNK_TEXT_VERSION, EncoderIdentity, embedding_text, require_same_space
 from cluster.types import (
     Chunk,
     Clock,
@@ -27,12 +30,13 @@ from cluster.types import (
     SparseTerms,
     StoredPoint,
     Strict,
+    content_hash,
 )
 from cluster.vector_store import VectorStore
 
 INDEX_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 BUILD_SEPARATOR = "__b"
-KEYWORD_FIELDS = ("repo", "path", "path_prefixes", "language", "symbol", "kind", "content_hash", "space")
+KEYWORD_FIELDS = ("repo", "path", "path_prefixes", "language", "symbol", "kind", "content_hash", "space", "defines")
 _POINT_NAMESPACE = uuid.UUID("5a3e5ba0-0000-4c0d-9e00-5a3e5ba0c0de")
 
 
@@ -92,10 +96,28 @@ def point_id(repo: str, chunk: Chunk) -> str:
     return str(uuid.uuid5(_POINT_NAMESPACE, key))
 
 
+def embed_hash(chunk: Chunk) -> str:
+    """sha256 of the text embedded for a chunk (`embedding_text`): equal hashes, equal vectors."""
+    return content_hash(embedding_text(chunk))
+
+
 def point_payload(
-    repo: str, chunk: Chunk, space: EncoderIdentity, writer: EncoderIdentity, provider: str, build: str
+    repo: str,
+    chunk: Chunk,
+    space: EncoderIdentity,
+    writer: EncoderIdentity | dict[str, Any],
+    provider: str,
+    build: str,
+    *,
+    file_hash: str | None = None,
+    hashed: str | None = None,
 ) -> Payload:
-    """Provenance of one row (SPEC §10): where it came from, the space it lives in, who wrote it."""
+    """Provenance of one row (SPEC §10): where it came from, the space it lives in, who wrote it,
+    what was embedded (`embed_hash`; `hashed` when the caller has it) and the file it was cut from
+    (`file_hash`, sha256 of the file's text). `writer` may be an identity's dump (a reused row keeps
+    the writer of its vector)."""
+    from cluster.keywords import defined_names  # keywords → code_map → index: import at call time
+
     return {
         "repo": repo,
         "path": chunk.path,
@@ -108,10 +130,78 @@ def point_payload(
         "content_hash": chunk.content_hash,
         "text": chunk.text,
         "space": space.space_id,
-        "encoder": writer.model_dump(),
+        "encoder": writer if isinstance(writer, dict) else writer.model_dump(),
         "provider": provider,
         "build": build,
+        "embed_hash": hashed if hashed is not None else embed_hash(chunk),
+        "file_hash": file_hash,
+        "defines": defined_names(chunk.text, chunk.symbol),  # the definition leg of search filters on it
     }
+
+
+PAYLOAD_FIELDS = frozenset({
+    "repo", "path", "path_prefixes", "start_line", "end_line", "language", "symbol", "kind", "content_hash",
+    "text", "space", "encoder", "provider", "build", "embed_hash", "file_hash", "defines",
+})  # the keys of point_payload: a row lacking one is rewritten by the next reindex
+
+
+class PointKey(Strict):
+    """Everything of a row that a reindex of unchanged sources would write again the same way
+    (not its build, provider or vector). Equal keys for every row: the index is up to date."""
+
+    id: str
+    path: str
+    start_line: int
+    end_line: int
+    language: str
+    symbol: str | None
+    kind: str
+    content_hash: str
+    embed_hash: str
+    file_hash: str | None
+    complete: bool = Field(default=True, description="The row carries every payload field of this version.")
+
+    @classmethod
+    def from_payload(cls, point_id: str, payload: Payload) -> PointKey | None:
+        """The key of a stored row; None when its payload cannot say what was embedded. A row
+        written before `embed_hash` existed gets it recomputed from its text (the index's
+        identity pins the chunk-text version), and `complete=False`: it is rewritten."""
+        try:
+            hashed = payload.get("embed_hash") or embed_hash(_payload_chunk(payload))
+            return cls(
+                id=point_id, path=payload["path"], start_line=payload["start_line"],
+                end_line=payload["end_line"], language=payload["language"], symbol=payload.get("symbol"),
+                kind=payload["kind"], content_hash=payload["content_hash"], embed_hash=hashed,
+                file_hash=payload.get("file_hash"), complete=PAYLOAD_FIELDS.issubset(payload),
+            )
+        except (KeyError, TypeError, ValidationError):
+            return None
+
+
+def point_key(repo: str, chunk: Chunk, file_hash: str | None, hashed: str | None = None) -> PointKey:
+    """The key the row of `chunk` gets in a build of `repo` (see PointKey)."""
+    return PointKey(
+        id=point_id(repo, chunk), path=chunk.path, start_line=chunk.start_line, end_line=chunk.end_line,
+        language=chunk.language, symbol=chunk.symbol, kind=chunk.kind, content_hash=chunk.content_hash,
+        embed_hash=hashed if hashed is not None else embed_hash(chunk), file_hash=file_hash,
+    )
+
+
+def _payload_chunk(payload: Payload) -> Chunk:
+    return Chunk(
+        path=payload["path"], start_line=payload["start_line"], end_line=payload["end_line"],
+        language=payload["language"], symbol=payload.get("symbol"), kind=payload["kind"], text=payload["text"],
+    )
+
+
+@dataclass(frozen=True)
+class ReusableRows:
+    """One page of a build's dense vectors by embed hash, with who wrote each (for reuse)."""
+
+    embed_hashes: list[str]
+    vectors: np.ndarray  # float32, one row per hash
+    writers: list[tuple[str, dict[str, Any]]]  # distinct (provider, encoder dump) pairs
+    writer_of: list[int]  # per row: its index in `writers`
 
 
 class IndexCatalog:
@@ -200,6 +290,46 @@ class IndexCatalog:
                 dropped.append(collection)
         return dropped
 
+    # ---- reuse (incremental reindex) ------------------------------------------------------
+    def point_keys(
+        self, build: str, offset: str | None = None, limit: int = 1024
+    ) -> tuple[list[PointKey | None], str | None]:
+        """One page of the keys of a build's rows (payloads only, no vectors) and the next offset.
+        None stands for a row whose payload cannot say what was embedded."""
+        page, next_offset = self._store.scroll(build, None, limit, offset)
+        return [PointKey.from_payload(hit.id, hit.payload) for hit in page], next_offset
+
+    def reusable_vectors(
+        self, build: str, offset: str | None = None, limit: int = 512
+    ) -> tuple[ReusableRows, str | None]:
+        """One page of a build's dense vectors keyed by embed hash, each with the provider and
+        encoder that wrote it, and the next offset. Rows that cannot say what was embedded are
+        left out; so is a hash already in the page."""
+        page, next_offset = self._store.scroll_points(build, None, limit, offset)
+        hashes: list[str] = []
+        rows: list[list[float]] = []
+        writers: dict[tuple[str, str], int] = {}
+        table: list[tuple[str, dict[str, Any]]] = []
+        writer_of: list[int] = []
+        seen: set[str] = set()
+        for point in page:
+            key = PointKey.from_payload(point.id, point.payload)
+            if key is None or key.embed_hash in seen or not point.vector:
+                continue
+            seen.add(key.embed_hash)
+            provider = str(point.payload.get("provider", ""))
+            encoder = point.payload.get("encoder") or {}
+            slot = (provider, repr(sorted(encoder.items())))
+            if slot not in writers:
+                writers[slot] = len(table)
+                table.append((provider, dict(encoder)))
+            hashes.append(key.embed_hash)
+            rows.append(point.vector)
+            writer_of.append(writers[slot])
+        width = len(rows[0]) if rows else 0
+        vectors = np.asarray(rows, dtype=np.float32).reshape(len(rows), width)
+        return ReusableRows(hashes, vectors, table, writer_of), next_offset
+
     # ---- reads ----------------------------------------------------------------------------
     def names(self) -> list[str]:
         return sorted(self._store.aliases())
@@ -222,6 +352,7 @@ class IndexCatalog:
         filter: PayloadFilter | None = None,
         keywords: SparseTerms | None = None,
         fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
     ) -> list[ScoredHit]:
         """Search one index: dense, keyword or both fused (SPEC §10). A query vector from another
         encoder space is refused; so is a keyword-only query of an index whose chunk text is not
@@ -234,7 +365,7 @@ class IndexCatalog:
         elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
             raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
         return self._store.query(record.build, vector=vector, keywords=keywords, limit=limit, filter=filter,
-                                 fusion=fusion)
+                                 fusion=fusion, definitions=definitions)
 
     def search_all(
         self,
@@ -244,6 +375,7 @@ class IndexCatalog:
         filter: PayloadFilter | None = None,
         keywords: SparseTerms | None = None,
         fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
     ) -> tuple[list[ScoredHit], list[EncoderMismatch]]:
         """Search every index in the query's space; indexes in another space are refused, listed.
         Fused scores of different indexes are comparable: each is a weighted sum over ranks."""
@@ -251,7 +383,7 @@ class IndexCatalog:
         refused: list[EncoderMismatch] = []
         for name in self.names():
             try:
-                hits.extend(self.search(name, vector, query_identity, limit, filter, keywords, fusion))
+                hits.extend(self.search(name, vector, query_identity, limit, filter, keywords, fusion, definitions))
             except EncoderMismatch as exc:
                 refused.append(exc)
         hits.sort(key=lambda hit: hit.score, reverse=True)

@@ -1,12 +1,14 @@
 """Reindex a repository into a new build and switch the index to it atomically.
 
     ray job submit --address http://127.0.0.1:8265 --working-dir . -- \
-        python -m jobs.reindex --repo /path/to/repo --name myrepo
+        python -m jobs.reindex --repo /path/to/repo --name myrepo [--full]
 
-Walk (honouring .gitignore) → chunk by syntax → embed through the role's dispatcher (the gated
-fan-out pool of local and cloud providers) → write into a fresh collection through the index
-actor → commit (atomic switch). Failed or killed midway: the previous build keeps serving; the partial build is
-dropped now (failure) or by the next run (kill).
+Walk (honouring .gitignore) → chunk by syntax → plan against the serving build (incremental by
+default: a chunk whose embedded text is unchanged keeps its vector; `--full` embeds everything)
+→ embed the rest through the role's dispatcher (the gated fan-out pool of local and cloud
+providers) → write reused and embedded rows into a fresh collection through the index actor →
+commit (atomic switch). Nothing changed: no build at all. Failed or killed midway: the previous
+build keeps serving; the partial build is dropped now (failure) or by the next run (kill).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import numpy as np
 import ray
@@ -29,13 +33,25 @@ from actors.dispatcher import get_dispatcher
 from cluster.chunking import chunk_file
 from cluster.errors import SamespaceError
 from cluster.dispatch import LandedBatch
-from cluster.index import IndexRecord, point_id, point_payload, validate_index_name
+from cluster.gate import Verdict
+from cluster.incremental import PlanMode, full_reason, plan_reindex
+from cluster.index import (
+    IndexRecord,
+    PointKey,
+    ReusableRows,
+    embed_hash,
+    point_id,
+    point_key,
+    point_payload,
+    validate_index_name,
+)
+from cluster.keywords import chunk_keywords
 from cluster.progress import ProgressMeter
 from cluster.budget import Priority
 from cluster.roles import Role
 from cluster.settings import SamespaceSettings, load_settings
 from cluster.space import EncoderIdentity, embedding_text
-from cluster.types import Chunk, StoredPoint
+from cluster.types import Chunk, StoredPoint, content_hash
 from cluster.walker import WalkSettings, walk_repository
 
 log = logging.getLogger("samespace.reindex")
@@ -43,21 +59,50 @@ log = logging.getLogger("samespace.reindex")
 ROLE = Role.CODE_EMBEDDING  # one index space per repo; prose shares it while one local model serves both
 WRITES_IN_FLIGHT = 4
 PROGRESS_INTERVAL_S = 2.0
+REUSE_BATCH = 256  # reused rows per write, like a landed batch
+DRIFT_VERDICTS = (Verdict.VECTOR_INCOMPATIBLE, Verdict.DIMENSION_MISMATCH)  # of the reference vs the index
+KEY_PAGE = 2048  # serving rows per page read (keys only)
+VECTOR_PAGE = 512  # serving rows per page read with vectors (512 x 2560 floats: 5 MB)
+
+
+@dataclass(frozen=True)
+class RepoChunks:
+    """A walked and chunked repository: every chunk, its file, and each file's path and hash."""
+
+    chunks: list[Chunk]
+    owners: list[int]  # per chunk: the index of its file
+    paths: list[str]  # per file
+    file_hashes: list[str]  # per file: sha256 of its text
+
+    @property
+    def files(self) -> int:
+        return len(self.paths)
+
+
+@dataclass(frozen=True)
+class _Reusable:
+    vector: np.ndarray
+    provider: str
+    writer: dict[str, Any]
+
+
+def collect_repository(repo: Path, settings: SamespaceSettings) -> RepoChunks:
+    chunking = settings.chunking
+    walk = WalkSettings(max_file_bytes=chunking.max_file_bytes)
+    found = RepoChunks([], [], [], [])
+    for source in walk_repository(repo, walk):
+        file_chunks = chunk_file(source.path, source.text, chunking)
+        found.chunks.extend(file_chunks)
+        found.owners.extend([found.files] * len(file_chunks))
+        found.paths.append(source.path)
+        found.file_hashes.append(content_hash(source.text))
+    return found
 
 
 def collect_chunks(repo: Path, settings: SamespaceSettings) -> tuple[list[Chunk], list[int], int]:
     """Every chunk of the repository, the file index of each chunk, and the file count."""
-    chunking = settings.chunking
-    walk = WalkSettings(max_file_bytes=chunking.max_file_bytes)
-    chunks: list[Chunk] = []
-    owners: list[int] = []
-    files = 0
-    for source in walk_repository(repo, walk):
-        file_chunks = chunk_file(source.path, source.text, chunking)
-        chunks.extend(file_chunks)
-        owners.extend([files] * len(file_chunks))
-        files += 1
-    return chunks, owners, files
+    found = collect_repository(repo, settings)
+    return found.chunks, found.owners, found.files
 
 
 def run_reindex(
@@ -65,9 +110,12 @@ def run_reindex(
     repo: Path,
     name: str,
     *,
+    full: bool = False,
     emit: Callable[[str], None] = print,
     clock: Callable[[], float] = time.monotonic,
 ) -> IndexRecord:
+    """Reindex `repo` as `name`; incremental unless `full`. Returns the serving record (the
+    unchanged current one when there was nothing to do)."""
     validate_index_name(name)
     repo = repo.resolve()
     if not repo.is_dir():
@@ -78,90 +126,162 @@ def run_reindex(
     policy = settings.policy(ROLE)
     emit(f"reindex {name!r} from {repo} in space {reference.space_id} ({ROLE.value}, policy {policy.value})")
 
-    _check_drift(index, dispatcher, name, reference, emit)
+    current, drifted = _check_drift(index, dispatcher, name, reference, emit)
+    # Before planning: with no provider left a reindex fails here, even one with nothing to embed.
     probe_vectors = ray.get(dispatcher.reference_probe.remote()).tolist()
-    chunks, owners, files_total = collect_chunks(repo, settings)
-    emit(f"walked {files_total} files, {len(chunks)} chunks")
+    found = collect_repository(repo, settings)
+    chunks = found.chunks
+    emit(f"walked {found.files} files, {len(chunks)} chunks")
+
+    hashes = [embed_hash(chunk) for chunk in chunks]
+    keys = [point_key(name, chunk, found.file_hashes[owner], hashed)
+            for chunk, owner, hashed in zip(chunks, found.owners, hashes, strict=True)]
+    serving_keys = None
+    if current is not None and full_reason(current, reference, full=full, reference_drifted=drifted) is None:
+        serving_keys = _read_point_keys(index, current.build)
+    plan = plan_reindex(keys, reference, serving=current, serving_keys=serving_keys, repo_root=str(repo),
+                        full=full, reference_drifted=drifted)
+    emit(plan.line())
+    if plan.mode is PlanMode.UP_TO_DATE:
+        assert current is not None
+        for leftover in ray.get(index.cleanup_partial.remote(name)):
+            emit(f"dropped the partial build {leftover}")
+        emit(f"up to date: {len(chunks)} chunks, nothing to embed")
+        return current
+
+    reusable: dict[str, _Reusable] = {}
+    if plan.reuse:
+        assert current is not None
+        reusable = _read_reusable(index, current.build, {hashes[i] for i in plan.reuse})
+    reuse = [i for i in plan.reuse if hashes[i] in reusable]
+    vanished = [i for i in plan.reuse if hashes[i] not in reusable]  # rows gone since their keys were read
+    embed = sorted(plan.embed + vanished)
+    if vanished:
+        emit(f"{len(vanished)} rows vanished from {current.build if current else '-'}: "
+             f"reused {len(reuse)}, embedding {len(embed)}")
+
     job_id = ray.get_runtime_context().get_job_id()
     build: str = ray.get(index.begin_build.remote(name, reference, str(repo), job_id, probe_vectors))
     emit(f"building {build}")
     try:
-        providers = _embed_and_write(index, dispatcher, reference, name, build, chunks, owners, files_total, emit, clock)
-        record: IndexRecord = ray.get(index.commit_build.remote(build, files_total, sorted(providers)))
+        embedded, kept = _write_build(
+            index, dispatcher, reference, name, build, found, hashes, reuse, reusable, embed, emit, clock
+        )
+        providers = sorted(set(embedded) | set(kept))
+        record: IndexRecord = ray.get(index.commit_build.remote(build, found.files, providers))
     except BaseException as exc:
         try:
             ray.get(index.fail_build.remote(build, f"{type(exc).__name__}: {exc}"))
         finally:
             emit(f"build {build} failed; the previous index keeps serving")
         raise
-    served = ", ".join(f"{p}={n}" for p, n in sorted(providers.items()))
     emit(f"committed {record.name!r}: {record.chunks} chunks from {record.files} files, build {record.build}")
-    emit(f"served by: {served}")
+    emit(f"served by: {_counts(embedded) or '-'}")
+    if kept:
+        emit(f"reused vectors written by: {_counts(kept)}")
     return record
+
+
+def _counts(by_provider: dict[str, int]) -> str:
+    return ", ".join(f"{p}={n}" for p, n in sorted(by_provider.items()))
 
 
 def _check_drift(
     index: ActorHandle, dispatcher: ActorHandle, name: str, reference: EncoderIdentity, emit: Callable[[str], None]
-) -> None:
+) -> tuple[IndexRecord | None, bool]:
     """SPEC §12: before every reindex, re-probe the serving encoders against the serving index's
-    stored probe vectors; drifted providers are evicted before they write a row."""
-    current = ray.get(index.record.remote(name))
+    stored probe vectors; drifted providers are evicted before they write a row. Returns the
+    serving record and whether the reference itself (or the cloud anchor) no longer reproduces
+    the index's probe vectors: then none of the index's vectors may be reused."""
+    current: IndexRecord | None = ray.get(index.record.remote(name))
     if current is None or current.probe_vectors is None:
-        return
+        return current, False
     stored = np.asarray(current.probe_vectors, dtype=np.float32)
+    drifted = False
     for report in ray.get(dispatcher.sentinel.remote(stored)):
         emit(f"sentinel: {report.line()}")
+        drifted |= report.reference is None and report.verdict in DRIFT_VERDICTS
     if current.identity != reference:
         emit(f"the encoder changed since {name!r} was built ({current.identity.space_id} → {reference.space_id}): "
              "this reindex replaces it")
+    return current, drifted
 
 
-def _embed_and_write(
+def _read_point_keys(index: ActorHandle, build: str) -> list[PointKey | None]:
+    """Every row key of a build, page by page (queries interleave between pages)."""
+    keys: list[PointKey | None] = []
+    offset: str | None = None
+    while True:
+        page, offset = ray.get(index.point_keys.remote(build, offset, KEY_PAGE))
+        keys.extend(page)
+        if offset is None:
+            return keys
+
+
+def _read_reusable(index: ActorHandle, build: str, wanted: set[str]) -> dict[str, _Reusable]:
+    """The vectors (and writers) of a build's rows whose embed hash is wanted, page by page."""
+    found: dict[str, _Reusable] = {}
+    offset: str | None = None
+    while len(found) < len(wanted):
+        rows: ReusableRows
+        rows, offset = ray.get(index.reusable_vectors.remote(build, offset, VECTOR_PAGE))
+        for i, hashed in enumerate(rows.embed_hashes):
+            if hashed in wanted and hashed not in found:
+                provider, writer = rows.writers[rows.writer_of[i]]
+                found[hashed] = _Reusable(rows.vectors[i], provider, writer)
+        if offset is None:
+            break
+    return found
+
+
+def _write_build(
     index: ActorHandle,
     dispatcher: ActorHandle,
     reference: EncoderIdentity,
     name: str,
     build: str,
-    chunks: list[Chunk],
-    owners: list[int],
-    files_total: int,
+    found: RepoChunks,
+    hashes: list[str],
+    reuse: list[int],
+    reusable: dict[str, _Reusable],
+    embed: list[int],
     emit: Callable[[str], None],
     clock: Callable[[], float],
-) -> dict[str, int]:
-    """Stream batches from the role's fan-out pool into the build; returns chunks per provider."""
-    # Similar lengths side by side: a batch pads to its longest text, so mixing wastes compute.
-    # Longest first: the early rate is the pessimistic one, so the ETA only improves.
-    order = sorted(range(len(chunks)), key=lambda i: len(chunks[i].text), reverse=True)
-    remaining_per_file = [0] * files_total
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Write the reused rows and stream the embedded ones into the build; returns rows per
+    provider, embedded and reused. The encoders start first and work while reused rows are written."""
+    chunks, owners = found.chunks, found.owners
+    remaining_per_file = [0] * found.files
     for owner in owners:
         remaining_per_file[owner] += 1
-    meter = ProgressMeter(files_total, len(chunks), clock)
+    meter = ProgressMeter(found.files, len(chunks), clock)
     meter.advance(files=sum(1 for n in remaining_per_file if n == 0))  # files with no chunks
-    served: dict[str, int] = {}
+    embedded: dict[str, int] = {}
+    kept: dict[str, int] = {}
     writes: list[ray.ObjectRef] = []
     last_report = clock()
-    stream = dispatcher.embed_stream.options(num_returns="streaming").remote(
-        [embedding_text(chunks[i]) for i in order], name, Priority.BULK
-    )
-    for ref in stream:
-        batch: LandedBatch = ray.get(ref)  # NoProviderLeft surfaces here and fails the build
-        rows = [order[i] for i in batch.indices]
-        identity = batch.identity or reference
-        points = [  # built from validated parts: skip re-validating 384+ floats per row
-            StoredPoint.model_construct(
-                id=point_id(name, chunks[row]),
-                vector=vector.tolist(),
-                payload=point_payload(name, chunks[row], reference, identity, batch.provider, build),
-            )
-            for row, vector in zip(rows, batch.vectors, strict=True)
-        ]
+
+    def point(row: int, vector: np.ndarray, writer: EncoderIdentity | dict[str, Any], provider: str) -> StoredPoint:
+        chunk = chunks[row]
+        return StoredPoint.model_construct(  # built from validated parts: skip re-validating 384+ floats per row
+            id=point_id(name, chunk),
+            vector=vector.tolist(),
+            payload=point_payload(name, chunk, reference, writer, provider, build,
+                                  file_hash=found.file_hashes[owners[row]], hashed=hashes[row]),
+            sparse=chunk_keywords(chunk.text, chunk.path, chunk.symbol),
+        )
+
+    def landed(rows: list[int], points: list[StoredPoint], *, reused: bool) -> None:
+        nonlocal last_report
         writes.append(index.write.remote(build, points))
-        served[batch.provider] = served.get(batch.provider, 0) + len(rows)
         finished = 0
         for row in rows:
             remaining_per_file[owners[row]] -= 1
             finished += remaining_per_file[owners[row]] == 0
-        meter.advance(chunks=len(rows), files=finished)
+        if reused:
+            meter.advance(reused=len(rows), files=finished)
+        else:
+            meter.advance(chunks=len(rows), files=finished)
         if len(writes) >= WRITES_IN_FLIGHT:
             ray.get(writes)
             writes.clear()
@@ -170,10 +290,34 @@ def _embed_and_write(
             last_report = now
             emit(meter.line())
             index.report_progress.remote(build, meter.snapshot())
+
+    # Similar lengths side by side: a batch pads to its longest text, so mixing wastes compute.
+    # Longest first: the early rate is the pessimistic one, so the ETA only improves.
+    order = sorted(embed, key=lambda i: len(chunks[i].text), reverse=True)
+    stream = None
+    if order:
+        stream = dispatcher.embed_stream.options(num_returns="streaming").remote(
+            [embedding_text(chunks[i]) for i in order], name, Priority.BULK
+        )
+    for start in range(0, len(reuse), REUSE_BATCH):
+        rows = reuse[start : start + REUSE_BATCH]
+        points = []
+        for row in rows:
+            old = reusable[hashes[row]]
+            points.append(point(row, old.vector, old.writer or reference, old.provider))
+            kept[old.provider] = kept.get(old.provider, 0) + 1
+        landed(rows, points, reused=True)
+    for ref in stream if stream is not None else ():
+        batch: LandedBatch = ray.get(ref)  # NoProviderLeft surfaces here and fails the build
+        rows = [order[i] for i in batch.indices]
+        writer = batch.identity or reference
+        points = [point(row, vector, writer, batch.provider) for row, vector in zip(rows, batch.vectors, strict=True)]
+        embedded[batch.provider] = embedded.get(batch.provider, 0) + len(rows)
+        landed(rows, points, reused=False)
     ray.get(writes)
     if meter.chunks_done == 0 or meter.chunks_done != meter.chunks_total:
         emit(meter.line())
-    return served
+    return embedded, kept
 
 
 def _raise_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -184,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.reindex", description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True, type=Path, help="repository folder to index")
     parser.add_argument("--name", help="index (repo) name; default: the folder's name")
+    parser.add_argument("--full", action="store_true",
+                        help="embed every chunk again (default: reuse the vectors of unchanged chunks)")
     args = parser.parse_args(argv)
     name = args.name or args.repo.resolve().name
     settings = load_settings()
@@ -191,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     ray.init(address=settings.ray.address, namespace=settings.ray.namespace, log_to_driver=False)
     try:
-        run_reindex(settings, args.repo, name, emit=lambda line: print(line, flush=True))
+        run_reindex(settings, args.repo, name, full=args.full, emit=lambda line: print(line, flush=True))
     except SamespaceError as exc:
         print(f"reindex failed: {exc}", file=sys.stderr, flush=True)
         return 2

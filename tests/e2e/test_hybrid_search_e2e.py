@@ -98,7 +98,7 @@ async def search(url: str, **arguments: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("query", "path", "symbol"), [
-    ("getUserById", "src/users/repository.ts", "UserRepository.getUserById"),
+    ("getUserById", "src/users/repository.ts", "UserRepository"),  # the class chunk holds the method
     ("parse_config", "app/config.py", "parse_config"),
 ])
 async def test_an_exact_identifier_ranks_its_defining_chunk_first(hybrid: str, query: str, path: str, symbol: str) -> None:
