@@ -268,16 +268,8 @@ class EdgeStore:
         limit: int,
         offset: str | None,
     ) -> tuple[list[ScoredHit], str | None]:
-        check_limit(limit, "scroll")
-        start = canonical_id(offset) if offset is not None else None
-        with self._lock:
-            self._check_open()
-            name = self._resolve(collection_or_alias)
-            request = qe.ScrollRequest(offset=start, limit=limit, filter=_edge_filter(filter), with_payload=True)
-            with _engine_errors("scroll"):
-                records, next_offset = self._shard(name).scroll(request)
-            hits = [hit(record.id, 0.0, record.payload) for record in records]
-            return hits, (str(next_offset) if next_offset is not None else None)
+        records, next_offset = self._scroll("scroll", collection_or_alias, filter, limit, offset, with_vector=False)
+        return [hit(record.id, 0.0, record.payload) for record in records], next_offset
 
     def scroll_points(
         self,
@@ -286,18 +278,30 @@ class EdgeStore:
         limit: int,
         offset: str | None,
     ) -> tuple[list[StoredPoint], str | None]:
-        check_limit(limit, "scroll_points")
+        records, next_offset = self._scroll("scroll_points", collection_or_alias, filter, limit, offset, with_vector=True)
+        return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
+
+    def _scroll(
+        self,
+        operation: str,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+        *,
+        with_vector: bool,
+    ) -> tuple[list[Any], str | None]:
+        check_limit(limit, operation)
         start = canonical_id(offset) if offset is not None else None
         with self._lock:
             self._check_open()
             name = self._resolve(collection_or_alias)
             request = qe.ScrollRequest(
-                offset=start, limit=limit, filter=_edge_filter(filter), with_payload=True, with_vector=True
+                offset=start, limit=limit, filter=_edge_filter(filter), with_payload=True, with_vector=with_vector
             )
-            with _engine_errors("scroll_points"):
+            with _engine_errors(operation):
                 records, next_offset = self._shard(name).scroll(request)
-            points = [stored_point(record.id, record.vector, record.payload) for record in records]
-            return points, (str(next_offset) if next_offset is not None else None)
+            return list(records), (str(next_offset) if next_offset is not None else None)
 
     # --- aliases ----------------------------------------------------------------
 

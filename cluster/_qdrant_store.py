@@ -226,19 +226,8 @@ class QdrantServerStore:
         limit: int,
         offset: str | None,
     ) -> tuple[list[ScoredHit], str | None]:
-        check_limit(limit, "scroll")
-        start = canonical_id(offset) if offset is not None else None
-        with self._call("scroll", collection_or_alias):
-            records, next_offset = self._client.scroll(
-                collection_or_alias,
-                scroll_filter=_qdrant_filter(filter),
-                limit=limit,
-                offset=start,
-                with_payload=True,
-                with_vectors=False,
-            )
-        hits = [hit(record.id, 0.0, record.payload) for record in records]
-        return hits, (str(next_offset) if next_offset is not None else None)
+        records, next_offset = self._scroll("scroll", collection_or_alias, filter, limit, offset, with_vectors=False)
+        return [hit(record.id, 0.0, record.payload) for record in records], next_offset
 
     def scroll_points(
         self,
@@ -247,19 +236,31 @@ class QdrantServerStore:
         limit: int,
         offset: str | None,
     ) -> tuple[list[StoredPoint], str | None]:
-        check_limit(limit, "scroll_points")
+        records, next_offset = self._scroll("scroll_points", collection_or_alias, filter, limit, offset, with_vectors=True)
+        return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
+
+    def _scroll(
+        self,
+        operation: str,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+        *,
+        with_vectors: bool,
+    ) -> tuple[list[Any], str | None]:
+        check_limit(limit, operation)
         start = canonical_id(offset) if offset is not None else None
-        with self._call("scroll_points", collection_or_alias):
+        with self._call(operation, collection_or_alias):
             records, next_offset = self._client.scroll(
                 collection_or_alias,
                 scroll_filter=_qdrant_filter(filter),
                 limit=limit,
                 offset=start,
                 with_payload=True,
-                with_vectors=True,
+                with_vectors=with_vectors,
             )
-        points = [stored_point(record.id, record.vector, record.payload) for record in records]
-        return points, (str(next_offset) if next_offset is not None else None)
+        return list(records), (str(next_offset) if next_offset is not None else None)
 
     # --- aliases ----------------------------------------------------------------
 
