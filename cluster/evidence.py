@@ -21,8 +21,6 @@ TOKEN_CHAR_RATIO = 3.2  # peer: chars per token, a deliberate over-estimate of t
 SAFETY_MARGIN_TOKENS = 256  # peer
 MIN_OUTPUT_TOKENS = 768  # peer: the least a reply may be given
 TRUNCATE_MIN_ROOM = 200  # peer: a block is cut with '…' only when this much room is left
-BLOCK_MAX_CHARS = 1400  # peer: one hit's source at most
-BLOCK_MAX_LINES = 35  # peer
 
 # `path:start-end` (or `path:line`); a path has a dot-extension or a slash.
 CITATION_RE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z0-9]+|(?:[\w.-]+/)+[\w.-]+):(\d+)(?:-(\d+))?")
@@ -65,12 +63,6 @@ class EvidenceBlock(Strict):
 
     def render(self) -> str:
         return f"{self.header()}\n{self.text.rstrip()}"
-
-
-def clip_source(text: str, max_lines: int = BLOCK_MAX_LINES, max_chars: int = BLOCK_MAX_CHARS) -> str:
-    lines = text.splitlines()
-    clipped = "\n".join(lines[:max_lines])[:max_chars]
-    return clipped + ("\n…" if len(lines) > max_lines or len(clipped) < len("\n".join(lines[:max_lines])) else "")
 
 
 def estimate_tokens(chars: int) -> int:

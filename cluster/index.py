@@ -36,7 +36,8 @@ from cluster.vector_store import VectorStore
 
 INDEX_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 BUILD_SEPARATOR = "__b"
-KEYWORD_FIELDS = ("repo", "path", "path_prefixes", "language", "symbol", "kind", "content_hash", "space", "defines")
+DEFINES_FIELD = "defines"  # the names a chunk defines: the definition leg of hybrid search filters on it
+KEYWORD_FIELDS = ("repo", "path", "path_prefixes", "language", "symbol", "kind", "content_hash", "space", DEFINES_FIELD)
 _POINT_NAMESPACE = uuid.UUID("5a3e5ba0-0000-4c0d-9e00-5a3e5ba0c0de")
 
 
@@ -101,6 +102,14 @@ def embed_hash(chunk: Chunk) -> str:
     return content_hash(embedding_text(chunk))
 
 
+def definitions_filter(query: str) -> PayloadFilter | None:
+    """The definition leg of a query that is one bare identifier: the chunks that define it."""
+    from cluster.keywords import identifier_query  # keywords → code_map → index: import at call time
+
+    name = identifier_query(query)
+    return PayloadFilter(equals={DEFINES_FIELD: name}) if name else None
+
+
 def point_payload(
     repo: str,
     chunk: Chunk,
@@ -135,13 +144,13 @@ def point_payload(
         "build": build,
         "embed_hash": hashed if hashed is not None else embed_hash(chunk),
         "file_hash": file_hash,
-        "defines": defined_names(chunk.text, chunk.symbol),  # the definition leg of search filters on it
+        DEFINES_FIELD: defined_names(chunk.text, chunk.symbol),
     }
 
 
 PAYLOAD_FIELDS = frozenset({
     "repo", "path", "path_prefixes", "start_line", "end_line", "language", "symbol", "kind", "content_hash",
-    "text", "space", "encoder", "provider", "build", "embed_hash", "file_hash", "defines",
+    "text", "space", "encoder", "provider", "build", "embed_hash", "file_hash", DEFINES_FIELD,
 })  # the keys of point_payload: a row lacking one is rewritten by the next reindex
 
 

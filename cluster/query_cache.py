@@ -16,6 +16,9 @@ from cluster.types import Clock
 
 V = TypeVar("V")
 
+DEFAULT_TTL_S = 600.0  # peer QUERY_EMBED_TTL_MS: 10 min
+DEFAULT_MAX_ENTRIES = 500  # peer
+
 
 class QueryVectorCache(Generic[V]):
     """ttl_s: how long a value is served; max_entries: least recently used entries go first."""

@@ -9,6 +9,7 @@ the text instead of `tool_calls` (Qwen XML, hermes `<tool_call>{json}`, bare JSO
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -64,8 +65,9 @@ _DESCRIPTIONS = {
 }
 
 
+@functools.cache
 def tool_schemas() -> list[dict[str, Any]]:
-    """OpenAI/OpenRouter `tools` for the RLM (sent on every turn of the loop)."""
+    """OpenAI/OpenRouter `tools` for the RLM (sent on every turn of the loop); built once, never mutated."""
     schemas = []
     for name, model in ARGUMENTS.items():
         params = model.model_json_schema()

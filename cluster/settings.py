@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from cluster.fanout import FanoutSettings
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
+from cluster.query_cache import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S
 from cluster.types import FusionParams
 from pydantic_settings import (
     BaseSettings,
@@ -154,8 +155,8 @@ class RlmSettings(_Section):
     default_context_tokens: int = Field(
         default=8192, ge=1024, description="Context window assumed when the endpoint does not report one."
     )
-    query_cache_ttl_s: float = Field(default=600.0, gt=0, description="Query-vector cache lifetime (peer: 10 min).")
-    query_cache_entries: int = Field(default=500, ge=1, description="Query-vector cache size (peer: 500).")
+    query_cache_ttl_s: float = Field(default=DEFAULT_TTL_S, gt=0, description="Query-vector cache lifetime (peer: 10 min).")
+    query_cache_entries: int = Field(default=DEFAULT_MAX_ENTRIES, ge=1, description="Query-vector cache size (peer: 500).")
 
 
 class GateSettings(_Section):

@@ -13,9 +13,9 @@ import time
 from typing import Any
 
 from cluster.ask import AskPipeline, AskRequest, AskResult
-from cluster.code_map import CodeEntry, FileHit, RepoOverview
+from cluster.code_map import CodeEntry, FileHit, RepoOverview, snippet
 from cluster.errors import NoProviderLeft
-from cluster.evidence import EvidenceBlock, clip_source
+from cluster.evidence import EvidenceBlock
 from cluster.request_tag import DEFAULT_PROJECT
 from cluster.rlm import ChatOutcome
 from cluster.roles import Role
@@ -70,7 +70,7 @@ class DispatchedChatRole:
 def entry_block(entry: CodeEntry, tool: str) -> EvidenceBlock:
     return EvidenceBlock(
         tool=tool, repo=entry.repo, path=entry.path, start_line=entry.start_line, end_line=entry.end_line,
-        symbol=entry.symbol, kind=entry.kind, text=clip_source(entry.text),
+        symbol=entry.symbol, kind=entry.kind, text=snippet(entry.text),
     )
 
 
@@ -107,7 +107,7 @@ class RepoTools:
         result = await self._service.search_code(query, limit, self._repo, None, None, rerank=rerank)
         return [
             EvidenceBlock(tool="search_code", repo=h.repo, path=h.path, start_line=h.start_line, end_line=h.end_line,
-                          symbol=h.symbol, kind=h.kind, text=clip_source(h.snippet))
+                          symbol=h.symbol, kind=h.kind, text=snippet(h.snippet))
             for h in result.hits
         ]
 
@@ -115,7 +115,7 @@ class RepoTools:
         result = await self._service.search_symbols(query, self._repo, limit)
         return [
             EvidenceBlock(tool="search_symbols", repo=h.repo, path=h.path, start_line=h.start_line,
-                          end_line=h.end_line, symbol=h.symbol, kind=h.kind, text=clip_source(h.snippet))
+                          end_line=h.end_line, symbol=h.symbol, kind=h.kind, text=snippet(h.snippet))
             for h in result.hits
         ]
 

@@ -15,16 +15,15 @@ from pydantic import Field
 from cluster.chunking import KNOWN_LANGUAGES
 from cluster.code_map import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import NoProviderLeft, UnknownLanguage
-from cluster.index import IndexRecord, path_prefixes
-from cluster.keywords import identifier_query, query_keywords
-from cluster.query_cache import QueryVectorCache
+from cluster.index import IndexRecord, definitions_filter, path_prefixes
+from cluster.keywords import query_keywords
+from cluster.query_cache import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S, QueryVectorCache
 from cluster.request_tag import DEFAULT_PROJECT
 from cluster.source import SourceLines
 from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict
 
 log = logging.getLogger("samespace.search")
 
-DEFINES_FIELD = "defines"  # payload: the names a chunk defines (cluster.keywords.defined_names)
 SNIPPET_MAX_LINES = 30
 SNIPPET_MAX_CHARS = 2000
 
@@ -152,7 +151,7 @@ class CodeSearchService:
         self._reranker = reranker
         self._candidates = rerank_candidates
         self._vectors = query_cache if query_cache is not None else QueryVectorCache(
-            ttl_s=600.0, max_entries=500, clock=time.monotonic
+            ttl_s=DEFAULT_TTL_S, max_entries=DEFAULT_MAX_ENTRIES, clock=time.monotonic
         )
         self._fusion = fusion or FusionParams()
 
@@ -192,8 +191,7 @@ class CodeSearchService:
         if mode == "keyword" and not keywords.indices:  # type: ignore[union-attr]
             return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, degraded=degraded)
         limit = max(k, self._candidates) if rerank else k
-        name = identifier_query(query) if mode == "hybrid" else None
-        definitions = PayloadFilter(equals={DEFINES_FIELD: name}) if name else None  # the definition leg
+        definitions = definitions_filter(query) if mode == "hybrid" else None
         hits, refused = await self._index.search.remote(
             repo, vector, identity, limit, search_filter, keywords, self._fusion, definitions
         )

@@ -97,10 +97,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
         """Read exact source lines of a file in an indexed repository (bounded per call)."""
         if end_line < start_line:
             raise ToolError(f"end_line ({end_line}) must be >= start_line ({start_line})")
-        try:
-            return await service.read_code(repo, path, start_line, end_line)
-        except SamespaceError as exc:
-            raise ToolError(str(exc)) from exc
+        return await _tool_call(service.read_code(repo, path, start_line, end_line))
 
     @mcp.tool()
     async def index_status() -> IndexStatus:
