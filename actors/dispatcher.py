@@ -55,6 +55,15 @@ def _calls(live: LiveProvider) -> Provider:
         return Provider(info=info)
     chat_role = any(role in CHAT_ROLES for role in info.roles)
     context = (lambda: _unwrap(handle.context_window.remote())) if chat_role else None
+    if info.hosted == "sidecar":  # the handle is the fleet actor; calls name the provider
+        name = info.name
+        return Provider(
+            info=info,
+            embed=(lambda texts: _unwrap(handle.embed.remote(name, texts))) if info.identity is not None else None,
+            rerank=(lambda q, docs: _unwrap(handle.rerank.remote(name, q, docs))) if Role.RERANKER in info.roles else None,
+            call=(lambda **request: _unwrap(handle.chat.remote(name, **request))) if chat_role else None,
+            context=(lambda: _unwrap(handle.context_window.remote(name))) if chat_role else None,
+        )
     if info.kind is ProviderKind.LOCAL:
         embed = (lambda texts: _unwrap(handle.encode_batch.remote(texts))) if info.identity is not None else None
         rerank = (lambda q, docs: _unwrap(handle.rerank.remote(q, docs))) if Role.RERANKER in info.roles else None

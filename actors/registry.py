@@ -7,6 +7,7 @@ snapshot: an actor that does not answer is reported, not silently missing.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.chat_endpoint import ChatEndpointActor
 from actors.embedder import EmbedderActor
+from actors.fleet import find_fleet_actor
 from actors.reranker import RerankerActor
 from actors.virtual_container import VirtualContainerActor
 from cluster.naming import (
@@ -34,6 +36,8 @@ DESCRIBE_TIMEOUT_S = 10.0
 CPU_ACTOR_CPUS = 1.0
 ACCELERATOR_ACTOR_CPUS = 0.5
 VIRTUAL_CONTAINER_MARK = "-OR-"
+
+log = logging.getLogger("samespace.registry")
 
 
 @dataclass(frozen=True)
@@ -176,4 +180,19 @@ async def discover_providers(settings: SamespaceSettings) -> list[LiveProvider]:
                 handle=None,
             )
 
-    return list(await asyncio.gather(*(ask(name) for name in names)))
+    described, sidecars = await asyncio.gather(asyncio.gather(*(ask(name) for name in names)), _sidecar_providers(settings))
+    return list(described) + sidecars
+
+
+async def _sidecar_providers(settings: SamespaceSettings) -> list[LiveProvider]:
+    """Sidecar-hosted providers (issue 9), as the fleet actor sees them; none when no sidecar ever
+    reached this cluster. Their calls go through the fleet actor, which holds the sockets."""
+    fleet = find_fleet_actor(settings)
+    if fleet is None:
+        return []
+    try:
+        infos = await asyncio.wait_for(fleet.providers.remote(), DESCRIBE_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - reported, and the Ray-hosted providers still serve
+        log.warning("the fleet actor did not answer discovery: %s", type(exc).__name__)
+        return []
+    return [LiveProvider(info=info, handle=fleet) for info in infos]

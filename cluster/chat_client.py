@@ -59,18 +59,24 @@ class LocalChatClient:
         """`max_model_len` of the served model from `GET /v1/models` (vLLM); None when not reported."""
         with upstream_faults(self.provider_name, "GET /v1/models", secret=self._key):
             payload = await self._send("GET", "/v1/models", None)
-        entries = payload.get("data") if isinstance(payload, dict) else None
-        if not isinstance(entries, list):
-            return None
-        matching = [e for e in entries if isinstance(e, dict) and e.get("id") == self.endpoint.model]
-        for entry in matching or [e for e in entries if isinstance(e, dict)][:1]:
-            length = entry.get("max_model_len") or entry.get("context_length")
-            if isinstance(length, int) and length > 0:
-                return length
-        return None
+        return context_window_of(payload, self.endpoint.model)
 
     async def _send(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         headers = {"Authorization": f"Bearer {self._key.get_secret_value()}"} if self._key is not None else {}
         async with asyncio.timeout(self.endpoint.timeout_s):
             response = await self._http.request(method, path, json=body, headers=headers)
         return read_json(response)
+
+
+def context_window_of(payload: Any, model: str | None) -> int | None:
+    """The context window a `GET /v1/models` answer reports for `model` (`max_model_len`, vLLM; or
+    `context_length`), else the first entry's; None when none is reported."""
+    entries = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(entries, list):
+        return None
+    matching = [e for e in entries if isinstance(e, dict) and e.get("id") == model]
+    for entry in matching or [e for e in entries if isinstance(e, dict)][:1]:
+        length = entry.get("max_model_len") or entry.get("context_length")
+        if isinstance(length, int) and length > 0:
+            return length
+    return None

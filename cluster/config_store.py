@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from cluster.atomic_file import TEMP_SUFFIX, write_bytes_atomic
 from cluster.errors import ConfigError
+from cluster.fleet import HostRecord
 from cluster.roles import Policy, Role
 from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.types import Strict
@@ -57,7 +58,7 @@ class PersistedRole(Strict):
 
 
 class PersistedConfig(Strict):
-    """Everything the cluster persists about cloud routing. There is deliberately no key field."""
+    """Everything the cluster persists: cloud routing and the sidecar registry. There is deliberately no key field."""
 
     model_config = _PERSISTED
 
@@ -70,6 +71,10 @@ class PersistedConfig(Strict):
     budget_override: int | None = Field(default=None, ge=1, le=256, description="Manual cloud permit ceiling.")
     key_pushed: bool = Field(default=False, description="Whether a key was ever pushed. Never the key itself.")
     last_pushed_at: float | None = Field(default=None, description="Unix time of the last push.")
+    sidecars: dict[str, HostRecord] = Field(
+        default_factory=dict,
+        description="The sidecar registry (issue 9), by agent URL: hostname and capabilities, never volatile state.",
+    )
 
     @model_validator(mode="after")
     def _embedding_roles_are_pinned(self) -> PersistedConfig:

@@ -18,8 +18,8 @@ from cluster.roles import Role
 from cluster.sidecar_protocol import (
     FrameRejected,
     HeartbeatFrame,
+    Inbound,
     RegisterFrame,
-    ResultFrame,
     RoleCapability,
     capabilities,
     error_frame,
@@ -29,21 +29,29 @@ from cluster.types import Clock
 
 
 class FleetSettings(BaseModel):
-    """Liveness constants (peer values)."""
+    """The sidecar fleet: transport switches, liveness constants (peer values), command limits.
+
+    The fleet's bearer token is not here: it is `SamespaceSettings.fleet_token`
+    (env SAMESPACE_FLEET_TOKEN), so every sidecar of a fleet shares one secret.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    websocket: bool = Field(default=True, description="Accept sidecars on the /sidecar WebSocket.")
+    http_fallback: bool = Field(default=True, description="Accept the POST /sidecar/* fallback.")
     handshake_timeout_s: float = Field(default=30.0, gt=0, description="A socket must register within this.")
     ping_interval_s: float = Field(default=30.0, gt=0, description="Ping sweep period.")
     max_missed_pongs: int = Field(default=3, ge=1, description="Close after this many unanswered pings.")
     superseded_grace_s: float = Field(default=45.0, ge=0, description="An older socket of a re-registered agent lives this long.")
     stale_after_s: float = Field(default=30.0, gt=0, description="No heartbeat for this long: the host leaves the lanes.")
+    command_timeout_s: float = Field(default=60.0, gt=0, description="A command unanswered this long fails (peer 60 s).")
+    poll_wait_max_s: float = Field(default=25.0, gt=0, description="Longest a POST /sidecar/poll is held open.")
 
 
 class HostRecord(BaseModel):
-    """What is persisted about an agent (no volatile state)."""
+    """What is persisted about an agent (no volatile state): the registry entry in the config file."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     agent_url: str
     hostname: str | None
@@ -59,6 +67,7 @@ class HostView(BaseModel):
     hostname: str | None
     transport: Literal["ws", "http", "none"]
     last_seen: float | None
+    seen_s_ago: float | None = Field(default=None, description="Seconds since the last frame or poll.")
     fresh: bool
     active_requests: int
     capabilities: dict[Role, RoleCapability]
@@ -103,6 +112,7 @@ class Fleet:
         self._persist = persist
         self._connections: dict[str, _Connection] = {}
         self._hosts: dict[str, _Host] = {url: _Host(record) for url, record in (known or {}).items()}
+        self._stale: set[str] = set()
 
     # --- sockets -----------------------------------------------------------------------------
     def opened(self, connection: str) -> None:
@@ -115,8 +125,10 @@ class Fleet:
             if host.connection == connection:
                 host.connection, host.transport = None, "none"
 
-    def on_frame(self, connection: str, frame: RegisterFrame | HeartbeatFrame | ResultFrame | FrameRejected) -> Reply:
-        """Apply one inbound WebSocket frame. Bad frames get an `error` frame, never a crash."""
+    def on_frame(self, connection: str, frame: Inbound | FrameRejected) -> Reply:
+        """Apply one inbound WebSocket frame. Bad frames get an `error` frame, never a crash.
+
+        Any frame from a registered socket proves it alive (a pong is not the only answer)."""
         state = self._connections.get(connection)
         if state is None:
             return Reply([error_frame("unknown connection")], close=True)
@@ -126,10 +138,32 @@ class Fleet:
             return self._register(connection, state, frame)
         if state.agent_url is None:
             return Reply([error_frame(f"{frame.type} before register")])
+        state.missed_pongs = 0
         if isinstance(frame, HeartbeatFrame):
+            if frame.agent is not None and frame.agent != state.agent_url:
+                return Reply([error_frame("heartbeat: agentUrl differs from the registered one")])
             self._heartbeat(state.agent_url, frame, transport="ws", connection=connection)
-            return Reply([])
-        return Reply([])  # results are matched by the endpoint's pending commands
+        return Reply([])  # results are matched to their commands by the caller (fleet_mail)
+
+    def agent_of(self, connection: str) -> str | None:
+        state = self._connections.get(connection)
+        return state.agent_url if state is not None else None
+
+    def knows_connection(self, connection: str) -> bool:
+        return connection in self._connections
+
+    def connections(self) -> list[str]:
+        return list(self._connections)
+
+    def connection_of(self, agent: str) -> str | None:
+        """The live socket `agent` is served on, or None (HTTP fallback, or not connected)."""
+        host = self._hosts.get(agent)
+        return host.connection if host is not None else None
+
+    def is_current(self, connection: str) -> bool:
+        """Whether `connection` is the socket its agent is served on now (not superseded, not closed)."""
+        agent = self.agent_of(connection)
+        return agent is not None and agent in self._hosts and self._hosts[agent].connection == connection
 
     def pong(self, connection: str) -> None:
         state = self._connections.get(connection)
@@ -154,6 +188,41 @@ class Fleet:
         return closing
 
     # --- HTTP fallback -----------------------------------------------------------------------
+    def http_register(self, frame: RegisterFrame) -> dict[str, Any]:
+        """`POST /sidecar/register`: the explicit registration of an agent that cannot open a socket."""
+        now = self._clock()
+        host = self._hosts.get(frame.agent_url)
+        if host is None:
+            self._hosts[frame.agent_url] = host = _Host(HostRecord(agent_url=frame.agent_url, hostname=frame.hostname))
+            self._save()
+        elif frame.hostname and frame.hostname != host.record.hostname:
+            host.record = host.record.model_copy(update={"hostname": frame.hostname})
+            self._save()
+        host.last_seen = now
+        if host.connection is None:
+            host.transport = "http"
+        self._stale.discard(frame.agent_url)
+        return registered_frame()
+
+    def touch(self, agent: str) -> bool:
+        """An HTTP poll from a known agent: it is alive (False for an unknown agent)."""
+        host = self._hosts.get(agent)
+        if host is None:
+            return False
+        host.last_seen = self._clock()
+        return True
+
+    def newly_stale(self) -> list[str]:
+        """Agents whose last heartbeat just became too old (each reported once until seen again):
+        they leave the lanes, and the commands they hold must fail now."""
+        now = self._clock()
+        found = []
+        for url, host in sorted(self._hosts.items()):
+            if url not in self._stale and host.last_seen is not None and not self._fresh(host, now):
+                self._stale.add(url)
+                found.append(url)
+        return found
+
     def http_heartbeat(self, frame: HeartbeatFrame | FrameRejected) -> dict[str, Any]:
         """`POST /sidecar/heartbeat`: applied to a known agent only — it never creates an entry."""
         if isinstance(frame, FrameRejected):
@@ -175,6 +244,7 @@ class Fleet:
                 hostname=host.record.hostname,
                 transport=host.transport,
                 last_seen=host.last_seen,
+                seen_s_ago=round(now - host.last_seen, 3) if host.last_seen is not None else None,
                 fresh=self._fresh(host, now),
                 active_requests=host.active_requests,
                 capabilities=host.record.capabilities,
@@ -201,12 +271,14 @@ class Fleet:
             self._connections[previous].superseded_at = now  # closed by the sweep after the grace
         state.agent_url = frame.agent_url
         host.connection, host.transport, host.last_seen = connection, "ws", now
+        self._stale.discard(frame.agent_url)
         return Reply([registered_frame()])
 
     def _heartbeat(self, agent: str, frame: HeartbeatFrame, *, transport: Literal["ws", "http"], connection: str | None) -> None:
         host = self._hosts[agent]
         host.last_seen = self._clock()
         host.active_requests = frame.active_requests
+        self._stale.discard(agent)
         if transport == "http" and host.connection is None:
             host.transport = "http"
         found = capabilities(frame.status_data)

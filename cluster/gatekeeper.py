@@ -3,7 +3,7 @@
 `admit()` verifies every candidate of a selection against the policy's reference (a local
 provider, or under `cloud` a deterministic cloud anchor) through the ledger, and keeps only the
 cleared ones. `guard()` wraps a provider's embed call: it refuses once the provider is no longer
-cleared, re-checks the width of every batch, and for cloud providers appends one probe text to
+cleared, re-checks the width of every batch, and for cloud and sidecar-hosted providers appends one probe text to
 every batch and compares its vector with the reference's: a pinned upstream that changes its
 serving stack is caught on its next batch, and that batch is never written. `sentinel()`
 re-probes serving providers against stored probe vectors (an index's, or the reference's).
@@ -49,9 +49,13 @@ def key_of(info: ProviderInfo, regime: Regime) -> GateKey:
 
 
 def reference_candidates(selection: Selection, preferred: str | None) -> list[ProviderInfo]:
-    """Possible references in order: local (preferred first) unless the policy is `cloud`; then cloud anchors."""
+    """Possible references in order: local (preferred first, Ray-hosted before sidecar-hosted: a
+    workstation that comes and goes never defines an index's space while an actor can) unless the
+    policy is `cloud`; then cloud anchors."""
     pool = selection.primary + selection.reserve
-    local = sorted((p for p in pool if p.kind is ProviderKind.LOCAL), key=lambda p: (p.name != preferred, p.name))
+    local = sorted(
+        (p for p in pool if p.kind is ProviderKind.LOCAL), key=lambda p: (p.name != preferred, p.hosted != "ray", p.name)
+    )
     cloud = sorted((p for p in pool if p.kind is ProviderKind.CLOUD), key=lambda p: p.name)
     return cloud if selection.policy is Policy.CLOUD else local
 
@@ -135,7 +139,8 @@ class Gatekeeper:
         """The provider's embed call, refused unless cleared; width and (cloud) drift checked per batch."""
         key = key_of(info, regime)
         reference_vectors = self._reference_vectors.get(str(key_of(reference, regime)))
-        watch_drift = info.kind is ProviderKind.CLOUD and reference_vectors is not None
+        # Stacks we do not run are watched on every batch: a cloud upstream, a workstation's server.
+        watch_drift = (info.kind is ProviderKind.CLOUD or info.hosted == "sidecar") and reference_vectors is not None
 
         async def guarded(texts: list[str]) -> np.ndarray:
             report = self.ledger.get(key)

@@ -9,6 +9,8 @@ BUDGET_ACTOR_NAME = "samespace-budget"
 EMBEDDER_PREFIX = "samespace-embedder"
 RERANKER_PREFIX = "samespace-reranker"
 CHAT_ENDPOINT_PREFIX = "samespace-chat"
+FLEET_ACTOR_NAME = "samespace-fleet"
+SIDECAR_PREFIX = "sidecar"
 
 
 def embedder_actor_name(node_id: str | None, slot: int, device: str, prefix: str = EMBEDDER_PREFIX) -> str:
@@ -35,3 +37,15 @@ def pc_name(host_name: str) -> str:
 def virtual_container_name(host_name: str, role: Role) -> str:
     """`<PCName>-OR-<Role>` (SPEC §4), e.g. 'BASWS35-OR-CodeEmbedding'."""
     return f"{pc_name(host_name)}-OR-{role.label}"
+
+
+def sidecar_provider_name(agent_url: str, role: Role) -> str:
+    """`sidecar-<host:port of the agent URL>-<role>`, e.g. 'sidecar-ws17.lan:9100-code-embedding'.
+
+    Unique per agent and role (two sidecars on one workstation differ by port)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(agent_url)
+    where = parts.netloc or parts.path or agent_url
+    safe = "".join(c if c.isalnum() or c in ".:_-" else "_" for c in where.rsplit("@", 1)[-1])[:80]
+    return f"{SIDECAR_PREFIX}-{safe}-{role.value}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import Field
 
@@ -30,6 +31,9 @@ class ProviderInfo(Strict):
     node_id: str
     host: str
     model: str
+    hosted: Literal["ray", "sidecar"] = Field(
+        default="ray", description="Where a local provider runs: a Ray actor, or a sidecar's server (issue 9)."
+    )
     upstream: str | None = Field(default=None, description="Pinned OpenRouter upstream (cloud embedding roles).")
     identity: EncoderIdentity | None = Field(default=None, description="Encoder space (embedding providers).")
     policy_applied: dict[Role, Policy] = Field(

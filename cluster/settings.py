@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from cluster.fanout import FanoutSettings
+from cluster.fleet import FleetSettings
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
 from cluster.query_cache import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S
 from cluster.types import FusionParams
@@ -259,6 +260,10 @@ class SamespaceSettings(BaseSettings):
     admin: AdminSettings = Field(default_factory=AdminSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     rlm: RlmSettings = Field(default_factory=RlmSettings)
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
+    fleet_token: SecretStr | None = Field(
+        default=None, description="Bearer token every sidecar of the fleet presents (SAMESPACE_FLEET_TOKEN)."
+    )
     policies: dict[Role, Policy] = Field(
         default_factory=dict, description=f"Routing policy per role; a missing role means {DEFAULT_POLICY.value!r}."
     )

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from cluster.roles import Role
 
 MAX_FRAME_BYTES = 256 * 1024  # a heartbeat with dozens of containers is a few KB (peer: multi-KB)
+MAX_RESULT_BYTES = 8 * 1024 * 1024  # a result carries a batch of vectors: 64 x 2560 float32 is ~0.9 MB in base64
 MAX_CONTAINERS = 64
 
 
@@ -86,9 +87,23 @@ class ResultFrame(_Wire):
         return dict(self.model_extra or {})
 
 
-InboundFrame = Annotated[RegisterFrame | HeartbeatFrame | ResultFrame, Field(discriminator="type")]
-_INBOUND: TypeAdapter[RegisterFrame | HeartbeatFrame | ResultFrame] = TypeAdapter(InboundFrame)
-INBOUND_TYPES = ("register", "heartbeat", "result")
+class PongFrame(_Wire):
+    """The answer to our `ping` frame (ASGI cannot send protocol-level pings, so liveness is a frame)."""
+
+    type: Literal["pong"]
+
+
+class PollRequest(_Wire):
+    """`POST /sidecar/poll`: the agent asking for its pending commands, held open up to `waitS`."""
+
+    agent_url: str = Field(alias="agentUrl", min_length=1, max_length=2048)
+    wait_s: float = Field(default=0.0, ge=0, le=600, alias="waitS")
+
+
+Inbound = RegisterFrame | HeartbeatFrame | ResultFrame | PongFrame
+InboundFrame = Annotated[Inbound, Field(discriminator="type")]
+_INBOUND: TypeAdapter[Inbound] = TypeAdapter(InboundFrame)
+INBOUND_TYPES = ("register", "heartbeat", "result", "pong")
 
 
 class FrameRejected(BaseModel):
@@ -102,11 +117,16 @@ class FrameRejected(BaseModel):
         return error_frame(self.message)
 
 
-def parse_frame(raw: str | bytes, max_bytes: int = MAX_FRAME_BYTES) -> RegisterFrame | HeartbeatFrame | ResultFrame | FrameRejected:
-    """A validated inbound frame, or the reason it was refused (never raises, never echoes input)."""
+def parse_frame(
+    raw: str | bytes, max_bytes: int = MAX_FRAME_BYTES, max_result_bytes: int = MAX_RESULT_BYTES
+) -> Inbound | FrameRejected:
+    """A validated inbound frame, or the reason it was refused (never raises, never echoes input).
+
+    Results may be up to `max_result_bytes` (they carry vectors); every other frame `max_bytes`.
+    """
     size = len(raw.encode("utf-8") if isinstance(raw, str) else raw)
-    if size > max_bytes:
-        return FrameRejected(message=f"frame too large: {size} bytes (limit {max_bytes})")
+    if size > max(max_bytes, max_result_bytes):
+        return FrameRejected(message=f"frame too large: {size} bytes (limit {max_result_bytes})")
     try:
         value = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -118,6 +138,8 @@ def parse_frame(raw: str | bytes, max_bytes: int = MAX_FRAME_BYTES) -> RegisterF
         return FrameRejected(message="missing type")
     if kind not in INBOUND_TYPES:
         return FrameRejected(message=f"unknown type {kind[:40]!r}; expected one of {', '.join(INBOUND_TYPES)}")
+    if kind != "result" and size > max_bytes:
+        return FrameRejected(message=f"frame too large: {size} bytes (limit {max_bytes} for {kind})")
     try:
         return _INBOUND.validate_python(value)
     except ValidationError as exc:
@@ -127,6 +149,10 @@ def parse_frame(raw: str | bytes, max_bytes: int = MAX_FRAME_BYTES) -> RegisterF
 
 
 # --- outbound frames -----------------------------------------------------------------------------
+
+
+def ping_frame() -> dict[str, Any]:
+    return {"type": "ping"}
 
 
 def registered_frame() -> dict[str, Any]:
@@ -164,7 +190,9 @@ RUNNING = "running"
 
 
 class RoleCapability(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    """One role a host serves, as its latest heartbeat says (persisted with the registry entry)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     role: Role
     available: bool

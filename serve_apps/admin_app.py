@@ -10,7 +10,6 @@ input.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
 from typing import Any
@@ -24,6 +23,7 @@ from ray.serve import Application
 
 from cluster.roles import Policy, Role
 from cluster.settings import SamespaceSettings, load_settings
+from serve_apps.auth import bearer_matches
 
 log = logging.getLogger("samespace.admin")
 
@@ -120,6 +120,53 @@ class AdminApi:
             roles[role.value] = {"policy": policy, "serving": serving, "state": "serving" if serving else "none"}
         return {"ray": "ok", "store": {"indexes": names}, "roles": roles}
 
+    async def sidecars(self) -> dict[str, Any]:
+        """The fleet: each host, when it was last seen, its transport, and per role the provider it
+        is, whether it serves, and the gate's verdict on it (embedding roles)."""
+        from actors.dispatcher import get_dispatcher
+        from actors.fleet import find_fleet_actor
+        from cluster.fleet import Fleet
+        from cluster.naming import sidecar_provider_name
+        from cluster.sidecar_providers import sidecar_providers
+
+        fleet = find_fleet_actor(self._settings)
+        if fleet is not None:
+            hosts = await fleet.hosts.remote()
+            infos = await fleet.providers.remote()
+        else:  # no sidecar reached this cluster since it started: the registry as persisted
+            hosts = Fleet(time.monotonic, known=self._store.read().sidecars).hosts()
+            infos, _ = sidecar_providers(hosts, self._settings.embedding.width)
+        verdicts: dict[str, Any] = {}
+        for role in (Role.CODE_EMBEDDING, Role.EMBEDDING):
+            for report in await get_dispatcher(self._settings, role).gate_reports.remote():
+                verdicts[report.key.provider] = {"verdict": report.verdict.value, "detail": report.detail}
+        by_name = {info.name: info for info in infos}
+        out = []
+        for host in hosts:
+            roles = {}
+            for role, capability in host.capabilities.items():
+                info = by_name.get(sidecar_provider_name(host.agent_url, role))
+                roles[role.value] = {
+                    **capability.model_dump(mode="json", exclude={"role"}),
+                    "provider": info.name if info else None,
+                    "eligible": info.eligible if info else False,
+                    "reason": info.reason if info else None,
+                    "served": info.served if info else 0,
+                    "gate": verdicts.get(info.name) if info else None,
+                }
+            out.append(
+                {
+                    "agent_url": host.agent_url,
+                    "hostname": host.hostname,
+                    "transport": host.transport,
+                    "fresh": host.fresh,
+                    "last_seen_s_ago": host.seen_s_ago,
+                    "active_requests": host.active_requests,
+                    "roles": roles,
+                }
+            )
+        return {"sidecars": out}
+
     def openrouter(self) -> dict[str, Any]:
         return self._store.read().model_dump(mode="json")
 
@@ -185,11 +232,7 @@ class AdminApi:
 
 
 def _authorized(request: Request, settings: SamespaceSettings) -> bool:
-    expected = settings.admin.expected_token()
-    header = request.headers.get("authorization", "")
-    if expected is None or not header.startswith("Bearer "):
-        return False
-    return hmac.compare_digest(header[len("Bearer ") :].encode(), expected.get_secret_value().encode())
+    return bearer_matches(request.headers.get("authorization"), settings.admin.expected_token())
 
 
 def build_admin_asgi(api: AdminApi, settings: SamespaceSettings) -> FastAPI:
@@ -231,6 +274,10 @@ def build_admin_asgi(api: AdminApi, settings: SamespaceSettings) -> FastAPI:
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return await api.health()
+
+    @app.get("/sidecars")
+    async def sidecars() -> dict[str, Any]:
+        return await api.sidecars()
 
     @app.get("/openrouter")
     async def openrouter() -> dict[str, Any]:

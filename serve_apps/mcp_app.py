@@ -2,7 +2,8 @@
 
     serve run serve_apps.mcp_app:build_app          # or: serve deploy serve_config.yaml
 
-Endpoint: http://127.0.0.1:8000/mcp/ . Everything MCP is built inside each replica
+Endpoint: http://127.0.0.1:8000/mcp/ ; sidecars dial ws://127.0.0.1:8000/sidecar (serve_apps/sidecar_routes.py).
+Everything MCP is built inside each replica
 (`__serve_build_asgi_app__`): MCP server objects do not pickle.
 """
 
@@ -11,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import FastAPI
 from pydantic import Field
 from ray import serve
+from ray.actor import ActorHandle
 from ray.serve import Application
 
 from cluster.ask import AskRequest, AskResult
@@ -26,6 +28,7 @@ from cluster.errors import SamespaceError
 from cluster.settings import SamespaceSettings, load_settings
 from cluster.source import SourceLines
 from serve_apps.ask_service import AskService
+from serve_apps.sidecar_routes import add_sidecar_routes
 from serve_apps.code_search import (
     CodeSearchService,
     FileSearchResult,
@@ -167,7 +170,12 @@ async def _tool_call(call: Any) -> Any:
         raise ToolError(str(exc)) from exc
 
 
-def build_asgi_app(service: CodeSearchService, asker: AskService, settings: SamespaceSettings) -> FastAPI:
+def build_asgi_app(
+    service: CodeSearchService,
+    asker: AskService,
+    settings: SamespaceSettings,
+    fleet: Callable[[], ActorHandle] | None = None,
+) -> FastAPI:
     from mcp.server.transport_security import TransportSecuritySettings
 
     mcp = build_mcp_server(service, asker)
@@ -197,6 +205,8 @@ def build_asgi_app(service: CodeSearchService, asker: AskService, settings: Same
         """The same ask as the MCP tool `ask_code`, over plain HTTP (422 names a bad field)."""
         return await asker.ask(request)
 
+    if fleet is not None:
+        add_sidecar_routes(api, settings, fleet)
     api.mount(MCP_ROUTE, mcp_asgi)
     return api
 
@@ -226,9 +236,18 @@ class McpIngress:
         self._asker = AskService(
             self._service, settings, get_dispatcher(settings, Role.RLM), get_dispatcher(settings, Role.CODE_ASSISTANT)
         )
+        self._fleet: ActorHandle | None = None
+
+    def _fleet_actor(self) -> ActorHandle:
+        """The fleet actor, started when the first sidecar reaches this replica."""
+        from actors.fleet import get_fleet_actor
+
+        if self._fleet is None:
+            self._fleet = get_fleet_actor(self._settings)
+        return self._fleet
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return build_asgi_app(self._service, self._asker, self._settings)
+        return build_asgi_app(self._service, self._asker, self._settings, self._fleet_actor)
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:

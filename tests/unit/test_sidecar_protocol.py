@@ -9,6 +9,7 @@ import pytest
 from cluster.roles import Role
 from cluster.sidecar_protocol import (
     MAX_FRAME_BYTES,
+    MAX_RESULT_BYTES,
     FrameRejected,
     HeartbeatFrame,
     RegisterFrame,
@@ -67,13 +68,23 @@ def test_register_heartbeat_and_result_parse_with_the_peer_wire_shapes() -> None
         ('{"type": "heartbeat", "activeRequests": -3}', "activeRequests"),
         ('{"type": "result"}', "id"),
         ('{"type": "register", "agentUrl": "x", "containers": "ss-rlm"}', "containers"),
-        ('"x' + "a" * MAX_FRAME_BYTES + '"', "too large"),
+        ('"x' + "a" * MAX_RESULT_BYTES + '"', "too large"),
+        ('{"type": "heartbeat", "pad": "' + "a" * MAX_FRAME_BYTES + '"}', "too large"),
+        ('{"type": "pong", "pad": "' + "a" * MAX_FRAME_BYTES + '"}', "too large"),
     ],
 )
 def test_hostile_frames_become_an_error_frame_naming_the_problem(raw: str | bytes, message: str) -> None:
     rejected = parse_frame(raw)
     assert isinstance(rejected, FrameRejected) and message in rejected.message
     assert rejected.frame() == {"type": "error", "message": rejected.message}
+
+
+def test_a_result_may_carry_a_batch_of_vectors_past_the_frame_limit() -> None:
+    rows = ["A" * 2000] * 200  # ~400 KB of base64 rows: over the 256 KB frame limit, under the result limit
+    raw = json.dumps({"type": "result", "id": "cmd-1", "embeddings": rows, "dims": 384})
+    assert len(raw) > MAX_FRAME_BYTES
+    result = parse_frame(raw)
+    assert isinstance(result, ResultFrame) and len(result.payload()["embeddings"]) == 200
 
 
 def test_an_error_never_echoes_the_input() -> None:

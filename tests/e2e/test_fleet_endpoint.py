@@ -1,0 +1,285 @@
+"""The master's sidecar endpoints on real Serve (issue 9): auth, frames, liveness, HTTP fallback, fuzz.
+
+A test client plays the sidecar over a real WebSocket (`websockets`) and real HTTP; the fleet
+actor's registry is read back to prove that nothing hostile ever creates an entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import ray
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from conftest import McpServer, RayCluster
+
+pytestmark = pytest.mark.ray
+
+NAMESPACE = "fleet-endpoint"
+TOKEN = "fleet-token-for-tests"
+PREFIX = "/fe"
+
+
+@dataclass
+class Master:
+    settings: Any
+    http: str
+    ws: str
+
+    def fleet(self) -> Any:
+        from actors.fleet import get_fleet_actor
+
+        return get_fleet_actor(self.settings)
+
+    def agents(self) -> list[str]:
+        return [h.agent_url for h in ray.get(self.fleet().hosts.remote())]
+
+
+@pytest.fixture(scope="module")
+def master(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+    from ray import serve
+
+    from cluster.settings import SamespaceSettings
+    from serve_apps.mcp_app import McpIngress
+
+    settings = SamespaceSettings(
+        ray={"namespace": NAMESPACE},
+        store={"data_dir": tmp_path_factory.mktemp("fleet-endpoint-data")},
+        admin={"config_path": tmp_path_factory.mktemp("fleet-endpoint-config") / "config.json"},
+        fleet_token=TOKEN,
+        fleet={"handshake_timeout_s": 2, "ping_interval_s": 1, "max_missed_pongs": 3, "superseded_grace_s": 1,
+               "stale_after_s": 3, "command_timeout_s": 10},
+    )
+    serve.run(McpIngress.options(num_replicas=1).bind(settings), name="fleet-endpoint", route_prefix=PREFIX)
+    http = f"http://127.0.0.1:{mcp_server.port}{PREFIX}"
+    try:
+        yield Master(settings, http, http.replace("http://", "ws://") + "/sidecar")
+    finally:
+        serve.delete("fleet-endpoint")
+        for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE]:
+            ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE))
+
+
+def _auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def heartbeat(agent: str, running: bool = True, model: str = "all-MiniLM-L6-v2") -> dict[str, Any]:
+    container = {"name": "ss-code-embedding", "status": "running" if running else "stopped", "model": model,
+                 "type": "openai", "endpoint": "http://127.0.0.1:9/v1", "config": {"model": model, "port": 9}}
+    return {"type": "heartbeat", "agentUrl": agent, "containers": ["ss-code-embedding"], "activeRequests": 0,
+            "statusData": {"agentUrl": agent, "hostname": "ws-test", "containers": {"code-embedding": container}}}
+
+
+async def recv(ws: ClientConnection, timeout: float = 10.0, skip_pings: bool = True) -> dict[str, Any]:
+    while True:
+        frame = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+        if not (skip_pings and frame.get("type") == "ping"):
+            return frame
+
+
+async def register(ws: ClientConnection, agent: str) -> None:
+    await ws.send(json.dumps({"type": "register", "agentUrl": agent, "hostname": "ws-test", "containers": ["ss-code-embedding"]}))
+    assert await recv(ws) == {"type": "registered", "ok": True}
+
+
+async def closed_within(ws: ClientConnection, seconds: float, answer_pings: bool = False) -> bool:
+    try:
+        async with asyncio.timeout(seconds):
+            while True:
+                frame = json.loads(await ws.recv())
+                if answer_pings and frame.get("type") == "ping":
+                    await ws.send(json.dumps({"type": "pong"}))
+    except ConnectionClosed:
+        return True
+    except TimeoutError:
+        return False
+
+
+async def test_a_wrong_or_missing_token_is_refused_at_the_handshake_and_over_http(master: Master) -> None:
+    for headers in ({}, _auth("wrong"), {"Authorization": TOKEN}):
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(master.ws, additional_headers=headers):
+                pass
+        assert refused.value.response.status_code == 403
+    async with httpx.AsyncClient(base_url=master.http) as client:
+        for path in ("register", "heartbeat", "poll", "result"):
+            response = await client.post(f"/sidecar/{path}", json={"type": "register", "agentUrl": "http://x"},
+                                         headers=_auth("wrong"))
+            assert response.status_code == 401 and response.content == b""
+    assert "http://x" not in master.agents()
+
+
+async def test_register_heartbeat_and_a_command_answered_by_id(master: Master) -> None:
+    agent = "http://127.0.0.1:9101"
+    async with connect(master.ws, additional_headers=_auth()) as ws:
+        await register(ws, agent)
+        await ws.send(json.dumps(heartbeat(agent)))
+        fleet = master.fleet()
+        for _ in range(50):
+            infos = [i for i in ray.get(fleet.providers.remote()) if i.name.startswith("sidecar-127.0.0.1:9101")]
+            if infos and infos[0].eligible:
+                break
+            await asyncio.sleep(0.1)
+        assert [(i.roles[0].value, i.hosted, i.eligible, i.model) for i in infos] == [
+            ("code-embedding", "sidecar", True, "all-MiniLM-L6-v2")]
+        name = infos[0].name
+
+        pending = fleet.embed.remote(name, ["alpha", "beta"])
+        command = await recv(ws)
+        assert command["type"] == "command" and command["action"] == "embed" and command["texts"] == ["alpha", "beta"]
+        assert command["id"].startswith("cmd-") and command["model"] == "all-MiniLM-L6-v2"
+        rows = np.arange(2 * 384, dtype="<f4").reshape(2, 384) / 1000
+        import base64
+
+        await ws.send(json.dumps({"type": "result", "id": "cmd-not-ours", "embeddings": []}))  # ignored
+        await ws.send(json.dumps({"type": "result", "id": command["id"],
+                                  "embeddings": [base64.b64encode(r.tobytes()).decode() for r in rows], "dims": 384}))
+        assert np.array_equal(await pending, rows)
+
+        failing = fleet.embed.remote(name, ["gamma"])
+        command = await recv(ws)
+        await ws.send(json.dumps({"type": "result", "id": command["id"], "error": "upstream 503"}))
+        with pytest.raises(Exception, match="upstream 503"):
+            await failing
+    assert agent in master.agents()
+
+
+async def test_a_disconnect_fails_the_commands_in_flight_at_once(master: Master) -> None:
+    agent = "http://127.0.0.1:9102"
+    async with connect(master.ws, additional_headers=_auth()) as ws:
+        await register(ws, agent)
+        await ws.send(json.dumps(heartbeat(agent)))
+        fleet = master.fleet()
+        await asyncio.sleep(0.3)
+        name = next(i.name for i in ray.get(fleet.providers.remote()) if i.name.startswith("sidecar-127.0.0.1:9102"))
+        pending = fleet.embed.remote(name, ["delta"])
+        assert (await recv(ws))["type"] == "command"
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(Exception, match="disconnected"):
+        await pending
+    assert loop.time() - started < 5  # not the 10 s command timeout
+    infos = {i.name: i for i in ray.get(fleet.providers.remote())}
+    assert infos[name].failures >= 1
+
+
+async def test_liveness_unregistered_silent_and_superseded_sockets_are_closed(master: Master) -> None:
+    async with connect(master.ws, additional_headers=_auth()) as silent:  # never registers: handshake timeout 2 s
+        assert await closed_within(silent, 8)
+    async with connect(master.ws, additional_headers=_auth()) as mute:  # registers, then never answers a ping
+        await register(mute, "http://127.0.0.1:9103")
+        assert await closed_within(mute, 10)
+    async with connect(master.ws, additional_headers=_auth()) as old:
+        await register(old, "http://127.0.0.1:9104")
+        async with connect(master.ws, additional_headers=_auth()) as new:
+            await register(new, "http://127.0.0.1:9104")
+            assert await closed_within(old, 8, answer_pings=True)  # superseded, grace 1 s
+            assert not await closed_within(new, 2.5, answer_pings=True)  # the newer one stays
+
+
+FUZZ: list[tuple[str, str | bytes]] = [
+    ("malformed", "{not json"),
+    ("array", "[1, 2, 3]"),
+    ("no type", '{"agentUrl": "http://fuzz"}'),
+    ("unknown type", '{"type": "reboot", "agentUrl": "http://fuzz"}'),
+    ("heartbeat before register", json.dumps(heartbeat("http://fuzz-hb"))),
+    ("result before register", '{"type": "result", "id": "cmd-1"}'),
+    ("register without agent", '{"type": "register", "hostname": "h"}'),
+    ("register with a number", '{"type": "register", "agentUrl": 7}'),
+    ("huge heartbeat", json.dumps({**heartbeat("http://fuzz-huge"), "pad": "x" * 300_000})),
+    ("binary garbage", bytes(range(256)) * 4),
+    ("null", "null"),
+]
+
+
+@pytest.mark.parametrize(("what", "raw"), FUZZ, ids=[f[0] for f in FUZZ])
+async def test_a_hostile_frame_gets_an_error_frame_and_creates_no_entry(master: Master, what: str, raw: str | bytes) -> None:
+    async with connect(master.ws, additional_headers=_auth(), max_size=None) as ws:
+        await ws.send(raw)
+        answer = await recv(ws)
+        assert answer["type"] == "error" and answer["message"]
+        assert "fuzz" not in answer["message"] and "xxxx" not in answer["message"]  # input never echoed
+    assert not [a for a in master.agents() if "fuzz" in a]
+
+
+async def test_random_frames_never_crash_the_master_or_create_entries(master: Master) -> None:
+    rng = random.Random(9)
+    keys = ["type", "agentUrl", "id", "containers", "statusData", "activeRequests", "hostname", "error"]
+    values: list[Any] = ["heartbeat", "result", "pong", "register", None, -1, 2**70, [], {}, "x" * 50, {"a": [1]}, 1.5]
+    async with connect(master.ws, additional_headers=_auth(), max_size=None) as ws:
+        for _ in range(300):
+            frame = {rng.choice(keys): rng.choice(values) for _ in range(rng.randint(0, 5))}
+            if frame.get("type") == "register" and isinstance(frame.get("agentUrl"), str):
+                frame["agentUrl"] = ""  # keep every random register invalid
+            await ws.send(json.dumps(frame) if rng.random() < 0.9 else json.dumps(frame)[: rng.randint(0, 20)])
+        await ws.send('{"type": "pong"}')
+        errors, closed = 0, False
+        while True:
+            try:
+                answer = await recv(ws, timeout=3)
+            except TimeoutError:
+                break
+            except ConnectionClosed:  # the handshake timeout (2 s) closes a socket that never registered
+                closed = True
+                break
+            assert answer["type"] == "error"
+            errors += 1
+        # Each bad frame is answered with an error (a pong before register too), or the socket is closed.
+        assert errors == 301 or (closed and errors > 0)
+    async with connect(master.ws, additional_headers=_auth(), max_size=None) as big:
+        await big.send("x" * (20 * 1024 * 1024))  # past every limit: an error frame or a closed socket
+        try:
+            answer = await recv(big, timeout=20)
+            assert answer["type"] == "error"
+        except ConnectionClosed:
+            pass
+    async with connect(master.ws, additional_headers=_auth()) as ws:  # still serving
+        await register(ws, "http://127.0.0.1:9105")
+    assert all(a.startswith("http://127.0.0.1:91") for a in master.agents())
+
+
+async def test_the_http_fallback_never_creates_an_entry_from_a_heartbeat_and_carries_commands(master: Master) -> None:
+    agent = "http://127.0.0.1:9201"
+    async with httpx.AsyncClient(base_url=master.http, headers=_auth(), timeout=30) as client:
+        response = await client.post("/sidecar/heartbeat", json=heartbeat(agent))
+        assert response.status_code == 409 and "register first" in response.json()["message"]
+        assert agent not in master.agents()
+        assert (await client.post("/sidecar/heartbeat", content=b"{nope")).status_code == 400
+        assert (await client.post("/sidecar/poll", json={"agentUrl": agent})).status_code == 409
+
+        response = await client.post("/sidecar/register", json={"type": "register", "agentUrl": agent, "hostname": "ws-http"})
+        assert response.json() == {"type": "registered", "ok": True}
+        response = await client.post("/sidecar/heartbeat", json=heartbeat(agent))
+        assert response.status_code == 200 and response.json() == {"ok": True, "commands": []}
+        hosts = {h.agent_url: h for h in ray.get(master.fleet().hosts.remote())}
+        assert hosts[agent].transport == "http" and hosts[agent].fresh
+
+        fleet = master.fleet()
+        await asyncio.sleep(0.2)
+        name = next(i.name for i in ray.get(fleet.providers.remote()) if i.name.startswith("sidecar-127.0.0.1:9201"))
+        pending = fleet.embed.remote(name, ["epsilon"])
+        polled = (await client.post("/sidecar/poll", json={"agentUrl": agent, "waitS": 5})).json()["commands"]
+        assert [c["action"] for c in polled] == ["embed"] and polled[0]["texts"] == ["epsilon"]
+        stray = await client.post("/sidecar/result", json={"type": "result", "id": "cmd-unknown"})
+        assert stray.status_code == 404
+        row = [0.5] * 384
+        done = await client.post("/sidecar/result", json={"type": "result", "id": polled[0]["id"], "embeddings": [row]})
+        assert done.json() == {"ok": True}
+        assert np.allclose(await pending, [row])
+
+        # An agent that stops heartbeating leaves the lanes (stale after 3 s) and its commands fail.
+        pending = fleet.embed.remote(name, ["zeta"])
+        with pytest.raises(Exception, match="no heartbeat"):
+            await pending
+        infos = {i.name: i for i in ray.get(fleet.providers.remote())}
+        assert not infos[name].eligible and infos[name].reason == "no recent heartbeat"
