@@ -196,7 +196,7 @@ class FleetActor:
     def _persist(self, records: dict[str, HostRecord]) -> None:
         """Durable registry changes only (new agent, hostname, capabilities): read-modify-write."""
         try:
-            self._store.update(lambda config: config.model_copy(update={"sidecars": dict(records)}))
+            self._store.save_sidecars(records)
         except ConfigError as exc:
             log.warning("fleet registry not written: %s", exc)
 

@@ -125,6 +125,10 @@ class ConfigStore:
     def write(self, config: PersistedConfig) -> None:
         self.update(lambda _: config)
 
+    def save_sidecars(self, records: dict[str, HostRecord]) -> None:
+        """Replace the sidecar registry (issue 9), keeping every other setting: read-modify-write."""
+        self.update(lambda config: config.model_copy(update={"sidecars": dict(records)}))
+
     def _load_locked(self) -> PersistedConfig:
         """Read with recovery; the caller holds the lock. Never returns defaults for a file that existed."""
         try:

@@ -132,3 +132,23 @@ def test_there_is_no_setting_that_turns_the_gate_off() -> None:
     assert set(GateSettings.model_fields) == {"reference", "sentinel_period_s", "probe_timeout_s"}
     with pytest.raises(ValueError):
         SamespaceSettings(gate={"enabled": False})
+
+
+SIDECAR = ProviderInfo(name="a-sidecar-first-by-name", kind=ProviderKind.LOCAL, hosted="sidecar",
+                       roles=[Role.CODE_EMBEDDING], node_id="", host="ws1", model="m", eligible=True)
+
+
+def test_a_sidecar_joins_under_local_never_becomes_the_reference_and_is_watched_on_every_batch() -> None:
+    gk = keeper()
+    sidecar, perturbed = FakeEmbed(), FakeEmbed(noise=0.3)
+    drifting = SIDECAR.model_copy(update={"name": "b-sidecar"})
+    selection = select_providers(Role.CODE_EMBEDDING, Policy.LOCAL, [LOCAL, SIDECAR, drifting])
+    admitted = asyncio.run(gk.admit(selection, {LOCAL.name: FakeEmbed(), SIDECAR.name: sidecar, drifting.name: perturbed}))
+    assert admitted.reference.name == LOCAL.name  # sorts first by name, but a Ray actor is the reference
+    assert [p.name for p in admitted.selection.primary] == [SIDECAR.name, LOCAL.name]
+    assert admitted.selection.excluded[drifting.name].startswith("gate: vector-incompatible")
+    guarded = gk.guard(SIDECAR, sidecar, admitted.regime, LOCAL)
+    assert asyncio.run(guarded(["x"])).shape == (1, WIDTH) and sidecar.calls[-1][1] in PROBE_TEXTS
+    sidecar.noise = 0.3  # someone swapped the workstation's model
+    with pytest.raises(GateRefused, match="vector-incompatible"):
+        asyncio.run(guarded(["y"]))
