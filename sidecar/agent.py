@@ -1,0 +1,246 @@
+"""The agent: what the sidecar says to the master, how it answers frames, and the reconnect loop.
+
+Transport-free: `handle_frame` turns one master frame into its reply; `ws_transport` and
+`http_transport` carry frames; `run` picks the transport (auto: WebSocket, else the HTTP fallback)
+and reconnects with backoff. `sleep` (backoff waits only) and `random` (jitter) are injectable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random as _random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from sidecar._version import __version__
+from sidecar.backoff import BACKOFF_JITTER, Backoff
+from sidecar.errors import AuthRejected, ConnectionLost, MasterRejected, UpstreamError
+from sidecar.frames import (
+    PONG,
+    ChatCommand,
+    EmbedCommand,
+    ModelsCommand,
+    RerankCommand,
+    describe_invalid,
+    error_result,
+    ok_result,
+    result_frame,
+)
+from sidecar.http_transport import HttpSession
+from sidecar.settings import SidecarSettings, TransportMode
+from sidecar.upstream import Upstream
+from sidecar.ws_transport import WsSession
+
+__all__ = ["Agent"]
+
+logger = logging.getLogger("sidecar")
+
+_Action = Callable[[Upstream, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+async def _embed(upstream: Upstream, frame: dict[str, Any]) -> dict[str, Any]:
+    command = EmbedCommand.model_validate(frame)
+    return await upstream.embed(command.model, command.texts)
+
+
+async def _rerank(upstream: Upstream, frame: dict[str, Any]) -> dict[str, Any]:
+    command = RerankCommand.model_validate(frame)
+    return await upstream.rerank(command.model, command.query, command.documents)
+
+
+async def _chat(upstream: Upstream, frame: dict[str, Any]) -> dict[str, Any]:
+    command = ChatCommand.model_validate(frame)
+    return await upstream.chat(command.model, command.request)
+
+
+async def _models(upstream: Upstream, frame: dict[str, Any]) -> dict[str, Any]:
+    ModelsCommand.model_validate(frame)
+    return await upstream.list_models()
+
+
+ACTIONS: dict[str, _Action] = {"embed": _embed, "rerank": _rerank, "chat": _chat, "models": _models}
+
+
+class Agent:
+    """One sidecar: its fronted servers (`upstreams`, by role) and its link to the master."""
+
+    def __init__(
+        self,
+        settings: SidecarSettings,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        random: Callable[[], float] = _random.random,
+        jitter: float = BACKOFF_JITTER,
+        upstream_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.settings = settings
+        self.upstreams: dict[str, Upstream] = {
+            spec.role: Upstream(
+                spec,
+                key=settings.upstream_key,
+                timeout_s=settings.upstream_timeout_s,
+                probe_timeout_s=settings.probe_timeout_s,
+                transport=upstream_transport,
+            )
+            for spec in settings.serves
+        }
+        self.backoff = Backoff(jitter=jitter, random=random)
+        self.active_requests = 0
+        self.registrations = 0
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return f"Agent(agent_url={self.settings.agent_url!r}, roles={sorted(self.upstreams)})"
+
+    # --- outbound frames ---
+
+    def container_names(self) -> list[str]:
+        return [u.spec.container_name for u in self.upstreams.values()]
+
+    def register_frame(self) -> dict[str, Any]:
+        s = self.settings
+        return {"type": "register", "agentUrl": s.agent_url, "hostname": s.hostname, "containers": self.container_names()}
+
+    async def probe_all(self) -> None:
+        await asyncio.gather(*(u.probe() for u in self.upstreams.values()))
+
+    async def heartbeat_frame(self) -> dict[str, Any]:
+        """Checks every fronted server (GET /models), then reports them."""
+        await self.probe_all()
+        s = self.settings
+        return {
+            "type": "heartbeat",
+            "agentUrl": s.agent_url,
+            "containers": self.container_names(),
+            "activeRequests": self.active_requests,
+            "statusData": {
+                "agentUrl": s.agent_url,
+                "hostname": s.hostname,
+                "version": __version__,
+                "containers": {role: u.status_entry() for role, u in self.upstreams.items()},
+            },
+        }
+
+    def on_registered(self, via: str) -> None:
+        """The master accepted our register frame: the backoff starts over."""
+        self.registrations += 1
+        self.backoff.reset()
+        logger.info("registered with the master as %s over %s", self.settings.agent_url, via)
+
+    # --- inbound frames ---
+
+    async def handle_frame(self, frame: dict[str, Any]) -> dict[str, Any] | None:
+        """One master frame → the frame to send back, or None. Commands are awaited here; a transport
+        runs each `command` frame in its own task so that they proceed concurrently."""
+        kind = frame.get("type")
+        if kind == "ping":
+            return dict(PONG)
+        if kind == "command":
+            return await self.execute(frame)
+        if kind == "config":
+            payload = frame.get("payload")
+            keys = sorted(payload) if isinstance(payload, dict) else []
+            logger.info("config from the master: keys %s", ", ".join(map(str, keys)) or "(none)")
+            return ok_result(frame.get("id"))
+        if kind == "error":
+            logger.warning("master reports an error: %s", str(frame.get("message"))[:500])
+            return None
+        if kind == "registered":
+            return None
+        logger.debug("ignoring a frame of type %r", str(kind)[:40])
+        return None
+
+    async def execute(self, frame: dict[str, Any]) -> dict[str, Any] | None:
+        """Run one command against the fronted server its `role` names → its result frame."""
+        command_id = frame.get("id")
+        if not isinstance(command_id, str | int) or isinstance(command_id, bool):
+            logger.warning("dropping a command without an id")
+            return None
+        action = str(frame.get("action"))
+        role = str(frame.get("role"))
+        started = time.monotonic()
+        self.active_requests += 1
+        try:
+            reply = await self._dispatch(command_id, action, role, frame)
+        finally:
+            self.active_requests -= 1
+        logger.debug(
+            "command %s action=%s role=%s → %s in %.0f ms",
+            command_id,
+            action[:40],
+            role[:40],
+            reply.get("error", "ok"),
+            (time.monotonic() - started) * 1000,
+        )
+        return reply
+
+    async def _dispatch(self, command_id: str | int, action: str, role: str, frame: dict[str, Any]) -> dict[str, Any]:
+        run_action = ACTIONS.get(action)
+        if run_action is None:
+            return error_result(command_id, f"unknown action {action[:40]!r}; expected one of {', '.join(ACTIONS)}")
+        upstream = self.upstreams.get(role)
+        if upstream is None:
+            return error_result(command_id, f"unknown role {role[:40]!r}; this sidecar serves {', '.join(self.upstreams)}")
+        try:
+            return result_frame(command_id, await run_action(upstream, frame))
+        except ValidationError as exc:
+            return error_result(command_id, describe_invalid(exc))
+        except UpstreamError as exc:
+            return error_result(command_id, exc.message)
+        except Exception:
+            logger.exception("command %s (%s) failed inside the sidecar", command_id, action)
+            return error_result(command_id, "sidecar internal error")
+
+    # --- the link ---
+
+    async def run(self) -> None:
+        """Connect, serve and reconnect until cancelled; then close the upstream clients."""
+        try:
+            await self.probe_all()
+            for upstream in self.upstreams.values():
+                logger.info("fronting %s at %s (%s)", upstream.role, upstream.endpoint, upstream.state.value)
+            while True:
+                try:
+                    await self.run_session()
+                    continue  # auto mode ended an HTTP session to retry WebSocket: no backoff
+                except AuthRejected as exc:
+                    logger.error("%s", exc)
+                except MasterRejected as exc:
+                    logger.warning("%s", exc)
+                except ConnectionLost as exc:
+                    logger.warning("disconnected: %s", exc)
+                except Exception:  # a bug must not end the sidecar: log it and reconnect
+                    logger.exception("session failed unexpectedly")
+                delay = self.backoff.next_delay()
+                logger.info("backoff: reconnecting in %.2f s", delay)
+                await self._sleep(delay)
+        finally:
+            await self.aclose()
+
+    async def run_session(self) -> None:
+        """One connection. Raises why it ended; returns only when auto mode leaves HTTP to retry WebSocket."""
+        mode = self.settings.transport
+        if mode is TransportMode.HTTP:
+            await HttpSession(self).run()
+            return
+        try:
+            await WsSession(self).run()
+        except AuthRejected:
+            raise
+        except MasterRejected as exc:
+            if mode is not TransportMode.AUTO:
+                raise
+            logger.warning(
+                "WebSocket refused (HTTP %d); using the HTTP fallback, retrying WebSocket every %.0f s",
+                exc.status,
+                self.settings.ws_retry_s,
+            )
+        await HttpSession(self).run(until_s=self.settings.ws_retry_s)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(u.aclose() for u in self.upstreams.values()), return_exceptions=True)

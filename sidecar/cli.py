@@ -1,0 +1,154 @@
+"""`python -m sidecar`: parse the command line and the environment, then run the agent until a signal.
+
+    SAMESPACE_FLEET_TOKEN=... python -m sidecar --master http://master:8000 \\
+        --serve code-embedding=http://127.0.0.1:9201/v1,model=all-MiniLM-L6-v2 [--serve ...]
+
+Exit codes: 0 after SIGTERM/SIGINT, 2 for a bad option or a missing token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+
+from pydantic import SecretStr, ValidationError
+
+from sidecar._version import __version__
+from sidecar.agent import Agent
+from sidecar.errors import SettingsError
+from sidecar.settings import (
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_POLL_WAIT_S,
+    DEFAULT_UPSTREAM_TIMEOUT_S,
+    DEFAULT_WS_RETRY_S,
+    SidecarSettings,
+    TransportMode,
+    parse_serve,
+)
+
+__all__ = ["FLEET_TOKEN_ENV", "build_parser", "load_settings", "main"]
+
+logger = logging.getLogger("sidecar")
+
+FLEET_TOKEN_ENV = "SAMESPACE_FLEET_TOKEN"
+DEFAULT_UPSTREAM_KEY_ENV = "SIDECAR_UPSTREAM_KEY"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_OPTION_OF_FIELD = {
+    "master": "--master",
+    "agent_url": "--agent-url",
+    "hostname": "--hostname",
+    "serves": "--serve",
+    "transport": "--transport",
+    "heartbeat_s": "--heartbeat-s",
+    "poll_wait_s": "--poll-wait-s",
+    "ws_retry_s": "--ws-retry-s",
+    "upstream_timeout_s": "--upstream-timeout-s",
+    "fleet_token": FLEET_TOKEN_ENV,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sidecar",
+        description="Samespace reference sidecar: fronts OpenAI-compatible servers for the master. "
+        f"The fleet token is read from ${FLEET_TOKEN_ENV}.",
+    )
+    parser.add_argument("--master", required=True, help="Master base URL, e.g. http://master:8000 (may have a prefix).")
+    parser.add_argument("--agent-url", default=None, help="This sidecar's id (default sidecar://<hostname>).")
+    parser.add_argument("--hostname", default=None, help="Reported hostname (default: this machine's).")
+    parser.add_argument(
+        "--serve",
+        action="append",
+        default=[],
+        metavar="ROLE=BASE_URL[,model=NAME]",
+        help="A fronted server, e.g. code-embedding=http://127.0.0.1:9201/v1 (repeatable, at least one).",
+    )
+    parser.add_argument("--transport", choices=[m.value for m in TransportMode], default=TransportMode.AUTO.value)
+    parser.add_argument("--heartbeat-s", type=float, default=DEFAULT_HEARTBEAT_S)
+    parser.add_argument("--poll-wait-s", type=float, default=DEFAULT_POLL_WAIT_S, help="HTTP fallback long-poll wait.")
+    parser.add_argument("--ws-retry-s", type=float, default=DEFAULT_WS_RETRY_S, help="auto: retry WebSocket this often.")
+    parser.add_argument("--upstream-timeout-s", type=float, default=DEFAULT_UPSTREAM_TIMEOUT_S)
+    parser.add_argument(
+        "--upstream-key-env",
+        default=DEFAULT_UPSTREAM_KEY_ENV,
+        help="Env var holding the fronted servers' bearer key (optional; never sent to the master).",
+    )
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--version", action="version", version=f"samespace-sidecar {__version__}")
+    return parser
+
+
+def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> SidecarSettings:
+    """The validated settings, or SettingsError naming the option (or variable) at fault."""
+    if not args.serve:
+        raise SettingsError("--serve", "at least one ROLE=BASE_URL is required")
+    serves = tuple(parse_serve(text) for text in args.serve)
+    token = environ.get(FLEET_TOKEN_ENV, "")
+    if not token.strip():
+        raise SettingsError(FLEET_TOKEN_ENV, "is not set; the master needs the fleet token")
+    key = environ.get(args.upstream_key_env) or None
+    hostname = args.hostname or socket.gethostname()
+    try:
+        return SidecarSettings(
+            master=args.master,
+            agent_url=args.agent_url or f"sidecar://{hostname}",
+            hostname=hostname,
+            serves=serves,
+            fleet_token=SecretStr(token),
+            upstream_key=SecretStr(key) if key else None,
+            transport=TransportMode(args.transport),
+            heartbeat_s=args.heartbeat_s,
+            poll_wait_s=args.poll_wait_s,
+            ws_retry_s=args.ws_retry_s,
+            upstream_timeout_s=args.upstream_timeout_s,
+        )
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise SettingsError(_OPTION_OF_FIELD.get(field, field or "settings"), message) from exc
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+async def serve(settings: SidecarSettings) -> int:
+    """Run the agent until SIGTERM or SIGINT; then close cleanly and return 0."""
+    agent = Agent(settings)
+    task = asyncio.ensure_future(agent.run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    logger.info(
+        "sidecar %s starting: agent %s, master %s, transport %s",
+        __version__,
+        settings.agent_url,
+        settings.master,
+        settings.transport.value,
+    )
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    logger.info("sidecar stopped")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args, os.environ if environ is None else environ)
+    except SettingsError as exc:
+        parser.error(str(exc))  # exits 2
+    configure_logging(args.log_level)
+    return asyncio.run(serve(settings))
