@@ -21,7 +21,7 @@ import ray
 from ray.actor import ActorHandle
 
 from cluster.config_store import ConfigStore
-from cluster.errors import ConfigError, SamespaceError
+from cluster.errors import ConfigError, SamespaceError, UpstreamUnavailable
 from cluster.fleet import Fleet, HostRecord, HostView
 from cluster.fleet_mail import CommandDesk
 from cluster.naming import FLEET_ACTOR_NAME
@@ -179,6 +179,8 @@ class FleetActor:
         return SidecarCalls(self._send, lambda: self._routes)
 
     async def _send(self, agent: str, provider: str, action: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if not self._fleet.is_fresh(agent):  # fail now: nobody would take it before the timeout
+            raise UpstreamUnavailable(provider, "sidecar not connected (no recent heartbeat)")
         connection = self._fleet.connection_of(agent)
         box = _socket_box(connection) if connection is not None else _http_box(agent)
         return await self._desk.send(agent, box, provider, action, payload, self._settings.fleet.command_timeout_s)

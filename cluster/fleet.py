@@ -155,6 +155,11 @@ class Fleet:
     def connections(self) -> list[str]:
         return list(self._connections)
 
+    def is_fresh(self, agent: str) -> bool:
+        """Whether `agent` spoke within the staleness window (only then may it be sent commands)."""
+        host = self._hosts.get(agent)
+        return host is not None and self._fresh(host, self._clock())
+
     def connection_of(self, agent: str) -> str | None:
         """The live socket `agent` is served on, or None (HTTP fallback, or not connected)."""
         host = self._hosts.get(agent)
