@@ -34,6 +34,7 @@ from cluster.sidecar_protocol import (
     PollRequest,
     RegisterFrame,
     ResultFrame,
+    config_frame,
     error_frame,
     parse_frame,
     ping_frame,
@@ -172,6 +173,13 @@ class FleetActor:
     async def context_window(self, provider: str) -> int | None:
         return await self._calls().context_window(provider)
 
+    async def push_config(self, agent: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Send a `config` frame to `agent` and await its acknowledgement (a `result` with the id)."""
+        box = self._outbox_of(agent, agent)
+        return await self._desk.request(
+            agent, box, lambda i: config_frame(i, payload), self._settings.fleet.command_timeout_s, agent, "config"
+        )
+
     # --- internals ---------------------------------------------------------------------------
     def _calls(self) -> SidecarCalls:
         if not self._routes:
@@ -179,11 +187,15 @@ class FleetActor:
         return SidecarCalls(self._send, lambda: self._routes)
 
     async def _send(self, agent: str, provider: str, action: str, payload: dict[str, Any]) -> dict[str, Any]:
+        box = self._outbox_of(agent, provider)
+        return await self._desk.send(agent, box, provider, action, payload, self._settings.fleet.command_timeout_s)
+
+    def _outbox_of(self, agent: str, provider: str) -> str:
+        """Where `agent` takes its frames: its live socket, else its HTTP polls."""
         if not self._fleet.is_fresh(agent):  # fail now: nobody would take it before the timeout
             raise UpstreamUnavailable(provider, "sidecar not connected (no recent heartbeat)")
         connection = self._fleet.connection_of(agent)
-        box = _socket_box(connection) if connection is not None else _http_box(agent)
-        return await self._desk.send(agent, box, provider, action, payload, self._settings.fleet.command_timeout_s)
+        return _socket_box(connection) if connection is not None else _http_box(agent)
 
     async def _counted(self, provider: str, call: Any) -> Any:
         served, failures, last_error = self._stats.get(provider, (0, 0, None))

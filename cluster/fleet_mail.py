@@ -33,7 +33,7 @@ def _base36(value: int) -> str:
 
 
 def new_command_id() -> str:
-    """`cmd-<base36 ms>-<6 random>`, the peer's shape."""
+    """`cmd-<base36 ms>-<6 random>`, the peer's shape (configs are correlated by the same ids)."""
     return f"cmd-{_base36(int(time.time() * 1000))}-{''.join(secrets.choice(_BASE36) for _ in range(6))}"
 
 
@@ -61,16 +61,22 @@ class CommandDesk:
     async def send(
         self, agent: str, outbox: str, provider: str, action: str, payload: dict[str, Any], timeout_s: float
     ) -> dict[str, Any]:
-        """Queue a command for `agent` in `outbox` and await its result's fields (UpstreamError on
+        """Queue a `command` for `agent` in `outbox` and await its result's fields (UpstreamError on
         failure: the agent's error, its disconnection, or no result within `timeout_s`)."""
+        return await self.request(agent, outbox, lambda i: command_frame(i, action, payload), timeout_s, provider, action)
+
+    async def request(
+        self, agent: str, outbox: str, frame_of: Callable[[str], dict[str, Any]], timeout_s: float, provider: str, what: str
+    ) -> dict[str, Any]:
+        """Queue the frame `frame_of(new id)` (a command or a config) and await the result with that id."""
         command_id = self._new_id()
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[command_id] = _Pending(agent, future)
-        self.post(outbox, command_frame(command_id, action, payload))
+        self.post(outbox, frame_of(command_id))
         try:
             return await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
-            raise UpstreamTimeout(provider, f"{action}: no result within {timeout_s:g} s") from None
+            raise UpstreamTimeout(provider, f"{what}: no result within {timeout_s:g} s") from None
         finally:
             self._pending.pop(command_id, None)
             self._unqueue(outbox, command_id)

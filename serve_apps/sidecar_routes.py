@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
@@ -33,6 +33,8 @@ SIDECAR_ROUTE = "/sidecar"
 NEXT_WAIT_S = 5.0  # how long one outbox read waits on the fleet actor before asking again
 POLICY_VIOLATION = 1008
 CLOSE_MARK = "__close__"
+# POST /sidecar/<path> → the fleet actor's method that answers it.
+FALLBACK_ROUTES = {"register": "http_register", "heartbeat": "http_heartbeat", "poll": "http_poll", "result": "http_result"}
 
 
 def add_sidecar_routes(api: FastAPI, settings: SamespaceSettings, fleet: Callable[[], ActorHandle]) -> None:
@@ -99,18 +101,11 @@ def add_sidecar_routes(api: FastAPI, settings: SamespaceSettings, fleet: Callabl
         status, answer = await getattr(fleet(), call).remote(body)
         return JSONResponse(status_code=status, content=answer)
 
-    @api.post(f"{SIDECAR_ROUTE}/register")
-    async def sidecar_register(request: Request) -> Response:
-        return await _fallback(request, "http_register")
+    def route(call: str) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            return await _fallback(request, call)
 
-    @api.post(f"{SIDECAR_ROUTE}/heartbeat")
-    async def sidecar_heartbeat(request: Request) -> Response:
-        return await _fallback(request, "http_heartbeat")
+        return handle
 
-    @api.post(f"{SIDECAR_ROUTE}/poll")
-    async def sidecar_poll(request: Request) -> Response:
-        return await _fallback(request, "http_poll")
-
-    @api.post(f"{SIDECAR_ROUTE}/result")
-    async def sidecar_result(request: Request) -> Response:
-        return await _fallback(request, "http_result")
+    for path, call in FALLBACK_ROUTES.items():
+        api.add_api_route(f"{SIDECAR_ROUTE}/{path}", route(call), methods=["POST"], name=f"sidecar_{path}")

@@ -283,3 +283,16 @@ async def test_the_http_fallback_never_creates_an_entry_from_a_heartbeat_and_car
             await pending
         infos = {i.name: i for i in ray.get(fleet.providers.remote())}
         assert not infos[name].eligible and infos[name].reason == "no recent heartbeat"
+
+
+async def test_a_config_frame_is_correlated_by_id_like_a_command(master: Master) -> None:
+    agent = "http://127.0.0.1:9106"
+    async with connect(master.ws, additional_headers=_auth()) as ws:
+        await register(ws, agent)
+        await ws.send(json.dumps(heartbeat(agent)))
+        await asyncio.sleep(0.3)
+        pending = master.fleet().push_config.remote(agent, {"idleTimeouts": {"code-embedding": 600}})
+        frame = await recv(ws)
+        assert frame["type"] == "config" and frame["payload"] == {"idleTimeouts": {"code-embedding": 600}}
+        await ws.send(json.dumps({"type": "result", "id": frame["id"], "ok": True}))
+        assert await pending == {"ok": True}
