@@ -90,3 +90,4 @@ bench: $(STAMP)
 	python -m bench.run
 	python -m bench.budget
 	python -m bench.ask
+	python -m bench.fleet

@@ -192,8 +192,8 @@ class FleetActor:
 
     def _outbox_of(self, agent: str, provider: str) -> str:
         """Where `agent` takes its frames: its live socket, else its HTTP polls."""
-        if not self._fleet.is_fresh(agent):  # fail now: nobody would take it before the timeout
-            raise UpstreamUnavailable(provider, "sidecar not connected (no recent heartbeat)")
+        if not self._fleet.reachable(agent):  # fail now: nobody would take it before the timeout
+            raise UpstreamUnavailable(provider, "sidecar not connected (socket closed or no recent heartbeat)")
         connection = self._fleet.connection_of(agent)
         return _socket_box(connection) if connection is not None else _http_box(agent)
 

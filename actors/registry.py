@@ -28,7 +28,7 @@ from cluster.naming import (
     embedder_actor_name,
     virtual_container_name,
 )
-from cluster.providers import ProviderInfo, ProviderKind
+from cluster.providers import NOT_ANSWERING, ProviderInfo, ProviderKind
 from cluster.roles import Role
 from cluster.settings import SamespaceSettings
 
@@ -176,7 +176,7 @@ async def discover_providers(settings: SamespaceSettings) -> list[LiveProvider]:
             kind = ProviderKind.CLOUD if VIRTUAL_CONTAINER_MARK in name else ProviderKind.LOCAL
             return LiveProvider(
                 info=ProviderInfo(name=name, kind=kind, roles=list(Role), node_id="", host="", model="",
-                                  eligible=False, reason=f"did not answer: {type(exc).__name__}"),
+                                  eligible=False, reason=f"{NOT_ANSWERING}: {type(exc).__name__}"),
                 handle=None,
             )
 

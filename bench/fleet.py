@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     repo = synthetic_repo(work / "repo", args.files)
     texts = [[f"def bench_{b}_{i}(x):\n    return x * {i} + {b}  # batch {b}" for i in range(BATCH)] for b in range(args.batches)]
     report: dict[str, Any] = {"batch": BATCH, "batches": args.batches}
-    ray.init(address="local", namespace="bench-fleet", include_dashboard=False, log_to_driver=False)
+    # Logical CPUs: two namespaces' CPU embedder actors (1 CPU each) and the index actors fit side by side.
+    ray.init(address="local", namespace="bench-fleet", num_cpus=4, include_dashboard=False, log_to_driver=False)
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
 

@@ -155,10 +155,11 @@ class Fleet:
     def connections(self) -> list[str]:
         return list(self._connections)
 
-    def is_fresh(self, agent: str) -> bool:
-        """Whether `agent` spoke within the staleness window (only then may it be sent commands)."""
+    def reachable(self, agent: str) -> bool:
+        """Whether `agent` can take a command now: it spoke within the staleness window, over a
+        socket that is still open or over the HTTP fallback (a closed socket is not waited for)."""
         host = self._hosts.get(agent)
-        return host is not None and self._fresh(host, self._clock())
+        return host is not None and host.transport != "none" and self._fresh(host, self._clock())
 
     def connection_of(self, agent: str) -> str | None:
         """The live socket `agent` is served on, or None (HTTP fallback, or not connected)."""

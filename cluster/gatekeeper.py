@@ -226,7 +226,8 @@ class Gatekeeper:
                 reasons.append(f"{info.name}: reference probe failed ({type(exc).__name__})")
                 continue
             return info, vectors
-        raise NoProviderLeft(selection.role.value, reasons or [f"no reference provider under {regime.value}"])
+        excluded = [f"{name}: {why}" for name, why in sorted(selection.excluded.items())]
+        raise NoProviderLeft(selection.role.value, reasons + excluded or [f"no reference provider under {regime.value}"])
 
     def _record_reference(self, info: ProviderInfo, embed: Embed, regime: Regime) -> GateReport:
         key = key_of(info, regime)

@@ -58,6 +58,9 @@ class EmbeddingSettings(_Section):
     )
     width: int = Field(default=DEFAULT_WIDTH, ge=1, le=65536, description="Width of the index's vectors.")
     batch_size: int = Field(default=32, ge=1, le=4096, description="Texts per encode() call.")
+    startup_timeout_s: float = Field(
+        default=300.0, gt=0, description="How long a job waits for an encoder actor that is still loading its model."
+    )
     max_seq_length: int | None = Field(default=None, ge=8, description="Token cap; None = the model's own.")
     device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="auto = cuda if the actor has a GPU.")
     cpu_threads: int | None = Field(default=None, ge=1, description="torch threads on CPU; None = the node's cores.")

@@ -63,6 +63,8 @@ def sidecar_providers(
             model = capability.models[0] if capability.models else ""
             if not host.fresh:
                 reason: str | None = "no recent heartbeat" if host.last_seen is not None else "not connected since start"
+            elif host.transport == "none":
+                reason = "disconnected (its socket closed)"
             elif not capability.available:
                 reason = f"the {role.value} container is not running"
             elif not model:

@@ -31,7 +31,7 @@ from ray.actor import ActorHandle
 from actors import get_index_actor
 from actors.dispatcher import get_dispatcher
 from cluster.chunking import chunk_file
-from cluster.errors import SamespaceError
+from cluster.errors import NoProviderLeft, SamespaceError
 from cluster.dispatch import LandedBatch
 from cluster.gate import Verdict
 from cluster.incremental import PlanMode, full_reason, plan_reindex
@@ -47,6 +47,7 @@ from cluster.index import (
 )
 from cluster.keywords import chunk_keywords
 from cluster.progress import ProgressMeter
+from cluster.providers import NOT_ANSWERING
 from cluster.budget import Priority
 from cluster.roles import Role
 from cluster.settings import SamespaceSettings, load_settings
@@ -59,6 +60,7 @@ log = logging.getLogger("samespace.reindex")
 ROLE = Role.CODE_EMBEDDING  # one index space per repo; prose shares it while one local model serves both
 WRITES_IN_FLIGHT = 4
 PROGRESS_INTERVAL_S = 2.0
+STARTUP_POLL_S = 2.0
 REUSE_BATCH = 256  # reused rows per write, like a landed batch
 DRIFT_VERDICTS = (Verdict.VECTOR_INCOMPATIBLE, Verdict.DIMENSION_MISMATCH)  # of the reference vs the index
 KEY_PAGE = 2048  # serving rows per page read (keys only)
@@ -105,6 +107,27 @@ def collect_chunks(repo: Path, settings: SamespaceSettings) -> tuple[list[Chunk]
     return found.chunks, found.owners, found.files
 
 
+def await_reference(
+    ask: Callable[[], EncoderIdentity],
+    timeout_s: float,
+    emit: Callable[[str], None],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> EncoderIdentity:
+    """The reference identity, waiting while encoder actors are still starting (a cold cluster: a
+    large model takes longer to load than discovery waits for an answer); other refusals fail now."""
+    deadline = clock() + timeout_s
+    while True:
+        try:
+            return ask()
+        except NoProviderLeft as exc:
+            starting = [r for r in exc.reasons if NOT_ANSWERING in r]
+            if not starting or clock() >= deadline:
+                raise
+            emit(f"waiting for encoders to start: {'; '.join(starting)}")
+            sleep(STARTUP_POLL_S)
+
+
 def run_reindex(
     settings: SamespaceSettings,
     repo: Path,
@@ -122,7 +145,9 @@ def run_reindex(
         raise SamespaceError(f"--repo {str(repo)!r} is not a directory")
     index = get_index_actor(settings)
     dispatcher = get_dispatcher(settings, ROLE)
-    reference: EncoderIdentity = ray.get(dispatcher.reference.remote())
+    reference = await_reference(
+        lambda: ray.get(dispatcher.reference.remote()), settings.embedding.startup_timeout_s, emit, clock
+    )
     policy = settings.policy(ROLE)
     emit(f"reindex {name!r} from {repo} in space {reference.space_id} ({ROLE.value}, policy {policy.value})")
 

@@ -144,3 +144,11 @@ async def test_sidecar_calls_send_the_commands_the_reference_sidecar_answers() -
     assert [a for _, a, _ in sent] == ["embed", "rerank", "chat", "models"]
     assert sent[0][2] == {"role": "code-embedding", "model": "minilm", "texts": ["a", "b"]}
     assert sent[2][2]["request"]["model"] == "minilm"
+
+
+def test_a_closed_socket_leaves_the_lanes_at_once_not_after_the_staleness_window() -> None:
+    fleet = _fleet_with("minilm")
+    assert fleet.reachable("http://ws1:9100")
+    fleet.closed("c")
+    [info], _ = sidecar_providers(fleet.hosts(), 384)
+    assert not fleet.reachable("http://ws1:9100") and not info.eligible and "disconnected" in (info.reason or "")

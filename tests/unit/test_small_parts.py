@@ -64,3 +64,34 @@ def test_a_width_that_disagrees_with_the_model_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="embedding.width"):
         LocalEncoder(EmbeddingSettings(width=2560))
+
+
+def test_a_reindex_waits_for_encoders_still_starting_and_fails_at_once_for_anything_else() -> None:
+    from cluster.errors import NoProviderLeft
+    from cluster.space import EncoderIdentity
+    from jobs.reindex import await_reference
+
+    identity = EncoderIdentity(model="m", weights_sha256="w", width=4, max_seq_length=8)
+    now = [0.0]
+    answers: list[object] = [NoProviderLeft("code-embedding", ["samespace-embedder-cpu0: ineligible: did not answer: "
+                                                               "GetTimeoutError"])] * 3 + [identity]
+    lines: list[str] = []
+
+    def ask() -> EncoderIdentity:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[return-value]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    assert await_reference(ask, 300, lines.append, lambda: now[0], sleep) == identity
+    assert len(lines) == 3 and "waiting for encoders to start" in lines[0]
+    final = NoProviderLeft("code-embedding", ["pc-OR-CodeEmbedding: ineligible: no OpenRouter key pushed"])
+    answers[:] = [final]
+    with pytest.raises(NoProviderLeft):
+        await_reference(ask, 300, lines.append, lambda: now[0], sleep)
+    answers[:] = [NoProviderLeft("code-embedding", ["x: did not answer: GetTimeoutError"])] * 200
+    with pytest.raises(NoProviderLeft):  # still starting after the timeout: give up
+        await_reference(ask, 10, lines.append, lambda: now[0], sleep)
