@@ -172,6 +172,7 @@ def test_both_register_the_exact_one_serves_part_of_a_reindex_and_the_perturbed_
     record, lines = fleet.reindex("shop")
 
     writers = fleet.writers(record.build)
+    print(f"[{fleet.transport}] rows by writer: {dict(writers)}")
     assert sum(writers.values()) == record.chunks == 360
     assert writers[provider_of(fleet.exact)] > 0 and writers[EMBEDDER] > 0, (writers, lines)
     assert writers[provider_of(fleet.perturbed)] == 0
@@ -218,6 +219,7 @@ def test_a_sidecar_killed_mid_reindex_is_requeued_the_index_completes_and_it_rej
 
     record = outcome["record"]
     writers = fleet.writers(record.build)
+    print(f"[{fleet.transport}] killed mid-reindex, rows by writer: {dict(writers)}")
     assert sum(writers.values()) == record.chunks == 360  # complete: the lost batches were re-queued
     assert writers[EMBEDDER] > 0 and writers[provider_of(fleet.perturbed)] == 0
 
@@ -226,4 +228,5 @@ def test_a_sidecar_killed_mid_reindex_is_requeued_the_index_completes_and_it_rej
     fleet.exact.wait_for_log("registered with the master", timeout_s=30, count=registrations + 1)
     fleet.wait_serving(fleet.exact)
     record, lines = fleet.reindex("shop", full=True)
+    print(f"[{fleet.transport}] after rejoining, rows by writer: {dict(fleet.writers(record.build))}")
     assert fleet.writers(record.build)[provider_of(fleet.exact)] > 0, lines
