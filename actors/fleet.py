@@ -114,6 +114,7 @@ class FleetActor:
         frame = parse_frame(raw)
         if not isinstance(frame, RegisterFrame):
             return 400, frame.frame() if isinstance(frame, FrameRejected) else error_frame("expected a register frame")
+        self._ensure_loop()  # the liveness loop runs for HTTP-only fleets too
         log.info("sidecar %s registered over HTTP", frame.agent_url)
         return 200, self._fleet.http_register(frame)
 
@@ -135,6 +136,7 @@ class FleetActor:
             poll = PollRequest.model_validate_json(raw)
         except ValueError:
             return 400, error_frame("poll: expected {agentUrl, waitS}")
+        self._ensure_loop()
         if not self._fleet.touch(poll.agent_url):
             return 409, error_frame("unknown agent: register first")
         wait = min(poll.wait_s, self._settings.fleet.poll_wait_max_s)
