@@ -101,12 +101,11 @@ class FleetActor:
         return await self._desk.take(_socket_box(connection), wait_s)
 
     def ws_closed(self, connection: str) -> None:
+        """The socket is gone: every command sent on it fails now (a superseded socket's too)."""
         agent = self._fleet.agent_of(connection)
-        current = self._fleet.is_current(connection)
         self._fleet.closed(connection)
-        self._desk.drop(_socket_box(connection))
-        if agent is not None and current:
-            failed = self._desk.fail_agent(agent, "sidecar disconnected")
+        failed = self._desk.fail_outbox(_socket_box(connection), "sidecar disconnected")
+        if agent is not None:
             log.info("sidecar %s disconnected (%s); %d commands failed over", agent, connection, failed)
 
     # --- HTTP fallback -----------------------------------------------------------------------
@@ -237,14 +236,10 @@ class FleetActor:
                 log.exception("fleet liveness pass failed")
 
     def _sweep(self) -> None:
-        owners = {c: self._fleet.agent_of(c) for c in self._fleet.connections()}
-        current = {c for c in owners if self._fleet.is_current(c)}
         for connection, why in self._fleet.sweep():
             log.info("closing sidecar socket %s: %s", connection, why)
+            self._desk.fail_outbox(_socket_box(connection), f"socket closed: {why}")
             self._desk.post(_socket_box(connection), {"type": CLOSE, "reason": why})
-            agent = owners.get(connection)
-            if agent is not None and connection in current:
-                self._desk.fail_agent(agent, f"socket closed: {why}")
         for connection in self._fleet.connections():
             self._desk.post(_socket_box(connection), ping_frame())
 

@@ -166,16 +166,6 @@ class Fleet:
         host = self._hosts.get(agent)
         return host.connection if host is not None else None
 
-    def is_current(self, connection: str) -> bool:
-        """Whether `connection` is the socket its agent is served on now (not superseded, not closed)."""
-        agent = self.agent_of(connection)
-        return agent is not None and agent in self._hosts and self._hosts[agent].connection == connection
-
-    def pong(self, connection: str) -> None:
-        state = self._connections.get(connection)
-        if state is not None:
-            state.missed_pongs = 0
-
     def sweep(self) -> list[tuple[str, str]]:
         """One liveness pass (every ping interval): (connection, why) to close; pings count as sent."""
         now = self._clock()

@@ -46,6 +46,7 @@ class _Outbox:
 @dataclass
 class _Pending:
     agent: str
+    outbox: str
     future: asyncio.Future[dict[str, Any]]
 
 
@@ -71,7 +72,7 @@ class CommandDesk:
         """Queue the frame `frame_of(new id)` (a command or a config) and await the result with that id."""
         command_id = self._new_id()
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[command_id] = _Pending(agent, future)
+        self._pending[command_id] = _Pending(agent, outbox, future)
         self.post(outbox, frame_of(command_id))
         try:
             return await asyncio.wait_for(future, timeout_s)
@@ -85,10 +86,6 @@ class CommandDesk:
         box = self._outboxes.setdefault(outbox, _Outbox())
         box.frames.append(frame)
         box.ready.set()
-
-    def drop(self, outbox: str) -> None:
-        """Forget an outbox (its socket closed); commands still in it fail with their agent."""
-        self._outboxes.pop(outbox, None)
 
     def agent_of(self, command_id: str) -> str | None:
         pending = self._pending.get(command_id)
@@ -125,6 +122,16 @@ class CommandDesk:
             if pending.agent == agent and not pending.future.done():
                 pending.future.set_exception(UpstreamUnavailable(agent, why))
                 failed += 1
+        return failed
+
+    def fail_outbox(self, outbox: str, why: str) -> int:
+        """Fail every command sent through `outbox` (its socket closed, superseded or not)."""
+        failed = 0
+        for pending in list(self._pending.values()):
+            if pending.outbox == outbox and not pending.future.done():
+                pending.future.set_exception(UpstreamUnavailable(pending.agent, why))
+                failed += 1
+        self._outboxes.pop(outbox, None)
         return failed
 
     def in_flight(self, agent: str) -> int:

@@ -19,7 +19,7 @@ TOKEN = "admin-token-for-tests"
 NAMESPACE = "admin"
 ROUTES = [("GET", "/providers"), ("GET", "/gate"), ("POST", "/gate/verify"), ("GET", "/budget"),
           ("PUT", "/budget"), ("GET", "/health"), ("GET", "/openrouter"), ("POST", "/openrouter"),
-          ("POST", "/openrouter/repush")]
+          ("POST", "/openrouter/repush"), ("GET", "/sidecars")]
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ from cluster.roles import Role
 from cluster.sidecar_protocol import parse_frame
 from fakes.virtual_time import VirtualClock
 
+PONG = parse_frame('{"type": "pong"}')
+
 AGENT = "http://ws-7:8098"
 
 
@@ -90,16 +92,16 @@ def test_liveness_sweep_closes_silent_sockets_and_missed_pongs_and_superseded_on
 
     fleet.opened("new")
     fleet.on_frame("new", register())  # the same agent again: the old socket is superseded
-    fleet.pong("new")
+    fleet.on_frame("new", PONG)
     clock.now += 30
-    fleet.pong("new")
+    fleet.on_frame("new", PONG)
     assert fleet.sweep() == []  # within the 45 s grace
     clock.now += 16
-    fleet.pong("new")
+    fleet.on_frame("new", PONG)
     assert fleet.sweep() == [("old", "superseded by a newer socket of the same agent")]
     assert fleet.hosts()[0].transport == "ws"  # the new socket still serves
 
-    fleet.pong("new")  # answers the last ping; from here on it goes silent
+    fleet.on_frame("new", PONG)  # answers the last ping; from here on it goes silent
     for _ in range(3):
         clock.now += 30
         assert fleet.sweep() == []  # pings sent, no pongs

@@ -57,6 +57,20 @@ async def test_a_disconnect_fails_every_command_the_agent_holds_and_a_silent_one
     assert await desk.take("ws:c2", 0) == []  # a timed-out command is not delivered late
 
 
+async def test_a_closed_socket_fails_what_was_sent_on_it_and_nothing_else() -> None:
+    desk = CommandDesk()
+    old = asyncio.ensure_future(desk.send("A", "ws:c1", "p", "embed", {}, 30))  # a superseded socket
+    new = asyncio.ensure_future(desk.send("A", "ws:c2", "p", "embed", {}, 30))
+    await asyncio.sleep(0)
+    assert desk.fail_outbox("ws:c1", "sidecar disconnected") == 1
+    with pytest.raises(UpstreamUnavailable, match="disconnected"):
+        await old
+    assert not new.done() and desk.in_flight("A") == 1
+    [command] = await desk.take("ws:c2", 0)
+    desk.resolve("A", _result('{"type": "result", "id": "%s", "ok": 1}' % command["id"]))
+    assert await new == {"ok": 1}
+
+
 async def test_take_waits_for_the_first_frame() -> None:
     desk = CommandDesk()
     waiting = asyncio.ensure_future(desk.take("http:A", 5))
