@@ -33,20 +33,6 @@ TOKEN = "bench-fleet-token"
 BATCH = 32
 
 
-def synthetic_repo(root: Path, files: int, functions: int = 12) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for f in range(files):
-        body = "\n\n".join(
-            f"def step_{f}_{i}(record, limit={i}):\n"
-            f"    \"\"\"Step {i} of pipeline {f}: validate the record and clamp it.\"\"\"\n"
-            f"    value = record.get('field_{f}_{i}', {i * f}) * {i + 2}\n"
-            f"    return min(value, limit + {f})\n"
-            for i in range(functions)
-        )
-        (root / f"pipeline_{f}.py").write_text(body + "\n")
-    return root
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fleet")
     parser.add_argument("--files", type=int, default=40, help="files of 12 functions in the synthetic repo")
@@ -65,10 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     from serve_apps.mcp_app import McpIngress
     from tests.fakes.embedding_server import FakeEmbeddingServer
     from tests.fakes.openrouter_server import free_port
+    from tests.fakes.repos import function_repo
     from tests.fakes.sidecar_process import SidecarProcess, serve_arg
 
     work = Path(tempfile.mkdtemp(prefix="samespace-bench-fleet-"))
-    repo = synthetic_repo(work / "repo", args.files)
+    repo = function_repo(work / "repo", args.files)
     texts = [[f"def bench_{b}_{i}(x):\n    return x * {i} + {b}  # batch {b}" for i in range(BATCH)] for b in range(args.batches)]
     report: dict[str, Any] = {"batch": BATCH, "batches": args.batches}
     # Logical CPUs: two namespaces' CPU embedder actors (1 CPU each) and the index actors fit side by side.
@@ -116,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 report["fleet_overhead_ms_p50"] = round((statistics.median(fleet_s) - statistics.median(direct_s)) * 1000, 1)
 
                 # 3: a reindex with the sidecar's lane beside the CPU actor (actors started first).
-                run_reindex(settings, synthetic_repo(work / "warm", 2), "warm", emit=lambda line: None)
+                run_reindex(settings, function_repo(work / "warm", 2), "warm", emit=lambda line: None)
                 lines: list[str] = []
                 t0 = time.perf_counter()
                 record = run_reindex(settings, repo, "bench", emit=lines.append, full=True)

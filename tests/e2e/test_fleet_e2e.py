@@ -23,6 +23,7 @@ import ray
 
 from conftest import McpServer, RayCluster
 from fakes.embedding_server import FakeEmbeddingServer
+from fakes.repos import function_repo
 from fakes.sidecar_process import SidecarProcess, serve_arg
 
 pytestmark = pytest.mark.ray
@@ -31,23 +32,6 @@ FLEET_TOKEN = "fleet-token-e2e"
 ADMIN_TOKEN = "admin-token-e2e"
 UPSTREAM_KEY = "sk-upstream-" + "c4n4ry" * 6
 EMBEDDER = "samespace-embedder-cpu0"
-TOPICS = ["invoice", "shipment", "customer", "warehouse", "payment", "refund", "coupon", "catalog", "ledger", "tariff"]
-
-
-def write_repo(root: Path, files: int = 30, functions: int = 12) -> Path:
-    """A repository of `files` x `functions` small, distinct Python functions (one chunk each)."""
-    root.mkdir(parents=True, exist_ok=True)
-    for f in range(files):
-        topic = TOPICS[f % len(TOPICS)]
-        body = "\n\n".join(
-            f"def {topic}_{f}_step_{i}(record, limit={i}):\n"
-            f"    \"\"\"Step {i} of {topic} pipeline {f}: validate the {topic} record and clamp it.\"\"\"\n"
-            f"    value = record.get('{topic}_{f}_{i}', {i * f}) * {i + 2}\n"
-            f"    return min(value, limit + {f})\n"
-            for i in range(functions)
-        )
-        (root / f"{topic}_{f}.py").write_text(body + "\n")
-    return root
 
 
 @dataclass
@@ -148,7 +132,7 @@ def fleet(request: pytest.FixtureRequest, ray_cluster: RayCluster, mcp_server: M
         for sidecar in sidecars:
             sidecar.start()
         yield Fleet(settings, admin, sidecars[0], sidecars[1], exact_server, perturbed_server,
-                    write_repo(tmp_path_factory.mktemp(f"fleet-{transport}-repo") / "shop"), transport)
+                    function_repo(tmp_path_factory.mktemp(f"fleet-{transport}-repo") / "shop", files=30), transport)
     finally:
         admin.close()
         for sidecar in sidecars:
