@@ -43,7 +43,7 @@ from cluster.sidecar_providers import SidecarCalls, SidecarRoute, sidecar_provid
 
 log = logging.getLogger("samespace.fleet")
 
-CLOSE = "__close__"  # an internal outbox entry: the replica closes the socket instead of sending it
+CLOSE_SOCKET = "__close__"  # an outbox entry for the replica: close the socket instead of sending a frame
 STALE_CHECK_S = 1.0
 
 
@@ -69,6 +69,7 @@ class FleetActor:
         self._desk = CommandDesk()
         self._ids = itertools.count(1)
         self._routes: dict[str, SidecarRoute] = {}
+        self._sidecar_calls = SidecarCalls(self._send, self._current_routes)
         self._stats: dict[str, tuple[int, int, str | None]] = {}
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -97,7 +98,7 @@ class FleetActor:
         """Frames to send on `connection` (commands, pings), waiting up to `wait_s`; a `__close__`
         entry when the fleet dropped the socket."""
         if not self._fleet.knows_connection(connection):
-            return [{"type": CLOSE, "reason": "closed by the fleet"}]
+            return [{"type": CLOSE_SOCKET, "reason": "closed by the fleet"}]
         return await self._desk.take(_socket_box(connection), wait_s)
 
     def ws_closed(self, connection: str) -> None:
@@ -163,16 +164,16 @@ class FleetActor:
 
     # --- provider calls (the dispatchers') ---------------------------------------------------
     async def embed(self, provider: str, texts: list[str]) -> np.ndarray:
-        return await self._counted(provider, self._calls().embed(provider, texts))
+        return await self._counted(provider, self._sidecar_calls.embed(provider, texts))
 
     async def rerank(self, provider: str, query: str, documents: list[str]) -> list[float]:
-        return await self._counted(provider, self._calls().rerank(provider, query, documents))
+        return await self._counted(provider, self._sidecar_calls.rerank(provider, query, documents))
 
     async def chat(self, provider: str, **request: Any) -> ChatResult:
-        return await self._counted(provider, self._calls().chat(provider, **request))
+        return await self._counted(provider, self._sidecar_calls.chat(provider, **request))
 
     async def context_window(self, provider: str) -> int | None:
-        return await self._calls().context_window(provider)
+        return await self._sidecar_calls.context_window(provider)
 
     async def push_config(self, agent: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Send a `config` frame to `agent` and await its acknowledgement (a `result` with the id)."""
@@ -182,10 +183,10 @@ class FleetActor:
         )
 
     # --- internals ---------------------------------------------------------------------------
-    def _calls(self) -> SidecarCalls:
-        if not self._routes:
+    def _current_routes(self) -> dict[str, SidecarRoute]:
+        if not self._routes:  # a call before any discovery asked: derive them now
             self.providers()
-        return SidecarCalls(self._send, lambda: self._routes)
+        return self._routes
 
     async def _send(self, agent: str, provider: str, action: str, payload: dict[str, Any]) -> dict[str, Any]:
         box = self._outbox_of(agent, provider)
@@ -239,7 +240,7 @@ class FleetActor:
         for connection, why in self._fleet.sweep():
             log.info("closing sidecar socket %s: %s", connection, why)
             self._desk.fail_outbox(_socket_box(connection), f"socket closed: {why}")
-            self._desk.post(_socket_box(connection), {"type": CLOSE, "reason": why})
+            self._desk.post(_socket_box(connection), {"type": CLOSE_SOCKET, "reason": why})
         for connection in self._fleet.connections():
             self._desk.post(_socket_box(connection), ping_frame())
 

@@ -66,8 +66,7 @@ class HostView(BaseModel):
     agent_url: str
     hostname: str | None
     transport: Literal["ws", "http", "none"]
-    last_seen: float | None
-    seen_s_ago: float | None = Field(default=None, description="Seconds since the last frame or poll.")
+    seen_s_ago: float | None = Field(description="Seconds since its last frame or poll; None: not since start.")
     fresh: bool
     active_requests: int
     capabilities: dict[Role, RoleCapability]
@@ -239,7 +238,6 @@ class Fleet:
                 agent_url=url,
                 hostname=host.record.hostname,
                 transport=host.transport,
-                last_seen=host.last_seen,
                 seen_s_ago=round(now - host.last_seen, 3) if host.last_seen is not None else None,
                 fresh=self._fresh(host, now),
                 active_requests=host.active_requests,

@@ -62,7 +62,7 @@ def sidecar_providers(
             name = sidecar_provider_name(host.agent_url, role)
             model = capability.models[0] if capability.models else ""
             if not host.fresh:
-                reason: str | None = "no recent heartbeat" if host.last_seen is not None else "not connected since start"
+                reason: str | None = "no recent heartbeat" if host.seen_s_ago is not None else "not connected since start"
             elif host.transport == "none":
                 reason = "disconnected (its socket closed)"
             elif not capability.available:

@@ -23,6 +23,7 @@ from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from ray.actor import ActorHandle
 
+from actors.fleet import CLOSE_SOCKET
 from cluster.settings import SamespaceSettings
 from cluster.sidecar_protocol import MAX_RESULT_BYTES, error_frame
 from serve_apps.auth import bearer_matches
@@ -32,7 +33,6 @@ log = logging.getLogger("samespace.sidecar")
 SIDECAR_ROUTE = "/sidecar"
 NEXT_WAIT_S = 5.0  # how long one outbox read waits on the fleet actor before asking again
 POLICY_VIOLATION = 1008
-CLOSE_MARK = "__close__"
 # POST /sidecar/<path> → the fleet actor's method that answers it.
 FALLBACK_ROUTES = {"register": "http_register", "heartbeat": "http_heartbeat", "poll": "http_poll", "result": "http_result"}
 
@@ -58,7 +58,7 @@ def add_sidecar_routes(api: FastAPI, settings: SamespaceSettings, fleet: Callabl
         async def outbound() -> None:
             while True:
                 for frame in await actor.ws_next.remote(connection, NEXT_WAIT_S):
-                    if frame.get("type") == CLOSE_MARK:
+                    if frame.get("type") == CLOSE_SOCKET:
                         log.info("closing sidecar socket %s: %s", connection, frame.get("reason"))
                         await websocket.close(code=POLICY_VIOLATION)
                         return
