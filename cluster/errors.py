@@ -20,7 +20,9 @@ SamespaceError
  ├── NoProviderLeft           every provider of a role failed or none is eligible
  ├── BudgetUnavailable        no cloud permit within the bounded wait (budget saturated or gone)
  ├── GateRefused              a provider failed (or was evicted by) the compatibility gate
- └── ReadRefused              read_code outside the indexed repository, or unknown file
+ ├── ReadRefused              read_code outside the indexed repository, or unknown file
+ ├── ScanError                the repository root cannot be walked (missing, unreadable)
+ └── ShrinkRefused            a build would drop too much of the serving index (--allow-shrink)
 """
 
 from __future__ import annotations
@@ -210,3 +212,34 @@ class ReadRefused(SamespaceError):
 
     def __str__(self) -> str:
         return f"cannot read {self.path!r} in repo {self.repo!r}: {self.reason}"
+
+
+class ScanError(SamespaceError):
+    """The repository root cannot be walked: a reindex must fail rather than see an empty repo."""
+
+    def __init__(self, root: str, detail: str) -> None:
+        super().__init__(root, detail)
+        self.root = root
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"cannot scan the repository at {self.root!r}: {self.detail}"
+
+
+class ShrinkRefused(SamespaceError):
+    """A build would replace a serving index with one missing too many of its files."""
+
+    def __init__(self, index: str, serving_files: int, new_files: int, max_share: float) -> None:
+        super().__init__(index, serving_files, new_files, max_share)
+        self.index = index
+        self.serving_files = serving_files
+        self.new_files = new_files
+        self.max_share = max_share
+
+    def __str__(self) -> str:
+        dropped = self.serving_files - self.new_files
+        return (
+            f"refusing to shrink index {self.index!r} from {self.serving_files} to {self.new_files} files "
+            f"({dropped} dropped; at most {self.max_share:.0%} may go): check the repository path and that it is "
+            "mounted and readable, or rerun with --allow-shrink if the files really are gone"
+        )

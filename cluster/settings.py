@@ -230,6 +230,27 @@ class ChunkingSettings(_Section):
         return self
 
 
+class IngestSettings(_Section):
+    """What a reindex may read and how far it may shrink an index (issue 14): secret files are never
+    read, one hostile file never fails a job, and a walk that finds far less than the serving build
+    is refused."""
+
+    extra_deny: list[str] = Field(
+        default_factory=list,
+        description="More gitignore-style patterns never indexed, on top of the built-in secret deny-list.",
+    )
+    reinclude: list[str] = Field(
+        default_factory=list,
+        description="gitignore-style patterns indexed even when an ignore file or the deny-list excludes them "
+        "(the secret content scan still applies).",
+    )
+    max_shrink_share: float = Field(
+        default=0.5, ge=0, le=1,
+        description="A build that drops more than this share of the serving build's files is refused "
+        "unless the job is run with --allow-shrink.",
+    )
+
+
 class ServeSettings(_Section):
     host: str = Field(default="127.0.0.1", description="Serve HTTP host (loopback by default).")
     port: int = Field(default=DEFAULT_MCP_PORT, ge=1, le=65535, description="Serve HTTP port.")
@@ -251,6 +272,7 @@ class SamespaceSettings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     search: FusionParams = Field(
