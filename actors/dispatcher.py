@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import ray
+from ray import ObjectRef
 from ray.actor import ActorHandle
 from ray.exceptions import RayTaskError
 
@@ -22,10 +24,10 @@ from cluster.budget import Priority
 from cluster import request_tag as tags
 from cluster.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
 from cluster.gate import GateLedger, GateReport
-from cluster.gatekeeper import Gatekeeper
+from cluster.gatekeeper import Gatekeeper, SpotCheckStats
 from cluster.providers import ProviderKind, ProviderView, provider_views
 from cluster.roles import Policy, Role
-from cluster.settings import SamespaceSettings
+from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.space import EncoderIdentity
 
 
@@ -68,7 +70,16 @@ def _calls(live: LiveProvider) -> Provider:
         embed = (lambda texts: _unwrap(handle.encode_batch.remote(texts))) if info.identity is not None else None
         rerank = (lambda q, docs: _unwrap(handle.rerank.remote(q, docs))) if Role.RERANKER in info.roles else None
         call = (lambda **request: _unwrap(handle.chat.remote(**request))) if chat_role else None
-        return Provider(info=info, embed=embed, rerank=rerank, call=call, context=context)
+
+        async def reembed(texts: list[str]) -> np.ndarray:
+            """The gate's spot-check texts through the query group: never behind a bulk batch."""
+            rows = await asyncio.gather(*(_unwrap(handle.encode_query.remote(text)) for text in texts))
+            return np.stack([vector for vector, _ in rows])
+
+        return Provider(
+            info=info, embed=embed, rerank=rerank, call=call, context=context,
+            reembed=reembed if embed is not None else None,
+        )
     role = info.roles[0]
 
     async def cloud_rerank(query: str, docs: list[str]) -> list[float]:
@@ -111,6 +122,9 @@ class DispatcherActor:
                 preferred_reference=settings.gate.reference,
                 clock=time.monotonic,
                 probe_timeout_s=settings.gate.probe_timeout_s,
+                rng=random.SystemRandom(),  # which batches and texts are spot-checked: unguessable
+                spot_check_rate=settings.gate.spot_check_rate,
+                spot_check_texts=settings.gate.spot_check_texts,
             )
         self._sentinel_task: asyncio.Task[None] | None = None
         self._dispatcher = Dispatcher(
@@ -154,10 +168,19 @@ class DispatcherActor:
         gatekeeper = self._dispatcher.gatekeeper
         return gatekeeper.ledger.reports() if gatekeeper is not None else []
 
+    def spot_checks(self) -> SpotCheckStats | None:
+        """The gate's spot checks for this role so far: their cost and what they caught (None: ungated role)."""
+        gatekeeper = self._dispatcher.gatekeeper
+        return gatekeeper.spot_stats() if gatekeeper is not None else None
+
     def set_policy(self, policy: Policy) -> Policy:
         """Switch the policy in force; an invalid value is refused and the current one kept."""
         self._policy = Policy(policy)
         return self._policy
+
+    def forget_discovery(self) -> None:
+        """A pushed route changed a provider's model or pin: the next call discovers afresh."""
+        self._dispatcher.forget_discovery()
 
     async def providers(self) -> list[ProviderView]:
         """Every provider of this role, with the policy in force beside the one it applies."""
@@ -230,18 +253,37 @@ def get_dispatcher(settings: SamespaceSettings, role: Role) -> ActorHandle:
 
 
 
-def push_policy(settings: SamespaceSettings, role: Role, policy: Policy | str) -> Policy:
-    """Put a policy in force for a role: its dispatcher and every virtual container of the role.
+def push_cloud_config(
+    settings: SamespaceSettings,
+    *,
+    routes: Mapping[Role, RoleRoute] | None = None,
+    policies: Mapping[Role, Policy | str] | None = None,
+    base_url: str | None = None,
+) -> list[ObjectRef]:
+    """Put pushed routes, policies and a base URL in force: each named role's dispatcher takes its
+    policy, and every virtual container merges what changed for its role into what it holds.
 
-    Validated first: a bad value changes nothing anywhere.
+    Validated first: a bad policy changes nothing anywhere. Returns the calls' refs: await them in
+    async code (the admin API), `ray.get` them in a driver. Nothing is persisted here; the admin
+    API writes the config store first, so a container restarting meanwhile reads the same values.
     """
-    from actors.registry import ensure_virtual_containers
+    from actors.registry import apply_to_containers, ensure_cloud_containers
 
+    checked = {Role(role): Policy(policy) for role, policy in (policies or {}).items()}
+    refs = [get_dispatcher(settings, role).set_policy.remote(policy) for role, policy in checked.items()]
+    containers = ensure_cloud_containers(settings)
+    return refs + apply_to_containers(containers, routes=routes, policies=checked, base_url=base_url)
+
+
+def forget_discoveries(settings: SamespaceSettings, roles: Iterable[Role]) -> list[ObjectRef]:
+    """After a pushed route landed: each role's dispatcher drops the discovery its single calls
+    reuse (up to 2 s), which still names the old model and pin. Returns the calls' refs."""
+    return [get_dispatcher(settings, role).forget_discovery.remote() for role in roles]
+
+
+def push_policy(settings: SamespaceSettings, role: Role, policy: Policy | str) -> Policy:
+    """Put a policy in force for a role, from a driver: its dispatcher and every virtual container
+    of the role (each keeps the route and base URL it holds). Not persisted (the admin API is)."""
     policy = Policy(policy)
-    ray.get(get_dispatcher(settings, role).set_policy.remote(policy))
-    route = settings.cloud.routes.get(role)
-    if route is not None:
-        containers = [h for h in ensure_virtual_containers(settings)]
-        infos = ray.get([h.describe.remote() for h in containers])
-        ray.get([h.apply.remote(route, policy) for h, info in zip(containers, infos, strict=True) if role in info.roles])
+    ray.get(push_cloud_config(settings, policies={role: policy}))
     return policy

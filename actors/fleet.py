@@ -22,7 +22,7 @@ from ray.actor import ActorHandle
 
 from cluster.config_store import ConfigStore
 from cluster.errors import ConfigError, SamespaceError, UpstreamUnavailable
-from cluster.fleet import Fleet, HostRecord, HostView
+from cluster.fleet import BAD_CREDENTIAL, UNKNOWN_AGENT, Fleet, HostRecord, HostView, RegistrationRefused
 from cluster.fleet_mail import CommandDesk
 from cluster.naming import FLEET_ACTOR_NAME
 from cluster.openrouter import ChatResult
@@ -84,14 +84,19 @@ class FleetActor:
         return connection
 
     def ws_frame(self, connection: str, raw: str | bytes) -> tuple[list[dict[str, Any]], bool]:
-        """One inbound frame → (frames to send back, close the socket?)."""
+        """One inbound frame → (frames to send back, close the socket?). The replica refused any
+        frame over the limit before it came here."""
         frame = parse_frame(raw)
         reply = self._fleet.on_frame(connection, frame)
         agent = self._fleet.agent_of(connection)
         if isinstance(frame, ResultFrame) and agent is not None and not reply.frames:
             self._desk.resolve(agent, frame)
-        if isinstance(frame, RegisterFrame) and agent is not None:
-            log.info("sidecar %s registered over WebSocket (%s)", agent, connection)
+        if isinstance(frame, RegisterFrame):
+            if agent is not None and not reply.close:
+                log.info("sidecar %s registered over WebSocket as agent %s (%s)", frame.agent_url[:200], agent, connection)
+            else:
+                log.info("sidecar registration refused on %s: %s", connection, reply.frames[0].get("message"))
+            self._fail_retired()
         return reply.frames, reply.close
 
     async def ws_next(self, connection: str, wait_s: float) -> list[dict[str, Any]]:
@@ -107,51 +112,68 @@ class FleetActor:
         self._fleet.closed(connection)
         failed = self._desk.fail_outbox(_socket_box(connection), "sidecar disconnected")
         if agent is not None:
-            log.info("sidecar %s disconnected (%s); %d commands failed over", agent, connection, failed)
+            log.info("sidecar agent %s disconnected (%s); %d commands failed over", agent, connection, failed)
 
-    # --- HTTP fallback -----------------------------------------------------------------------
+    # --- HTTP fallback (the replica checked the fleet token and the body size) -----------------
     def http_register(self, raw: bytes) -> tuple[int, dict[str, Any]]:
         frame = parse_frame(raw)
         if not isinstance(frame, RegisterFrame):
             return 400, frame.frame() if isinstance(frame, FrameRejected) else error_frame("expected a register frame")
         self._ensure_loop()  # the liveness loop runs for HTTP-only fleets too
-        log.info("sidecar %s registered over HTTP", frame.agent_url)
-        return 200, self._fleet.http_register(frame)
+        admitted = self._fleet.admit(frame)
+        self._fail_retired()
+        if isinstance(admitted, RegistrationRefused):
+            log.info("sidecar registration refused over HTTP: %s", admitted.message)
+            return admitted.status, admitted.frame()
+        log.info("sidecar %s registered over HTTP as agent %s", frame.agent_url[:200], admitted.agent_id)
+        return 200, admitted.frame()
 
-    async def http_heartbeat(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+    async def http_heartbeat(self, raw: bytes, agent_id: str | None, digest: str | None) -> tuple[int, dict[str, Any]]:
+        refused = self._refused(agent_id, digest)
+        if refused is not None:
+            return refused
+        assert agent_id is not None
         frame = parse_frame(raw)
         if isinstance(frame, FrameRejected):
             return 400, frame.frame()
         if not isinstance(frame, HeartbeatFrame):
             return 400, error_frame("expected a heartbeat frame")
         self._ensure_loop()
-        answer = self._fleet.http_heartbeat(frame)
+        answer = self._fleet.http_heartbeat(agent_id, frame)
         if answer.get("type") == "error":
-            return (409 if "unknown agent" in answer["message"] else 400), answer
-        assert frame.agent is not None
-        return 200, {"ok": True, "commands": await self._desk.take(_http_box(frame.agent), 0)}
+            return 400, answer
+        return 200, {"ok": True, "commands": await self._desk.take(_http_box(agent_id), 0)}
 
-    async def http_poll(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+    async def http_poll(self, raw: bytes, agent_id: str | None, digest: str | None) -> tuple[int, dict[str, Any]]:
+        refused = self._refused(agent_id, digest)
+        if refused is not None:
+            return refused
+        assert agent_id is not None
         try:
             poll = PollRequest.model_validate_json(raw)
         except ValueError:
             return 400, error_frame("poll: expected {agentUrl, waitS}")
+        if poll.agent_url is not None and self._fleet.agent_id_for(poll.agent_url) != agent_id:
+            return 403, error_frame("poll: agentUrl is not this agent's")
         self._ensure_loop()
-        if not self._fleet.touch(poll.agent_url):
-            return 409, error_frame("unknown agent: register first")
+        self._fleet.touch(agent_id)
         wait = min(poll.wait_s, self._settings.fleet.poll_wait_max_s)
-        return 200, {"commands": await self._desk.take(_http_box(poll.agent_url), wait)}
+        return 200, {"commands": await self._desk.take(_http_box(agent_id), wait)}
 
-    def http_result(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+    def http_result(self, raw: bytes, agent_id: str | None, digest: str | None) -> tuple[int, dict[str, Any]]:
+        refused = self._refused(agent_id, digest)
+        if refused is not None:
+            return refused
+        assert agent_id is not None
         frame = parse_frame(raw)
         if isinstance(frame, FrameRejected):
             return 400, frame.frame()
         if not isinstance(frame, ResultFrame):
             return 400, error_frame("expected a result frame")
-        agent = self._desk.agent_of(frame.id)
-        if agent is None or not self._fleet.touch(agent):
+        if self._desk.agent_of(frame.id) != agent_id:  # unknown, or another agent's command
             return 404, error_frame("no pending command with that id")
-        self._desk.resolve(agent, frame)
+        self._fleet.touch(agent_id)
+        self._desk.resolve(agent_id, frame)
         return 200, {"ok": True}
 
     # --- reads -------------------------------------------------------------------------------
@@ -175,8 +197,12 @@ class FleetActor:
     async def context_window(self, provider: str) -> int | None:
         return await self._sidecar_calls.context_window(provider)
 
-    async def push_config(self, agent: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """Send a `config` frame to `agent` and await its acknowledgement (a `result` with the id)."""
+    async def push_config(self, agent_url: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Send a `config` frame to the agent at `agent_url` and await its acknowledgement (a `result`
+        with the id)."""
+        agent = self._fleet.agent_id_for(agent_url)
+        if agent is None:
+            raise UpstreamUnavailable(agent_url[:200], "no agent registered at that URL")
         box = self._outbox_of(agent, agent)
         return await self._desk.request(
             agent, box, lambda i: config_frame(i, payload), self._settings.fleet.command_timeout_s, agent, "config"
@@ -191,6 +217,22 @@ class FleetActor:
     async def _send(self, agent: str, provider: str, action: str, payload: dict[str, Any]) -> dict[str, Any]:
         box = self._outbox_of(agent, provider)
         return await self._desk.send(agent, box, provider, action, payload, self._settings.fleet.command_timeout_s)
+
+    def _refused(self, agent_id: str | None, digest: str | None) -> tuple[int, dict[str, Any]] | None:
+        """None when the call proves it comes from the registered agent `agent_id`; else the answer:
+        409 for an unknown agent (register again), 403 for a missing or wrong credential."""
+        if not self._fleet.knows(agent_id):
+            return 409, error_frame(UNKNOWN_AGENT)
+        if self._fleet.authenticate(agent_id, digest) is None:
+            return 403, error_frame(BAD_CREDENTIAL)
+        return None
+
+    def _fail_retired(self) -> None:
+        """Commands held by agents replaced or evicted by a registration fail now."""
+        for agent in self._fleet.drain_retired():
+            failed = self._desk.fail_agent(agent, "the sidecar agent was replaced by a new registration")
+            self._desk.fail_outbox(_http_box(agent), "the sidecar agent was replaced by a new registration")
+            log.info("sidecar agent %s replaced; %d commands failed over", agent, failed)
 
     def _outbox_of(self, agent: str, provider: str) -> str:
         """Where `agent` takes its frames: its live socket, else its HTTP polls."""
@@ -227,9 +269,10 @@ class FleetActor:
         while True:
             await asyncio.sleep(min(STALE_CHECK_S, ping_every))
             try:
+                self._fleet.flush()  # registry changes deferred by the write budget
                 for agent in self._fleet.newly_stale():
                     failed = self._desk.fail_agent(agent, "no heartbeat: the host left the lanes")
-                    log.info("sidecar %s went stale; %d commands failed over", agent, failed)
+                    log.info("sidecar agent %s went stale; %d commands failed over", agent, failed)
                 if time.monotonic() >= next_ping:
                     next_ping = time.monotonic() + ping_every
                     self._sweep()

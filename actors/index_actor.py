@@ -6,6 +6,7 @@ through it. Methods run one at a time, so a query sees either the old build or t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,21 +17,29 @@ from cluster.code_map import CodeMaps, FileHit, Neighbors, RepoOverview, SymbolH
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.index import BuildProgress, IndexCatalog, IndexRecord, PointKey, ReusableRows
 from cluster.settings import SamespaceSettings
+from cluster.skips import SkipSummary
 from cluster.source import SourceLines, read_source_lines
 from cluster.space import EncoderIdentity
 from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 from cluster.vector_store import open_vector_store
+from cluster.walker import walk_settings
+
+# Issue 14 §2: the store's files hold source text. New files 0600 and folders 0700; the store
+# itself makes its data dir 0700 and tightens what an earlier run left behind.
+STORE_UMASK = 0o077
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
 class IndexActor:
     def __init__(self, settings: SamespaceSettings) -> None:
         self._settings = settings
+        os.umask(STORE_UMASK)  # this worker process is the store's only writer: its files go 0600
         store = open_vector_store(
             settings.store.kind, data_dir=settings.store.data_dir, url=settings.store.url
         )
         self._catalog = IndexCatalog(store)
         self._code_maps = CodeMaps(self._catalog)  # symbol/file/neighbour maps, per serving build
+        self._deny = walk_settings(settings).deny_list()  # reads refuse what a reindex never opens
 
     # writes (reindex job)
     def begin_build(
@@ -57,8 +66,10 @@ class IndexActor:
     def report_progress(self, build: str, progress: BuildProgress) -> None:
         self._catalog.report_progress(build, progress)
 
-    def commit_build(self, build: str, files: int, providers: list[str]) -> IndexRecord:
-        record = self._catalog.commit_build(build, files=files, providers=providers)
+    def commit_build(
+        self, build: str, files: int, providers: list[str], skipped: SkipSummary | None = None
+    ) -> IndexRecord:
+        record = self._catalog.commit_build(build, files=files, providers=providers, skipped=skipped)
         self._code_maps.prune()  # the superseded build's map goes now, the new one is built on first read
         return record
 
@@ -108,7 +119,8 @@ class IndexActor:
         if not self._catalog.has_path(repo, path):
             raise ReadRefused(repo, path, "not an indexed file of this repository")
         return read_source_lines(
-            repo, Path(record.repo_root), path, start_line, end_line, self._settings.serve.read_max_lines
+            repo, Path(record.repo_root), path, start_line, end_line, self._settings.serve.read_max_lines,
+            deny=self._deny,
         )
 
     # code maps: non-semantic reads (symbols, files, neighbouring chunks, overview)

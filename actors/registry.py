@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import ray
+from ray import ObjectRef
 from ray.actor import ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -29,8 +31,8 @@ from cluster.naming import (
     virtual_container_name,
 )
 from cluster.providers import NOT_ANSWERING, ProviderInfo, ProviderKind
-from cluster.roles import Role
-from cluster.settings import SamespaceSettings
+from cluster.roles import Policy, Role
+from cluster.settings import RoleRoute, SamespaceSettings
 
 DESCRIBE_TIMEOUT_S = 10.0
 CPU_ACTOR_CPUS = 1.0
@@ -44,6 +46,15 @@ log = logging.getLogger("samespace.registry")
 class LiveProvider:
     info: ProviderInfo
     handle: ActorHandle | None  # None when the actor did not answer
+
+
+@dataclass(frozen=True)
+class CloudContainer:
+    """A virtual container as started: its name, the role it serves, its handle."""
+
+    name: str
+    role: Role
+    handle: ActorHandle
 
 
 @dataclass(frozen=True)
@@ -113,13 +124,22 @@ def ensure_rerankers(settings: SamespaceSettings) -> list[ActorHandle]:
 
 def ensure_virtual_containers(settings: SamespaceSettings) -> list[ActorHandle]:
     """One virtual container per (PC, routed role) when the cloud is enabled (opt-in)."""
+    return [container.handle for container in ensure_cloud_containers(settings)]
+
+
+def ensure_cloud_containers(settings: SamespaceSettings) -> list[CloudContainer]:
+    """`ensure_virtual_containers` with each container's name and role (no call to the actors).
+
+    Started from the settings with the durable config over them: pushed routes get containers
+    too, and a new container starts with the pushed route, policy and base URL.
+    """
     from cluster.config_store import effective_settings
 
-    settings = effective_settings(settings)  # pushed routes get containers too
+    settings = effective_settings(settings)
     cloud = settings.cloud
     if not cloud.enabled:
         return []
-    handles = []
+    containers = []
     seen_hosts: set[str] = set()
     for node in alive_nodes(settings):
         if node.host in seen_hosts:  # one PC, one container per role, however many Ray nodes it runs
@@ -127,14 +147,32 @@ def ensure_virtual_containers(settings: SamespaceSettings) -> list[ActorHandle]:
         seen_hosts.add(node.host)
         for role, route in sorted(cloud.routes.items()):
             name = virtual_container_name(node.host, role)
-            handles.append(
-                VirtualContainerActor.options(
-                    name=name,
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=True),
-                    **_detached(settings),
-                ).remote(name, role, route, settings, settings.policy(role))
-            )
-    return handles
+            handle = VirtualContainerActor.options(
+                name=name,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=True),
+                **_detached(settings),
+            ).remote(name, role, route, settings, settings.policy(role))
+            containers.append(CloudContainer(name=name, role=role, handle=handle))
+    return containers
+
+
+def apply_to_containers(
+    containers: list[CloudContainer],
+    *,
+    routes: Mapping[Role, RoleRoute] | None = None,
+    policies: Mapping[Role, Policy] | None = None,
+    base_url: str | None = None,
+) -> list[ObjectRef]:
+    """Send each container what changed for its role (it merges the rest, SPEC §8): its route,
+    its policy, the base URL. Returns the calls' refs (ray.get or await them); a container with
+    nothing to change is not called."""
+    routes, policies = routes or {}, policies or {}
+    refs = []
+    for container in containers:
+        route, policy = routes.get(container.role), policies.get(container.role)
+        if route is not None or policy is not None or base_url is not None:
+            refs.append(container.handle.apply.remote(route, policy, base_url))
+    return refs
 
 
 def ensure_chat_endpoints(settings: SamespaceSettings) -> list[ActorHandle]:
@@ -152,6 +190,23 @@ def ensure_providers(settings: SamespaceSettings) -> None:
     ensure_rerankers(settings)
     ensure_chat_endpoints(settings)
     ensure_virtual_containers(settings)
+
+
+def key_problem(settings: SamespaceSettings, roles: Iterable[Role] = (Role.CODE_EMBEDDING,)) -> str | None:
+    """From a driver (the reindex job; never from async code): the one paragraph saying that
+    `roles` need the OpenRouter key and no virtual container holds one, or None.
+
+    Starts the providers the cluster should have first (after a restart the containers may not
+    exist yet), then asks each role's dispatcher who serves it (`DispatcherActor.providers`).
+    """
+    from actors.dispatcher import get_dispatcher
+    from cluster.config_store import ConfigStore
+    from cluster.key_readiness import local_only_roles, missing_key_message
+
+    ensure_providers(settings)
+    views = {role: ray.get(get_dispatcher(settings, role).providers.remote()) for role in roles}
+    stored = ConfigStore(settings.admin.config_path).read()
+    return missing_key_message(views, key_pushed_before=stored.key_pushed, local_only=local_only_roles(settings))
 
 
 def _is_provider_name(name: str) -> bool:

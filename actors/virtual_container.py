@@ -15,7 +15,9 @@ import ray
 from pydantic import SecretStr
 
 from cluster.budget import KeyFacts, Priority
+from cluster.cloud_state import ContainerState
 from cluster.errors import AuthFailed, MissingPin, UpstreamError
+from cluster.key_readiness import NO_KEY_REASON
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Policy, Role
 from cluster import request_tag as tags
@@ -56,7 +58,9 @@ class VirtualContainerActor:
     def __init__(self, name: str, role: Role, route: RoleRoute, settings: SamespaceSettings, policy: Policy) -> None:
         from cluster.config_store import effective_settings
 
-        settings = effective_settings(settings)  # a restarted container keeps the pushed model and policy
+        # The durable config over the settings, read now: a restarted container comes back with the
+        # pushed route, policy and base URL (never the static settings over them), and no key.
+        settings = effective_settings(settings)
         route = settings.cloud.routes.get(role, route)
         policy = settings.policy(role) if role in settings.policies else policy
         cloud = settings.cloud
@@ -65,6 +69,7 @@ class VirtualContainerActor:
         self._route = route
         self._settings = settings
         self._cloud = cloud
+        self._base_url = cloud.base_url
         self._width = settings.embedding.width
         self._policy = policy
         self._node_id = ray.get_runtime_context().get_node_id()
@@ -90,15 +95,34 @@ class VirtualContainerActor:
 
             get_budget_actor(self._settings).discover.remote()
 
-    async def apply(self, route: RoleRoute, policy: Policy) -> None:
-        """Apply a pushed model/pin/policy without touching the key (a push without a key)."""
-        self._route = route
-        self._policy = policy
-        await self._close_client()
+    async def apply(
+        self, route: RoleRoute | None = None, policy: Policy | None = None, base_url: str | None = None
+    ) -> ContainerState:
+        """Merge a pushed route, policy and base URL into what this container holds (None keeps
+        the current one; the key is untouched, SPEC §8). The next request uses them."""
+        if route is not None:
+            self._route = route
+        if policy is not None:
+            self._policy = Policy(policy)
+        if base_url is not None and base_url != self._base_url:
+            self._base_url = base_url
+            await self._close_client()  # the client is bound to one base URL
+        return self.state()
+
+    def state(self) -> ContainerState:
+        """What this container applies now: route, policy, base URL, and whether it holds a key."""
+        return ContainerState(
+            name=self._name,
+            role=self._role,
+            route=self._route,
+            policy=self._policy,
+            base_url=self._base_url,
+            key_held=self._key is not None,
+        )
 
     def describe(self) -> ProviderInfo:
         # A missing pin is the gate's refusal (`no-provider-pin`), and the client's, never a request.
-        reason = "no OpenRouter key pushed" if self._key is None else None
+        reason = NO_KEY_REASON if self._key is None else None
         return ProviderInfo(
             name=self._name,
             kind=ProviderKind.CLOUD,
@@ -184,14 +208,14 @@ class VirtualContainerActor:
     # ---- internals --------------------------------------------------------------------------
     def _require_client(self) -> Any:
         if self._key is None:
-            raise AuthFailed(self._name, "no OpenRouter key pushed; not sending an unauthenticated request")
+            raise AuthFailed(self._name, f"{NO_KEY_REASON}; not sending an unauthenticated request")
         if self._client is None:
             from cluster.openrouter import OpenRouterClient
 
             self._client = OpenRouterClient(
                 provider_name=self._name,
                 key=self._key,
-                base_url=self._cloud.base_url,
+                base_url=self._base_url,
                 timeout_s=self._cloud.timeout_s,
             )
         return self._client

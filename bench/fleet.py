@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 sidecar.wait_for_log("registered with the master", timeout_s=60)
                 fleet = get_fleet_actor(settings)
-                provider = sidecar_provider_name(sidecar.agent_url, Role.CODE_EMBEDDING)
+                agent_id = next(h.agent_id for h in ray.get(fleet.hosts.remote()) if h.agent_url == sidecar.agent_url)
+                provider = sidecar_provider_name(sidecar.agent_url, agent_id, Role.CODE_EMBEDDING)
                 while not any(i.name == provider and i.eligible for i in ray.get(fleet.providers.remote())):
                     time.sleep(0.2)
                 direct_s: list[float] = []

@@ -10,6 +10,11 @@ Layout under `data_dir`:
 `collection.json` is the commit marker: a directory without it (or without `shard/`) is a
 torn create, treated as absent and removed by the next create or drop of that name. Every
 JSON file is replaced atomically. An EdgeShard directory can be opened by one process only.
+
+The files hold source text, so `data_dir` is private (issue 14 §2): opening the store creates it
+0700 and strips group and other access from whatever an earlier run left under it. Files the
+engine writes afterwards are private only under a restrictive umask, which the owning process
+sets before it opens the store (actors/index_actor.py).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -50,6 +56,23 @@ CONFIG_FILE = "collection.json"
 METADATA_FILE = "meta.json"
 SHARD_DIR = "shard"
 TOMBSTONE_PREFIX = ".dropping-"
+PRIVATE_DIR_MODE = 0o700
+NOT_OWNER = 0o077  # group and other permission bits
+
+
+def make_private(root: Path) -> None:
+    """Create `root` 0700 (parents as the umask says) and take group/other access off its tree."""
+    try:
+        root.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        os.chmod(root, PRIVATE_DIR_MODE)
+        for directory, dirnames, filenames in os.walk(root):  # symlinks are listed, never followed
+            for name in (*dirnames, *filenames):
+                path = os.path.join(directory, name)
+                mode = os.lstat(path).st_mode
+                if not stat.S_ISLNK(mode) and mode & NOT_OWNER:
+                    os.chmod(path, stat.S_IMODE(mode) & ~NOT_OWNER)
+    except OSError as exc:
+        raise StoreError("open", f"cannot make {root} private: {exc}") from exc
 
 
 def write_json_atomic(path: Path, value: Any, operation: str) -> None:
@@ -107,8 +130,9 @@ class EdgeStore:
         self._shards: dict[str, qe.EdgeShard] = {}
         self._widths: dict[str, int] = {}
         self._closed = False
+        make_private(self._root)
         try:
-            self._collections.mkdir(parents=True, exist_ok=True)
+            self._collections.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
         except OSError as exc:
             raise StoreError("open", f"cannot create {self._collections}: {exc}") from exc
         self._remove_tombstones()

@@ -1,6 +1,12 @@
 """Cut a source file into chunks at syntax boundaries (tree-sitter), else at line windows.
 
 Pure functions: no I/O, no Ray. Parsers are built on first use and cached per language.
+
+No file can fail or stall a reindex (issue 14): `chunk_file` never raises; the syntax scan
+descends at most `max_syntax_depth` levels (deeper code is windowed); definitions that cover
+the same lines become one chunk; no chunk text exceeds `max_chunk_bytes` (a longer line is cut
+by characters), so a file's total chunk text stays within a small multiple of its size.
+`generated_reason` names minified and generated files, which a reindex skips.
 """
 
 from __future__ import annotations
@@ -213,6 +219,12 @@ _RULES: Mapping[str, _Rules] = {
     "bash": _Rules(definitions={"function_definition": KIND_FUNCTION}),
 }
 
+MINIFIED_AVG_LINE_CHARS = 1_000  # average line of a minified bundle; normal code is ~30-40
+MINIFIED_MIN_CHARS = 4_096  # a smaller file is never called minified: it is cheap to chunk anyway
+GENERATED_MARKER_LINES = 40  # markers are looked for in the first lines only (Go: before `package`)
+_MARKER_LINE_CHARS = 400  # a longer line holds no marker (and is never scanned for one)
+_PROSE_LANGUAGES = frozenset({"markdown", "rst", FALLBACK_LANGUAGE})  # long lines are normal prose
+
 _PARSERS: dict[str, Parser] = {}
 _PARSER_LOCK = threading.Lock()  # a Parser is not safe to share between threads
 
@@ -241,26 +253,108 @@ class _Span:
 
 
 def chunk_file(path: str, text: str, settings: ChunkingSettings) -> list[Chunk]:
-    """Chunks of one file, sorted by (start_line, end_line); never an empty-text chunk."""
-    lines = _split_lines(text)
+    """Chunks of one file, sorted by (start_line, end_line); never an empty-text chunk, never a
+    text over ``settings.max_chunk_bytes`` UTF-8 bytes. Line numbers are those of `split_lines`."""
+    lines = split_lines(text)
     if not lines:
         return []
     language = detect_language(path)
-    spans = _syntax_spans(language, text, lines, settings.window_lines)
+    spans = _syntax_spans(language, text, lines, settings)
     if spans is None:
         spans = [_Span(1, len(lines), KIND_WINDOW, None)]
     return _emit(path, language, lines, spans, settings)
 
 
-def _split_lines(text: str) -> list[str]:
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text``, as chunks and read_code number them (line n is item n - 1).
+
+    Split on "\n" only; one trailing "\r" is stripped from each line (CRLF and LF may mix; a
+    lone "\r" elsewhere stays in its line); a final "\n" opens no empty last line.
+    """
+    if not text:
+        return []
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
-    return lines
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def generated_reason(path: str, text: str) -> str | None:
+    """Why a file is minified or generated (a short human reason for the skip log), else None.
+
+    Tight on purpose, since a skip drops the file: a minified or bundle file name (`*.min.*`,
+    `*.map`, `*.bundle.js`, `*.chunk.js`), a code or markup file of at least MINIFIED_MIN_CHARS
+    whose average line is MINIFIED_AVG_LINE_CHARS or more, or a generator's marker on a comment
+    line among the first GENERATED_MARKER_LINES lines.
+    """
+    by_name = _generated_by_name(PurePosixPath(path).name.lower())
+    if by_name is not None:
+        return by_name
+    language = detect_language(path)
+    if language in _PROSE_LANGUAGES:
+        return None
+    newlines = text.count("\n")
+    line_count = newlines + (0 if text.endswith("\n") else 1)
+    average = (len(text) - newlines) / line_count
+    if len(text) >= MINIFIED_MIN_CHARS and average >= MINIFIED_AVG_LINE_CHARS:
+        return f"minified: average line {average:,.0f} chars"
+    return _generated_marker(text, language)
+
+
+_BUNDLE_PARTS = frozenset({"bundle", "chunk"})
+_BUNDLE_SUFFIXES = frozenset({"js", "mjs", "cjs", "css"})
+
+
+def _generated_by_name(name: str) -> str | None:
+    parts = name.split(".")
+    if len(parts) < 2:
+        return None
+    if parts[-1] == "map":
+        return "source map: *.map"
+    if "min" in parts[1:-1]:
+        return f"minified: *.min.{parts[-1]}"
+    if len(parts) >= 3 and parts[-2] in _BUNDLE_PARTS and parts[-1] in _BUNDLE_SUFFIXES:
+        return f"bundle: *.{parts[-2]}.{parts[-1]}"
+    return None
+
+
+# Each marker is searched only on a comment line of the file's own language (a Python string
+# holding " * @generated" is a generator's source, not generated); the reason names the marker.
+_C_COMMENT = re.compile(r"\s*(?://|/\*|\*)")
+_HASH_COMMENT = re.compile(r"\s*#")
+_COMMENT_LINES: Mapping[str, re.Pattern[str]] = {
+    **dict.fromkeys(("c", "cpp", "go", "java", "javascript", "typescript", "tsx", "rust", "css"), _C_COMMENT),
+    **dict.fromkeys(("python", "bash", "yaml", "toml", "ruby", "make", "dockerfile", "ini"), _HASH_COMMENT),
+    **dict.fromkeys(("html", "xml"), re.compile(r"\s*<!--")),
+    "sql": re.compile(r"\s*--"),
+}
+_GENERATED_MARKERS: Sequence[tuple[re.Pattern[str], str]] = (
+    (re.compile(r"^// Code generated .* DO NOT EDIT\.$"), "generated: 'Code generated ... DO NOT EDIT.' marker"),
+    (re.compile(r"(?<![\w@])@generated\b"), "generated: '@generated' marker"),
+    (re.compile(r"<auto-generated\b"), "generated: '<auto-generated>' marker"),
+    (
+        re.compile(r"Generated by the protocol buffer compiler\.\s+DO NOT EDIT!"),
+        "generated: 'Generated by the protocol buffer compiler. DO NOT EDIT!' marker",
+    ),
+)
+
+
+def _generated_marker(text: str, language: str) -> str | None:
+    comment = _COMMENT_LINES.get(language)
+    if comment is None:
+        return None
+    head = text[: GENERATED_MARKER_LINES * (_MARKER_LINE_CHARS + 1)]
+    for line in split_lines(head)[:GENERATED_MARKER_LINES]:
+        if len(line) > _MARKER_LINE_CHARS or not comment.match(line):
+            continue
+        for pattern, reason in _GENERATED_MARKERS:
+            if pattern.search(line):
+                return reason
+    return None
 
 
 def _syntax_spans(
-    language: str, text: str, lines: Sequence[str], window: int
+    language: str, text: str, lines: Sequence[str], settings: ChunkingSettings
 ) -> list[_Span] | None:
     if language not in _GRAMMARS:
         return None
@@ -270,8 +364,8 @@ def _syntax_spans(
         return None
     if language == "markdown":
         return _markdown_spans(tree.root_node, len(lines))
-    scanner = _Scanner(_RULES[language], lines, source.split(b"\n"), window)
-    scanner.scan(tree.root_node.children, (), None, in_container=False)
+    scanner = _Scanner(_RULES[language], lines, source.split(b"\n"), settings)
+    scanner.scan(tree.root_node.children, (), None, in_container=False, depth=0)
     spans = scanner.spans
     return [*spans, *_uncovered(1, len(lines), spans, lines, KIND_MODULE, None)]
 
@@ -279,31 +373,117 @@ def _syntax_spans(
 def _emit(
     path: str, language: str, lines: Sequence[str], spans: Iterable[_Span], settings: ChunkingSettings
 ) -> list[Chunk]:
-    seen: set[tuple[int, int, str, str | None]] = set()
+    seen: set[tuple[int, int, str]] = set()
     chunks: list[Chunk] = []
+    for span in _merge_same_lines(spans, lines):
+        for first, last in _windows(span.start, span.end, settings):
+            for start, end, body in _capped(lines, first, last, settings.max_chunk_bytes):
+                key = (start, end, body)  # the point id is (path, lines, text): one chunk each
+                if not body.strip() or key in seen:
+                    continue
+                seen.add(key)
+                chunks.append(
+                    Chunk(
+                        path=path,
+                        start_line=start,
+                        end_line=end,
+                        language=language,
+                        symbol=span.symbol,
+                        kind=span.kind,
+                        text=body,
+                    )
+                )
+    chunks.sort(key=lambda c: (c.start_line, c.end_line, c.kind, c.symbol or ""))
+    return chunks
+
+
+def _merge_same_lines(spans: Iterable[_Span], lines: Sequence[str]) -> list[_Span]:
+    """Spans trimmed of blank edge lines; spans covering the same lines become one (a minified
+    line of 5,000 definitions is one span, not 5,000 copies of the line). A merged span keeps a
+    kind and a symbol only when all of its spans agree: else 'module' and no symbol."""
+    merged: dict[tuple[int, int], _Span] = {}
     for span in spans:
         trimmed = _trim(span.start, span.end, lines)
         if trimmed is None:
             continue
-        for start, end in _windows(*trimmed, settings):
-            body = "\n".join(lines[start - 1 : end])
-            key = (start, end, span.kind, span.symbol)
-            if not body.strip() or key in seen:
-                continue
-            seen.add(key)
-            chunks.append(
-                Chunk(
-                    path=path,
-                    start_line=start,
-                    end_line=end,
-                    language=language,
-                    symbol=span.symbol,
-                    kind=span.kind,
-                    text=body,
-                )
-            )
-    chunks.sort(key=lambda c: (c.start_line, c.end_line, c.kind, c.symbol or ""))
-    return chunks
+        known = merged.get(trimmed)
+        if known is None:
+            merged[trimmed] = _Span(*trimmed, span.kind, span.symbol)
+        elif (known.kind, known.symbol) != (span.kind, span.symbol):
+            kind = known.kind if known.kind == span.kind else KIND_MODULE
+            symbol = known.symbol if known.symbol == span.symbol else None
+            merged[trimmed] = _Span(*trimmed, kind, symbol)
+    return list(merged.values())
+
+
+def _capped(lines: Sequence[str], start: int, end: int, cap: int) -> Iterator[tuple[int, int, str]]:
+    """(start, end, text) pieces of lines start..end, each at most ``cap`` UTF-8 bytes: whole
+    when it fits, else consecutive runs of lines, and a line longer than ``cap`` in character
+    pieces that share its line number. Pieces never overlap, so their total is the window's."""
+    selected = lines[start - 1 : end]
+    body = "\n".join(selected)
+    if _utf8_length(body) <= cap:
+        yield start, end, body
+        return
+    group: list[str] = []
+    group_start = start
+    size = 0
+    for number, line in enumerate(selected, start):
+        length = _utf8_length(line)
+        if group and size + 1 + length > cap:
+            yield group_start, number - 1, "\n".join(group)
+            group = []
+        if length > cap:
+            for piece in split_by_bytes(line, cap):
+                yield number, number, piece
+            continue
+        if not group:
+            group_start, size = number, length
+        else:
+            size += 1 + length
+        group.append(line)
+    if group:
+        yield group_start, group_start + len(group) - 1, "\n".join(group)
+
+
+def _utf8_length(text: str) -> int:
+    """UTF-8 bytes of ``text``; a lone surrogate (from surrogateescape or surrogatepass) counts 3."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def split_by_bytes(text: str, cap: int) -> list[str]:
+    """``text`` cut into pieces of at most ``cap`` UTF-8 bytes (``cap`` >= 8), never inside a
+    character's UTF-8 sequence nor between the two halves of a surrogate pair; joined, the pieces
+    are ``text``."""
+    if text.isascii():
+        return [text[i : i + cap] for i in range(0, len(text), cap)]
+    data = text.encode("utf-8", "surrogatepass")
+    pieces: list[str] = []
+    position = 0
+    while position < len(data):
+        cut = min(position + cap, len(data))
+        if cut < len(data):
+            while data[cut] & 0xC0 == 0x80:  # a continuation byte: back to the sequence's lead
+                cut -= 1
+            if _splits_surrogate_pair(data, cut) and cut - 3 > position:
+                cut -= 3
+        pieces.append(data[position:cut].decode("utf-8", "surrogatepass"))
+        position = cut
+    return pieces
+
+
+def _splits_surrogate_pair(data: bytes, cut: int) -> bool:
+    """A high surrogate (ED A0-AF xx) right before ``cut`` and a low one (ED B0-BF xx) at it."""
+    return (
+        cut >= 3
+        and cut + 1 < len(data)
+        and data[cut - 3] == 0xED
+        and 0xA0 <= data[cut - 2] <= 0xAF
+        and data[cut] == 0xED
+        and 0xB0 <= data[cut + 1] <= 0xBF
+    )
 
 
 def _windows(start: int, end: int, settings: ChunkingSettings) -> Iterator[tuple[int, int]]:
@@ -353,8 +533,11 @@ def _uncovered(
     return runs
 
 
+_WORD_CHARACTER = re.compile(r"[^\W_]")  # what str.isalnum() accepts, searched at C speed
+
+
 def _has_word(line: str) -> bool:
-    return any(ch.isalnum() for ch in line)
+    return _WORD_CHARACTER.search(line) is not None
 
 
 # --- code: definitions, members, leading comments ----------------------------------------
@@ -395,15 +578,21 @@ def _qualify(qualifier: str | None, name: str | None) -> str | None:
 
 
 class _Scanner:
-    """Collects definition spans from sibling lists, descending into big containers."""
+    """Collects definition spans from sibling lists, descending into big containers.
+
+    Recursion is bounded by ``max_syntax_depth`` (each level is one container, namespace or
+    member group): deeper code is left to the enclosing span's line windows, so a 10,000-deep
+    file never reaches Python's recursion limit.
+    """
 
     def __init__(
-        self, rules: _Rules, lines: Sequence[str], byte_lines: Sequence[bytes], window: int
+        self, rules: _Rules, lines: Sequence[str], byte_lines: Sequence[bytes], settings: ChunkingSettings
     ) -> None:
         self.rules = rules
         self.lines = lines
         self.byte_lines = byte_lines
-        self.window = window
+        self.window = settings.window_lines
+        self.max_depth = settings.max_syntax_depth
         self.spans: list[_Span] = []
 
     def scan(
@@ -413,24 +602,27 @@ class _Scanner:
         qualifier: str | None,
         *,
         in_container: bool,
+        depth: int,
     ) -> None:
         pending = list(seed)  # comments/attributes since the last real sibling
+        deeper = depth + 1 < self.max_depth
         for child in children:
             if _is_trivia(child):
                 pending.append(child)
                 continue
             if child.type in self.rules.member_groups:
-                self.scan(child.children, pending, qualifier, in_container=in_container)
+                if deeper:
+                    self.scan(child.children, pending, qualifier, in_container=in_container, depth=depth + 1)
             elif child.type in self.rules.namespaces:
                 body = child.child_by_field_name("body")
-                if body is not None:
-                    self.scan(body.children, (), qualifier, in_container=in_container)
+                if body is not None and deeper:  # else its lines are windowed with the module
+                    self.scan(body.children, (), qualifier, in_container=in_container, depth=depth + 1)
             else:
-                self._definition(child, pending, qualifier, in_container=in_container)
+                self._definition(child, pending, qualifier, in_container=in_container, depth=depth)
             pending = []
 
     def _definition(
-        self, node: Node, pending: Sequence[Node], qualifier: str | None, *, in_container: bool
+        self, node: Node, pending: Sequence[Node], qualifier: str | None, *, in_container: bool, depth: int
     ) -> None:
         found = self._classify(node)
         if found is None:
@@ -442,23 +634,36 @@ class _Scanner:
         start = self._leading_start(node, pending)
         end = _last_row(node) + 1
         body = inner.child_by_field_name("body") if is_container else None
-        if body is None or end - start + 1 <= self.window:
+        if body is None or end - start + 1 <= self.window or depth + 1 >= self.max_depth:
             self.spans.append(_Span(start, end, kind, symbol))
             return
         before = len(self.spans)
-        self.scan(body.children, _trivia_before(body), symbol, in_container=True)
+        self.scan(body.children, _trivia_before(body), symbol, in_container=True, depth=depth + 1)
         members = self.spans[before:]
         self.spans.extend(_uncovered(start, end, members, self.lines, kind, symbol))
 
     def _classify(self, node: Node) -> tuple[Node, str, bool] | None:
-        """(definition node, kind, is_container), or None when ``node`` is no definition."""
-        rules = self.rules
-        if node.type in rules.wrappers:
-            for child in node.named_children:
-                found = self._classify(child)
+        """(definition node, kind, is_container), or None when ``node`` is no definition.
+
+        Wrappers (decorators, export, template) are unwrapped depth first, at most
+        ``max_depth`` of them; the first named descendant that is a definition wins.
+        """
+        stack: list[Iterator[Node]] = [iter((node,))]
+        while stack:
+            current = next(stack[-1], None)
+            if current is None:
+                stack.pop()
+            elif current.type in self.rules.wrappers:
+                if len(stack) < self.max_depth:
+                    stack.append(iter(current.named_children))
+            else:
+                found = self._classify_one(current)
                 if found is not None:
                     return found
-            return None
+        return None
+
+    def _classify_one(self, node: Node) -> tuple[Node, str, bool] | None:
+        rules = self.rules
         if node.type in rules.needs_body and not _has_body(node):
             return None
         if node.type in rules.containers:
@@ -592,7 +797,6 @@ def _c_declarator_name(declarator: Node | None) -> str | None:
 # --- markdown ----------------------------------------------------------------------------
 
 _HEADINGS = frozenset({"atx_heading", "setext_heading"})
-_ATX_CLOSING = re.compile(r"(^|\s+)#+\s*$")
 
 
 def _markdown_spans(root: Node, line_count: int) -> list[_Span]:
@@ -628,15 +832,30 @@ def _heading_text(heading: Node) -> str | None:
         return None
     text = _text(inline) or ""
     if heading.type == "atx_heading":
-        text = _ATX_CLOSING.sub("", text)
+        text = _strip_atx_closing(text)
     title = " ".join(text.split())
     return title or None
 
 
 def _find_inline(node: Node) -> Node | None:
-    for child in node.named_children:
-        if child.type == "inline":
-            return child
-        if child.type == "paragraph":  # setext: the title is a paragraph above the underline
-            return _find_inline(child)
+    current: Node | None = node
+    while current is not None:
+        parent, current = current, None
+        for child in parent.named_children:
+            if child.type == "inline":
+                return child
+            if child.type == "paragraph":  # setext: the title is a paragraph above the underline
+                current = child
+                break
     return None
+
+
+def _strip_atx_closing(text: str) -> str:
+    """``text`` without an ATX closing sequence (`## Title ##` → `## Title`): trailing '#'s
+    that start the text or follow whitespace, and the whitespace around them. Linear (a regex
+    `(^|\s+)#+\s*$` is quadratic on a long run of spaces)."""
+    body = text.rstrip()
+    opened = body.rstrip("#")
+    if opened == body or (opened and not opened[-1].isspace()):
+        return text
+    return opened.rstrip()

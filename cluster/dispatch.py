@@ -44,6 +44,9 @@ class Provider:
     rerank: Callable[[str, list[str]], Awaitable[list[float]]] | None = None
     call: Callable[..., Awaitable[Any]] | None = None  # chat-style single calls
     context: Callable[[], Awaitable[int | None]] | None = None  # a chat provider's context window
+    # As the reference, the gate's spot checks re-embed a few texts through this (a local actor's
+    # query path, so they never queue behind its bulk batches); None means `embed`.
+    reembed: Callable[[list[str]], Awaitable[np.ndarray]] | None = None
 
 
 Discover = Callable[[], Awaitable[Sequence[Provider]]]
@@ -127,6 +130,10 @@ class Dispatcher:
         self._recent = (now, selection, providers)
         return selection, providers
 
+    def forget_discovery(self) -> None:
+        """Drop the discovery single calls reuse: a pushed route changed who a provider is."""
+        self._recent = None
+
     async def _gated(
         self, selection: Selection, providers: dict[str, Provider]
     ) -> tuple[Selection, dict[str, Provider]]:
@@ -135,12 +142,14 @@ class Dispatcher:
         embeds = {name: p.embed for name, p in providers.items() if p.embed is not None}
         self._unguarded = embeds  # the sentinel probes the raw calls and writes its own verdicts
         admitted = await self.gatekeeper.admit(selection, embeds)
+        reference = providers[admitted.reference.name]
+        reembed = reference.reembed or embeds[admitted.reference.name]
         guarded = dict(providers)
         for info in admitted.selection.primary + admitted.selection.reserve:
             embed = embeds[info.name]
             guarded[info.name] = dc_replace(
                 providers[info.name],
-                embed=self.gatekeeper.guard(info, embed, admitted.regime, admitted.reference),
+                embed=self.gatekeeper.guard(info, embed, admitted.regime, admitted.reference, reembed),
             )
         return admitted.selection, guarded
 

@@ -22,7 +22,8 @@ SamespaceError
  ├── GateRefused              a provider failed (or was evicted by) the compatibility gate
  ├── ReadRefused              read_code outside the indexed repository, or unknown file
  ├── ScanError                the repository root cannot be walked (missing, unreadable)
- └── ShrinkRefused            a build would drop too much of the serving index (--allow-shrink)
+ ├── ShrinkRefused            a build would drop too much of the serving index (--allow-shrink)
+ └── CloudKeyMissing          a role's policy needs the OpenRouter key and no container holds one
 """
 
 from __future__ import annotations
@@ -243,3 +244,15 @@ class ShrinkRefused(SamespaceError):
             f"({dropped} dropped; at most {self.max_share:.0%} may go): check the repository path and that it is "
             "mounted and readable, or rerun with --allow-shrink if the files really are gone"
         )
+
+
+class CloudKeyMissing(SamespaceError):
+    """A role's policy needs the cloud and no virtual container holds the key (e.g. after a
+    restart): the message is the one paragraph of cluster/key_readiness.py, with the ways out."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message

@@ -22,7 +22,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from cluster.errors import MalformedResponse, NoProviderLeft, RateLimited, SamespaceError, WidthMismatch
+from cluster.errors import GateRefused, MalformedResponse, NoProviderLeft, RateLimited, SamespaceError, WidthMismatch
+from cluster.gate import Verdict
 from cluster.types import Clock
 
 __all__ = [
@@ -476,8 +477,15 @@ class _Run:
             "%s: lane %s failed (%d in a row): %s",
             self.role, state.lane.name, state.consecutive_failures, _describe(exc),
         )
-        if state.dropped is None and state.consecutive_failures >= self.settings.max_consecutive_failures:
+        if state.dropped is not None:
+            return
+        if _refused_for_good(exc):
+            # SPEC §4 counts a gate refusal as a failure (counted above); one that stands (an
+            # eviction, not a failed spot check) drops the lane now, so its span goes elsewhere.
+            state.dropped = f"dropped: {_describe(exc)}"
+        elif state.consecutive_failures >= self.settings.max_consecutive_failures:
             state.dropped = f"dropped after {state.consecutive_failures} consecutive failures; last: {_describe(exc)}"
+        if state.dropped is not None:
             log.warning("%s: lane %s %s", self.role, state.lane.name, state.dropped)
             if all(s.dropped is not None for s in self._states):
                 reasons = [f"{s.lane.name}: {s.dropped}" for s in self._states]
@@ -519,3 +527,8 @@ class _Run:
 
 def _describe(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, SamespaceError) else f"{type(exc).__name__}: {exc}"
+
+
+def _refused_for_good(exc: BaseException) -> bool:
+    """A gate refusal with a standing verdict: the provider may not serve again in this run."""
+    return isinstance(exc, GateRefused) and exc.verdict != Verdict.PROBE_FAILED.value

@@ -1,16 +1,29 @@
-"""The master's view of its sidecar fleet (issue 9; peer fantom.md §6): connections, liveness, hosts.
+"""The master's view of its sidecar fleet (issue 9; peer fantom.md §6): agents, liveness, hosts.
 
 Pure logic on an injected clock; the Serve endpoint feeds it frames and socket events and acts on
 what it returns (frames to send, sockets to close). Durable facts — which agents exist, their
-hostnames and capabilities — go to `persist` only when they change; volatile state (last seen,
-active requests, sockets) stays in memory so the config file does not churn on every heartbeat.
+hostnames and capabilities — go to `persist` only when they change, at most
+`registry_writes_per_min` times a minute (later changes are coalesced into the next allowed write,
+see `flush`); volatile state (last seen, active requests, sockets) stays in memory.
+
+Identity (issue 14 §6): an agent is its normalised agent URL *and* an id the master issues at
+registration, with a per-agent credential (a random secret; only its sha256 is kept). The
+provider names, the command routes and the gate's verdicts key on the id, so a new agent is always
+a new provider. A registration for the URL of a live agent is refused unless it presents that
+agent's id and credential (the same sidecar reconnecting: it supersedes its older socket); once
+the agent is stale, a new registration takes the URL under a new id.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,12 +40,26 @@ from cluster.sidecar_protocol import (
 )
 from cluster.types import Clock
 
+MAX_HOSTS = 256
+REGISTRY_WRITES_PER_MIN = 30
+AGENT_ID_BYTES = 6  # 12 hex characters: readable in a provider name, never guessed (credentials guard the agent)
+CREDENTIAL_BYTES = 32
+WRITE_WINDOW_S = 60.0
+# Agent URL schemes: the peer's http(s), the WebSocket spellings of the same endpoint, and the
+# reference sidecar's default `sidecar://<hostname>`.
+AGENT_SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https", "sidecar": "sidecar"}
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+UNKNOWN_AGENT = "unknown agent: register first"
+BAD_CREDENTIAL = "agent credential missing or wrong"
+
 
 class FleetSettings(BaseModel):
-    """The sidecar fleet: transport switches, liveness constants (peer values), command limits.
+    """The sidecar fleet: transport switches, liveness constants (peer values), command limits, caps.
 
     The fleet's bearer token is not here: it is `SamespaceSettings.fleet_token`
-    (env SAMESPACE_FLEET_TOKEN), so every sidecar of a fleet shares one secret.
+    (env SAMESPACE_FLEET_TOKEN), so every sidecar of a fleet shares one secret; each agent also
+    gets its own credential at registration.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,14 +73,26 @@ class FleetSettings(BaseModel):
     stale_after_s: float = Field(default=30.0, gt=0, description="No heartbeat for this long: the host leaves the lanes.")
     command_timeout_s: float = Field(default=60.0, gt=0, description="A command unanswered this long fails (peer 60 s).")
     poll_wait_max_s: float = Field(default=25.0, gt=0, description="Longest a POST /sidecar/poll is held open.")
+    max_hosts: int = Field(
+        default=MAX_HOSTS, ge=1, le=65536,
+        description="Registry cap: a new agent beyond it is refused (a stale, disconnected entry makes room first).",
+    )
+    registry_writes_per_min: int = Field(
+        default=REGISTRY_WRITES_PER_MIN, ge=1,
+        description="Durable registry writes allowed in any 60 s; later changes are coalesced into the next one.",
+    )
 
 
 class HostRecord(BaseModel):
-    """What is persisted about an agent (no volatile state): the registry entry in the config file."""
+    """What is persisted about an agent (no volatile state): the registry entry in the config file.
+
+    `credential_sha256` is the digest of the agent's credential, never the credential itself."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     agent_url: str
+    agent_id: str = Field(default="", description="Issued by the master at registration; '' for a pre-issue-14 entry.")
+    credential_sha256: str = Field(default="", repr=False, description="sha256 hex of the agent's credential.")
     hostname: str | None
     capabilities: dict[Role, RoleCapability] = Field(default_factory=dict)
 
@@ -64,6 +103,7 @@ class HostView(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     agent_url: str
+    agent_id: str
     hostname: str | None
     transport: Literal["ws", "http", "none"]
     seen_s_ago: float | None = Field(description="Seconds since its last frame or poll; None: not since start.")
@@ -72,10 +112,66 @@ class HostView(BaseModel):
     capabilities: dict[Role, RoleCapability]
 
 
+def normalise_agent_url(raw: str) -> str:
+    """One spelling per agent endpoint: lower-case scheme and host, ws(s) as http(s), no default port,
+    no trailing slash. ValueError (naming the rule, not echoing the input) for credentials in the URL
+    (`user@`), a query or fragment, an unknown scheme, no host or a bad port."""
+    try:
+        parts = urlsplit(raw.strip())
+        port = parts.port
+    except ValueError:
+        raise ValueError("not a URL with a valid host and port") from None
+    scheme = AGENT_SCHEMES.get(parts.scheme.lower())
+    if scheme is None:
+        raise ValueError(f"the scheme must be one of {', '.join(sorted(AGENT_SCHEMES))}")
+    if "@" in parts.netloc:
+        raise ValueError("credentials (user@) are not allowed in an agent URL")
+    if parts.query or parts.fragment or "?" in raw or "#" in raw:
+        raise ValueError("an agent URL has no query or fragment")
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        raise ValueError("an agent URL needs a host")
+    where = f"[{host}]" if ":" in host else host
+    if port is not None and port != DEFAULT_PORTS.get(scheme):
+        where = f"{where}:{port}"
+    return f"{scheme}://{where}{parts.path.rstrip('/')}"
+
+
+def credential_digest(credential: str) -> str:
+    """The sha256 hex of an agent credential: what the master keeps and compares."""
+    return hashlib.sha256(credential.encode("utf-8")).hexdigest()
+
+
+def new_agent_id() -> str:
+    return secrets.token_hex(AGENT_ID_BYTES)
+
+
+def new_credential() -> str:
+    return secrets.token_urlsafe(CREDENTIAL_BYTES)
+
+
+class WriteBudget:
+    """At most `per_minute` writes in any `WRITE_WINDOW_S`; `allow()` takes one if there is room."""
+
+    def __init__(self, clock: Clock, per_minute: int) -> None:
+        self._clock = clock
+        self._per_minute = per_minute
+        self._times: deque[float] = deque()
+
+    def allow(self) -> bool:
+        now = self._clock()
+        while self._times and now - self._times[0] >= WRITE_WINDOW_S:
+            self._times.popleft()
+        if len(self._times) >= self._per_minute:
+            return False
+        self._times.append(now)
+        return True
+
+
 @dataclass
 class _Connection:
     opened_at: float
-    agent_url: str | None = None
+    agent_id: str | None = None
     missed_pongs: int = 0
     superseded_at: float | None = None
 
@@ -98,6 +194,24 @@ class Reply:
     close: bool = False
 
 
+class RegistrationRefused(FrameRejected):
+    """A register the fleet refused, with the HTTP status the fallback answers it with."""
+
+    status: int = 409
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A registration the fleet accepted: the agent's id, and the credential issued to it (sent once)."""
+
+    agent_id: str
+    credential: str = field(repr=False)
+    superseded: bool  # the same agent re-registered (it presented its id and credential)
+
+    def frame(self) -> dict[str, Any]:
+        return registered_frame(self.agent_id, self.credential)
+
+
 class Fleet:
     def __init__(
         self,
@@ -105,13 +219,105 @@ class Fleet:
         settings: FleetSettings | None = None,
         persist: Callable[[dict[str, HostRecord]], None] | None = None,
         known: dict[str, HostRecord] | None = None,
+        new_id: Callable[[], str] = new_agent_id,
+        new_secret: Callable[[], str] = new_credential,
     ) -> None:
         self._clock = clock
         self._settings = settings or FleetSettings()
         self._persist = persist
+        self._new_id = new_id
+        self._new_secret = new_secret
+        self._writes = WriteBudget(clock, self._settings.registry_writes_per_min)
+        self._dirty = False
         self._connections: dict[str, _Connection] = {}
-        self._hosts: dict[str, _Host] = {url: _Host(record) for url, record in (known or {}).items()}
+        self._hosts: dict[str, _Host] = {}  # by normalised agent URL: one agent per URL
+        for url, record in (known or {}).items():
+            try:
+                key = normalise_agent_url(record.agent_url or url)
+            except ValueError:
+                continue  # an entry an older master accepted (user@ in the URL): dropped, never served
+            self._hosts[key] = _Host(record.model_copy(update={"agent_url": key}))
+        self._ids: dict[str, str] = {h.record.agent_id: url for url, h in self._hosts.items() if h.record.agent_id}
         self._stale: set[str] = set()
+        self._retired: list[str] = []
+
+    # --- registration --------------------------------------------------------------------------
+    def admit(self, frame: RegisterFrame, connection: str | None = None) -> Admitted | RegistrationRefused:
+        """Register an agent (over a socket when `connection` is given, else over HTTP).
+
+        Refused: a bad agent URL; the URL of a live agent without that agent's id and credential;
+        a new agent when the registry is full of live ones."""
+        now = self._clock()
+        try:
+            url = normalise_agent_url(frame.agent_url)
+        except ValueError as exc:
+            return RegistrationRefused(message=f"register: agentUrl: {exc}", status=400)
+        host = self._hosts.get(url)
+        same_agent = host is not None and self._proves(host, frame.agent_id, frame.credential)
+        if host is not None and not same_agent and self._live(host, now):
+            return RegistrationRefused(
+                message=f"register: {url} is held by a live agent; only that agent (its agentId and credential) may "
+                f"register it again, or a new one once it is stale ({self._settings.stale_after_s:g} s without a heartbeat)"
+            )
+        if host is None and len(self._hosts) >= self._settings.max_hosts and not self._evict_one(now):
+            return RegistrationRefused(
+                message=f"register: the sidecar registry is full ({self._settings.max_hosts} live agents, "
+                "fleet.max_hosts); a new agent is admitted when one goes stale",
+                status=503,
+            )
+        credential = self._new_secret()
+        if host is not None and same_agent:
+            agent_id = host.record.agent_id
+            host.record = host.record.model_copy(
+                update={"credential_sha256": credential_digest(credential), "hostname": frame.hostname or host.record.hostname}
+            )
+        else:
+            if host is not None:
+                self._retire(url, host)
+            agent_id = self._new_id()
+            while agent_id in self._ids:
+                agent_id = self._new_id()
+            record = HostRecord(
+                agent_url=url, agent_id=agent_id, credential_sha256=credential_digest(credential), hostname=frame.hostname
+            )
+            host = self._hosts[url] = _Host(record)
+            self._ids[agent_id] = url
+        host.last_seen = now
+        if connection is not None:
+            state = self._connections[connection]
+            previous = host.connection
+            if previous is not None and previous != connection and previous in self._connections:
+                self._connections[previous].superseded_at = now  # closed by the sweep after the grace
+            state.agent_id = agent_id
+            host.connection, host.transport = connection, "ws"
+        elif host.connection is None:
+            host.transport = "http"
+        self._stale.discard(agent_id)
+        self._save()
+        return Admitted(agent_id=agent_id, credential=credential, superseded=same_agent)
+
+    def drain_retired(self) -> list[str]:
+        """Agent ids replaced or evicted since the last call: the commands they hold must fail."""
+        retired, self._retired = self._retired, []
+        return retired
+
+    def authenticate(self, agent_id: str | None, digest: str | None) -> str | None:
+        """The agent `agent_id` when `digest` is the sha256 of its credential (constant-time), else None."""
+        host = self._host(agent_id)
+        if host is None or not digest or not host.record.credential_sha256:
+            return None
+        return agent_id if hmac.compare_digest(digest, host.record.credential_sha256) else None
+
+    def knows(self, agent_id: str | None) -> bool:
+        return self._host(agent_id) is not None
+
+    def agent_id_for(self, agent_url: str) -> str | None:
+        """The id of the agent currently registered at `agent_url` (any spelling of it)."""
+        try:
+            host = self._hosts.get(normalise_agent_url(agent_url))
+        except ValueError:
+            return None
+        return host.record.agent_id if host is not None and host.record.agent_id else None
 
     # --- sockets -----------------------------------------------------------------------------
     def opened(self, connection: str) -> None:
@@ -119,34 +325,44 @@ class Fleet:
 
     def closed(self, connection: str) -> None:
         state = self._connections.pop(connection, None)
-        if state is not None and state.agent_url in self._hosts:
-            host = self._hosts[state.agent_url]
-            if host.connection == connection:
-                host.connection, host.transport = None, "none"
+        host = self._host(state.agent_id if state is not None else None)
+        if host is not None and host.connection == connection:
+            host.connection, host.transport = None, "none"
 
     def on_frame(self, connection: str, frame: Inbound | FrameRejected) -> Reply:
         """Apply one inbound WebSocket frame. Bad frames get an `error` frame, never a crash.
 
-        Any frame from a registered socket proves it alive (a pong is not the only answer)."""
+        Any frame from a registered socket proves it alive (a pong is not the only answer). A
+        refused registration is answered and the socket closed; a socket whose agent was replaced
+        by a new registration of its URL is closed."""
         state = self._connections.get(connection)
         if state is None:
             return Reply([error_frame("unknown connection")], close=True)
         if isinstance(frame, FrameRejected):
             return Reply([frame.frame()])
         if isinstance(frame, RegisterFrame):
-            return self._register(connection, state, frame)
-        if state.agent_url is None:
+            if state.agent_id is not None:
+                return Reply([error_frame("register: this socket is registered already")])
+            admitted = self.admit(frame, connection)
+            if isinstance(admitted, RegistrationRefused):
+                return Reply([admitted.frame()], close=True)
+            return Reply([admitted.frame()])
+        if state.agent_id is None:
             return Reply([error_frame(f"{frame.type} before register")])
+        host = self._host(state.agent_id)
+        if host is None:
+            return Reply([error_frame("this socket's agent was replaced by a new registration")], close=True)
         state.missed_pongs = 0
         if isinstance(frame, HeartbeatFrame):
-            if frame.agent is not None and frame.agent != state.agent_url:
+            if frame.agent is not None and not self._same_url(frame.agent, host):
                 return Reply([error_frame("heartbeat: agentUrl differs from the registered one")])
-            self._heartbeat(state.agent_url, frame, transport="ws", connection=connection)
+            self._heartbeat(state.agent_id, frame, transport="ws")
         return Reply([])  # results are matched to their commands by the caller (fleet_mail)
 
     def agent_of(self, connection: str) -> str | None:
+        """The id of the agent registered on `connection` (None before register or once replaced)."""
         state = self._connections.get(connection)
-        return state.agent_url if state is not None else None
+        return state.agent_id if state is not None and self._host(state.agent_id) is not None else None
 
     def knows_connection(self, connection: str) -> bool:
         return connection in self._connections
@@ -154,15 +370,15 @@ class Fleet:
     def connections(self) -> list[str]:
         return list(self._connections)
 
-    def reachable(self, agent: str) -> bool:
-        """Whether `agent` can take a command now: it spoke within the staleness window, over a
+    def reachable(self, agent_id: str) -> bool:
+        """Whether the agent can take a command now: it spoke within the staleness window, over a
         socket that is still open or over the HTTP fallback (a closed socket is not waited for)."""
-        host = self._hosts.get(agent)
+        host = self._host(agent_id)
         return host is not None and host.transport != "none" and self._fresh(host, self._clock())
 
-    def connection_of(self, agent: str) -> str | None:
-        """The live socket `agent` is served on, or None (HTTP fallback, or not connected)."""
-        host = self._hosts.get(agent)
+    def connection_of(self, agent_id: str) -> str | None:
+        """The live socket the agent is served on, or None (HTTP fallback, or not connected)."""
+        host = self._host(agent_id)
         return host.connection if host is not None else None
 
     def sweep(self) -> list[tuple[str, str]]:
@@ -170,8 +386,10 @@ class Fleet:
         now = self._clock()
         closing = []
         for connection, state in list(self._connections.items()):
-            if state.agent_url is None and now - state.opened_at >= self._settings.handshake_timeout_s:
+            if state.agent_id is None and now - state.opened_at >= self._settings.handshake_timeout_s:
                 closing.append((connection, "no register within the handshake timeout"))
+            elif state.agent_id is not None and self._host(state.agent_id) is None:
+                closing.append((connection, "its agent was replaced by a new registration"))
             elif state.superseded_at is not None and now - state.superseded_at >= self._settings.superseded_grace_s:
                 closing.append((connection, "superseded by a newer socket of the same agent"))
             elif state.missed_pongs >= self._settings.max_missed_pongs:
@@ -182,53 +400,51 @@ class Fleet:
             self.closed(connection)
         return closing
 
-    # --- HTTP fallback -----------------------------------------------------------------------
-    def http_register(self, frame: RegisterFrame) -> dict[str, Any]:
-        """`POST /sidecar/register`: the explicit registration of an agent that cannot open a socket."""
-        now = self._clock()
-        host = self._hosts.get(frame.agent_url)
-        if host is None:
-            self._hosts[frame.agent_url] = host = _Host(HostRecord(agent_url=frame.agent_url, hostname=frame.hostname))
-            self._save()
-        elif frame.hostname and frame.hostname != host.record.hostname:
-            host.record = host.record.model_copy(update={"hostname": frame.hostname})
-            self._save()
-        host.last_seen = now
-        if host.connection is None:
-            host.transport = "http"
-        self._stale.discard(frame.agent_url)
-        return registered_frame()
-
-    def touch(self, agent: str) -> bool:
+    # --- HTTP fallback (the caller authenticated the agent: `authenticate`) ----------------------
+    def touch(self, agent_id: str) -> bool:
         """An HTTP poll from a known agent: it is alive (False for an unknown agent)."""
-        host = self._hosts.get(agent)
+        host = self._host(agent_id)
         if host is None:
             return False
         host.last_seen = self._clock()
         return True
 
     def newly_stale(self) -> list[str]:
-        """Agents whose last heartbeat just became too old (each reported once until seen again):
-        they leave the lanes, and the commands they hold must fail now."""
+        """Agents (ids) whose last heartbeat just became too old (each reported once until seen
+        again): they leave the lanes, and the commands they hold must fail now."""
         now = self._clock()
         found = []
-        for url, host in sorted(self._hosts.items()):
-            if url not in self._stale and host.last_seen is not None and not self._fresh(host, now):
-                self._stale.add(url)
-                found.append(url)
+        for _, host in sorted(self._hosts.items()):
+            agent_id = host.record.agent_id
+            if agent_id and agent_id not in self._stale and host.last_seen is not None and not self._fresh(host, now):
+                self._stale.add(agent_id)
+                found.append(agent_id)
         return found
 
-    def http_heartbeat(self, frame: HeartbeatFrame | FrameRejected) -> dict[str, Any]:
-        """`POST /sidecar/heartbeat`: applied to a known agent only — it never creates an entry."""
+    def http_heartbeat(self, agent_id: str, frame: HeartbeatFrame | FrameRejected) -> dict[str, Any]:
+        """`POST /sidecar/heartbeat` of an authenticated agent: it never creates an entry."""
         if isinstance(frame, FrameRejected):
             return frame.frame()
-        agent = frame.agent
-        if agent is None:
-            return error_frame("heartbeat: agentUrl missing")
-        if agent not in self._hosts:
-            return error_frame("unknown agent: register first")
-        self._heartbeat(agent, frame, transport="http", connection=None)
+        host = self._host(agent_id)
+        if host is None:
+            return error_frame(UNKNOWN_AGENT)
+        if frame.agent is not None and not self._same_url(frame.agent, host):
+            return error_frame("heartbeat: agentUrl differs from the registered one")
+        self._heartbeat(agent_id, frame, transport="http")
         return {"ok": True, "commands": []}
+
+    # --- durable writes ------------------------------------------------------------------------
+    def flush(self) -> bool:
+        """Write the registry if a change waits and the write budget allows; whether it wrote."""
+        if not self._dirty or self._persist is None or not self._writes.allow():
+            return False
+        self._dirty = False
+        self._persist({url: host.record for url, host in self._hosts.items()})
+        return True
+
+    @property
+    def write_pending(self) -> bool:
+        return self._dirty and self._persist is not None
 
     # --- reads -------------------------------------------------------------------------------
     def hosts(self) -> list[HostView]:
@@ -236,6 +452,7 @@ class Fleet:
         return [
             HostView(
                 agent_url=url,
+                agent_id=host.record.agent_id,
                 hostname=host.record.hostname,
                 transport=host.transport,
                 seen_s_ago=round(now - host.last_seen, 3) if host.last_seen is not None else None,
@@ -251,28 +468,50 @@ class Fleet:
         return [h for h in self.hosts() if h.fresh and role in h.capabilities and h.capabilities[role].available]
 
     # --- internals ---------------------------------------------------------------------------
-    def _register(self, connection: str, state: _Connection, frame: RegisterFrame) -> Reply:
-        now = self._clock()
-        host = self._hosts.get(frame.agent_url)
-        if host is None:
-            host = self._hosts[frame.agent_url] = _Host(HostRecord(agent_url=frame.agent_url, hostname=frame.hostname))
-            self._save()
-        elif frame.hostname and frame.hostname != host.record.hostname:
-            host.record = host.record.model_copy(update={"hostname": frame.hostname})
-            self._save()
-        previous = host.connection
-        if previous is not None and previous != connection and previous in self._connections:
-            self._connections[previous].superseded_at = now  # closed by the sweep after the grace
-        state.agent_url = frame.agent_url
-        host.connection, host.transport, host.last_seen = connection, "ws", now
-        self._stale.discard(frame.agent_url)
-        return Reply([registered_frame()])
+    def _host(self, agent_id: str | None) -> _Host | None:
+        url = self._ids.get(agent_id) if agent_id else None
+        return self._hosts.get(url) if url is not None else None
 
-    def _heartbeat(self, agent: str, frame: HeartbeatFrame, *, transport: Literal["ws", "http"], connection: str | None) -> None:
-        host = self._hosts[agent]
+    def _proves(self, host: _Host, agent_id: str | None, credential: str | None) -> bool:
+        record = host.record
+        if not agent_id or not credential or not record.agent_id or not record.credential_sha256:
+            return False
+        id_matches = hmac.compare_digest(agent_id.encode(), record.agent_id.encode())
+        return hmac.compare_digest(credential_digest(credential), record.credential_sha256) and id_matches
+
+    def _live(self, host: _Host, now: float) -> bool:
+        """Fresh, or holding an open socket: its URL is not free for another agent."""
+        return self._fresh(host, now) or (host.connection is not None and host.connection in self._connections)
+
+    def _evict_one(self, now: float) -> bool:
+        """Make room for a new agent: drop the longest-silent entry that is not live; False if all are."""
+        idle = [(host.last_seen if host.last_seen is not None else float("-inf"), url)
+                for url, host in self._hosts.items() if not self._live(host, now)]
+        if not idle:
+            return False
+        _, url = min(idle)
+        self._retire(url, self._hosts.pop(url))
+        return True
+
+    def _retire(self, url: str, host: _Host) -> None:
+        agent_id = host.record.agent_id
+        if agent_id:
+            self._ids.pop(agent_id, None)
+            self._stale.discard(agent_id)
+            self._retired.append(agent_id)
+
+    def _same_url(self, agent_url: str, host: _Host) -> bool:
+        try:
+            return normalise_agent_url(agent_url) == host.record.agent_url
+        except ValueError:
+            return False
+
+    def _heartbeat(self, agent_id: str, frame: HeartbeatFrame, *, transport: Literal["ws", "http"]) -> None:
+        host = self._host(agent_id)
+        assert host is not None  # callers looked it up
         host.last_seen = self._clock()
         host.active_requests = frame.active_requests
-        self._stale.discard(agent)
+        self._stale.discard(agent_id)
         if transport == "http" and host.connection is None:
             host.transport = "http"
         found = capabilities(frame.status_data)
@@ -285,5 +524,5 @@ class Fleet:
         return host.last_seen is not None and now - host.last_seen < self._settings.stale_after_s
 
     def _save(self) -> None:
-        if self._persist is not None:
-            self._persist({url: host.record for url, host in self._hosts.items()})
+        self._dirty = True
+        self.flush()

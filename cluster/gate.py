@@ -35,6 +35,8 @@ __all__ = [
     "PROBE_BACKOFF_MAX_S",
     "PROBE_TEXTS",
     "PROBE_TIMEOUT_S",
+    "SPOT_CHECK_RATE",
+    "SPOT_CHECK_TEXTS",
     "STORED_REFERENCE",
     "Coverage",
     "GateKey",
@@ -54,6 +56,11 @@ MIN_COSINE = 0.99
 PROBE_TIMEOUT_S = 15.0
 PROBE_BACKOFF_BASE_S = 30.0
 PROBE_BACKOFF_MAX_S = 900.0
+# Spot checks (issue 14 §7): a non-reference provider's batches are checked on their own texts,
+# re-embedded by the reference. The first batch after a verdict always is; then this share of
+# batches, SPOT_CHECK_TEXTS texts each (so by default one reference re-embed per batch).
+SPOT_CHECK_RATE = 1.0
+SPOT_CHECK_TEXTS = 1
 STORED_REFERENCE = "stored-vectors"  # `reference` of a report probed against stored vectors alone
 _DETAIL_MAX_CHARS = 240
 

@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import Field, ValidationError
 
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
+from cluster.skips import SkipSummary
 from cluster.space import CHUNK_TEXT_VERSION, EncoderIdentity, embedding_text, require_same_space
 from cluster.types import (
     Chunk,
@@ -54,6 +55,9 @@ class IndexRecord(Strict):
     providers: list[str] = Field(default_factory=list, description="Providers that wrote rows.")
     files: int = 0
     chunks: int = 0
+    skipped: SkipSummary = Field(
+        default_factory=SkipSummary, description="What the reindex left out and why: counts per reason, paths."
+    )
     started_at: float
     built_at: float | None = None
 
@@ -260,7 +264,9 @@ class IndexCatalog:
         state = self._require_active(build)
         self._builds[state.index] = state.model_copy(update={"progress": progress})
 
-    def commit_build(self, build: str, *, files: int, providers: Sequence[str]) -> IndexRecord:
+    def commit_build(
+        self, build: str, *, files: int, providers: Sequence[str], skipped: SkipSummary | None = None
+    ) -> IndexRecord:
         """Make the build the index's serving collection in one atomic switch; drop the old one."""
         state = self._require_active(build)
         record = self._load_record(build).model_copy(
@@ -268,6 +274,7 @@ class IndexCatalog:
                 "files": files,
                 "chunks": self._store.count(build),
                 "providers": sorted(set(providers)),
+                "skipped": skipped or SkipSummary(),
                 "built_at": self._clock(),
             }
         )

@@ -6,6 +6,9 @@ a query matches the chunks that spell it before the ones that merely share its w
 path and symbol count as extra occurrences (its definition outranks its callers). Term ids are a
 stable 32-bit hash of the term: no vocabulary to store, the same ids at index and query time.
 No model, no download: the store applies IDF over the collection (Qdrant's `idf` modifier).
+
+Every function here is linear in its input (issue 14): no pattern backtracks super-linearly,
+and a line longer than MAX_DECLARATION_LINE_CHARS is never read as a method declaration.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
+from functools import lru_cache
 from collections.abc import Iterable
 
 from cluster.code_map import identifier_tokens
@@ -25,6 +29,8 @@ SYMBOL_BOOST = 3  # a chunk's own symbol counts as this many extra occurrences o
 PATH_BOOST = 1
 WHOLE_PREFIX = "="
 MIN_TERM_CHARS = 2
+MAX_DECLARATION_LINE_CHARS = 500  # a longer line is no method declaration (real ones are < 200)
+MAX_RECEIVER_CHARS = 200  # `func (r *Repo) Name`: the receiver list read between the parentheses
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 # Where a name is defined rather than used: keyword declarations (def, function, func (recv), fn,
@@ -32,13 +38,20 @@ _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 # (TS/Java/C#/C++), and `const name = (...) =>` / `= function`.
 _DECLARED = re.compile(
     r"\b(?:def|function|func|fn|class|interface|struct|enum|trait|type|record|module)\s+"
-    r"(?:\([^)]*\)\s*)?\*?([A-Za-z_$][A-Za-z0-9_$]*)"
+    rf"(?:\([^)]{{0,{MAX_RECEIVER_CHARS}}}\)\s*)?\*?([A-Za-z_$][A-Za-z0-9_$]*)"
 )
-_METHOD_LINE = re.compile(
-    r"^\s*(?:(?:public|private|protected|static|async|readonly|override|abstract|final|export|default|"
+# A method declaration line: `<modifiers> [type] name[<generics>](params)[: ret][throws ...] {`.
+# One regex for it backtracks quadratically on a long line (4.9 s on 16 KB), so the part after
+# the parameters' "(" is decided by `_method_name` in one pass, and the regex below only reads
+# the head up to a "(" that pass marked (as _PARAMS_MARK).
+_PARAMS_MARK = "\x00"
+_METHOD_HEAD = re.compile(
+    r"\s*(?:(?:public|private|protected|static|async|readonly|override|abstract|final|export|default|"
     r"virtual|inline|pub|unsafe|get|set)\s+)*(?:[\w<>\[\],.?]+\s+)?([A-Za-z_$][A-Za-z0-9_$]*)\s*(?:<[^>]*>)?"
-    r"\([^;=]*\)\s*(?::[^;={]*)?(?:throws [\w., ]+)?\{\s*$"
+    + _PARAMS_MARK
 )
+_CLOSE_THEN_COLON = re.compile(r"\)\s*:")  # `) : ReturnType` (TS/Kotlin-style return types)
+_THROWS = re.compile(r"\s*throws [\w., ]+")
 _ASSIGNED = re.compile(r"\b(?:const|let|var)\s+([A-Za-z_$][A-Za-z0-9_$]*)\s*=\s*(?:async\s*)?(?:function\b|\()")
 _NOT_NAMES = frozenset({"if", "for", "while", "switch", "catch", "return", "function", "func", "fn", "def", "else",
                         "do", "try", "with", "new", "await"})
@@ -62,6 +75,10 @@ do does did has have had was were so such also only any all each other some more
 """.split())
 
 
+_TERM_CACHE = 1 << 16  # stem, term_id and compounds are pure; identifiers repeat, so cache them
+
+
+@lru_cache(maxsize=_TERM_CACHE)
 def stem(term: str) -> str:
     """A light suffix stripper, the same at index and query time: parses/parsed/parsing → pars,
     headers → header, classes → class, entries → entry. Whole identifiers are never stemmed."""
@@ -85,12 +102,19 @@ def terms(text: str) -> list[str]:
     identifier whole."""
     found = [stem(t) for t in identifier_tokens(text) if len(t) >= MIN_TERM_CHARS and t not in STOPWORDS]
     for word in _IDENTIFIER.findall(text):
-        pieces = identifier_tokens(word)
-        if len(pieces) > 1:
-            found.append(WHOLE_PREFIX + word.lower().strip("_$"))
+        whole = _whole_term(word)
+        if whole is not None:
+            found.append(whole)
     return found
 
 
+@lru_cache(maxsize=_TERM_CACHE)
+def _whole_term(word: str) -> str | None:
+    """The whole-identifier term of a compound identifier (more than one token), else None."""
+    return WHOLE_PREFIX + word.lower().strip("_$") if len(identifier_tokens(word)) > 1 else None
+
+
+@lru_cache(maxsize=_TERM_CACHE)
 def term_id(term: str) -> int:
     return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "big")
 
@@ -100,13 +124,51 @@ def defined_names(text: str, symbol: str | None) -> list[str]:
     a chunk that defines `getUserById` outranks the chunks that call it."""
     found = [symbol.rsplit(".", 1)[-1]] if symbol else []
     found += _DECLARED.findall(text) + _ASSIGNED.findall(text)
-    found += [m.group(1) for line in text.splitlines() if (m := _METHOD_LINE.match(line))]
-    names: list[str] = []
+    found += [name for line in text.splitlines() if (name := method_name(line)) is not None]
+    names: dict[str, None] = {}  # insertion-ordered set
     for name in found:
         lowered = name.lower().strip("_$")
-        if lowered and lowered not in _NOT_NAMES and lowered not in names:
-            names.append(lowered)
-    return names
+        if lowered and lowered not in _NOT_NAMES:
+            names.setdefault(lowered, None)
+    return list(names)
+
+
+def method_name(line: str) -> str | None:
+    """The name a method declaration line declares (`  public List<User> listAll(int n) {`), or None.
+
+    The same answer as the single regex `_METHOD_HEAD` + `\\([^;=]*\\)\\s*(?::[^;={]*)?(?:throws
+    [\\w., ]+)?\\{\\s*$` gives, in linear time: that tail holds after a "(" at ``o`` exactly when
+    nothing after ``o`` is ';' or '=' and some ')' after ``o`` is followed only by whitespace, by
+    `: type` with no '{', or by `throws ...`; so one pass finds the last ')' that closes a valid
+    tail, every "(" between the last ';'/'=' and it is marked, and the head regex, which reads
+    each character class the same for "(" and the mark, stops at the first mark it can reach.
+    """
+    if len(line) > MAX_DECLARATION_LINE_CHARS or "(" not in line:
+        return None
+    stripped = line.rstrip()
+    if not stripped.endswith("{"):
+        return None
+    head = stripped[:-1]
+    ends = [-1]
+    last_nonblank = head.rstrip()
+    if last_nonblank.endswith(")"):
+        ends.append(len(last_nonblank) - 1)  # `(...) {`
+    last_close = head.rfind(")")
+    if last_close >= 0 and _THROWS.fullmatch(head, last_close + 1):
+        ends.append(last_close)  # `(...) throws X {`
+    colons = [m.start() for m in _CLOSE_THEN_COLON.finditer(head)]
+    if colons and colons[-1] > head.rfind("{"):
+        ends.append(colons[-1])  # `(...): Type {`
+    end = max(ends)
+    first = max(head.rfind(";"), head.rfind("=")) + 1  # a "(" before this sees a ';' or '=' after it
+    if end <= first:
+        return None
+    marked = (
+        line[:first].replace(_PARAMS_MARK, "\x01")
+        + line[first:end].replace(_PARAMS_MARK, "\x01").replace("(", _PARAMS_MARK)
+    )
+    match = _METHOD_HEAD.match(marked)
+    return match.group(1) if match else None
 
 
 def chunk_keywords(text: str, path: str, symbol: str | None) -> SparseTerms:

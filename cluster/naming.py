@@ -39,13 +39,15 @@ def virtual_container_name(host_name: str, role: Role) -> str:
     return f"{pc_name(host_name)}-OR-{role.label}"
 
 
-def sidecar_provider_name(agent_url: str, role: Role) -> str:
-    """`sidecar-<host:port of the agent URL>-<role>`, e.g. 'sidecar-ws17.lan:9100-code-embedding'.
+def sidecar_provider_name(agent_url: str, agent_id: str, role: Role) -> str:
+    """`sidecar-<host:port>-<agent id>-<role>`, e.g. 'sidecar-ws17.lan:9100-3f9a2c1d0b7e-code-embedding'.
 
-    Unique per agent and role (two sidecars on one workstation differ by port)."""
+    Unique per agent and role: the id is issued by the master at registration (issue 14 §6), so a
+    new agent at the same URL is a new provider, and the gate's verdict ledger probes it afresh."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(agent_url)
     where = parts.netloc or parts.path or agent_url
     safe = "".join(c if c.isalnum() or c in ".:_-" else "_" for c in where.rsplit("@", 1)[-1])[:80]
-    return f"{SIDECAR_PREFIX}-{safe}-{role.value}"
+    agent = "".join(c for c in agent_id if c.isalnum())[:32]
+    return f"{SIDECAR_PREFIX}-{safe}-{agent}-{role.value}" if agent else f"{SIDECAR_PREFIX}-{safe}-{role.value}"

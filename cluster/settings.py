@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from cluster.fanout import FanoutSettings
 from cluster.fleet import FleetSettings
+from cluster.gate import SPOT_CHECK_RATE, SPOT_CHECK_TEXTS
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
 from cluster.query_cache import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S
 from cluster.types import FusionParams
@@ -38,6 +39,17 @@ DEFAULT_CLOUD_MODELS = {
 }
 DEFAULT_WINDOW_LINES = 40  # SPEC §10: peer value
 DEFAULT_OVERLAP_LINES = 10  # SPEC §10: peer value
+
+
+def configured_token(token: SecretStr | None, token_file: Path | None) -> SecretStr | None:
+    """A bearer token from settings: the value itself, else the stripped text of its file (None when
+    neither is set, the file is missing or it is empty)."""
+    if token is not None:
+        return token
+    if token_file is not None and token_file.is_file():
+        text = token_file.read_text(encoding="utf-8").strip()
+        return SecretStr(text) if text else None
+    return None
 
 
 class _Section(BaseModel):
@@ -103,13 +115,36 @@ class CloudSettings(_Section):
         default_factory=lambda: {role: RoleRoute(model=model) for role, model in DEFAULT_CLOUD_MODELS.items()},
         description="Model (and pin) per role; a role without a route has no virtual container.",
     )
+    key_wait_s: float = Field(
+        default=0.0, ge=0, le=3600,
+        description="How long a reindex waits for a key push when a role's policy needs the cloud and no "
+        "virtual container holds a key (0 = say so and stop at once).",
+    )
 
     @model_validator(mode="after")
     def _embedding_routes_are_pinned(self) -> CloudSettings:
         for role, route in self.routes.items():
             if role.writes_index and route.upstream is None:
                 raise ValueError(f"cloud.routes.{role.value}: an embedding route must name an upstream pin (SPEC §6)")
+        self.check_base_url(self.base_url)
         return self
+
+    @staticmethod
+    def check_base_url(url: str) -> str:
+        """An http(s) URL with a host and nothing secret in it; the message never echoes the URL."""
+        from urllib.parse import urlsplit
+
+        shape = "cloud.base_url must be an http(s) URL with a host, e.g. https://openrouter.ai/api/v1"
+        try:
+            parts = urlsplit(url)
+            _ = parts.port  # an out-of-range or non-numeric port raises here
+        except ValueError:
+            raise ValueError(shape) from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(shape)
+        if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+            raise ValueError("cloud.base_url must not carry credentials, a query or a fragment")
+        return url
 
 
 class ChatEndpoint(_Section):
@@ -173,6 +208,16 @@ class GateSettings(_Section):
         default=600.0, gt=0, description="How often serving encoders are re-probed for drift (SPEC §12)."
     )
     probe_timeout_s: float = Field(default=15.0, gt=0, le=600, description="Time a provider has to embed the probes.")
+    spot_check_rate: float = Field(
+        default=SPOT_CHECK_RATE,
+        gt=0,
+        le=1,
+        description="Share of a non-reference provider's batches spot-checked on their own texts, re-embedded by "
+        "the reference; the first batch after a verdict always is (issue 14 §7). Never 0: no off switch.",
+    )
+    spot_check_texts: int = Field(
+        default=SPOT_CHECK_TEXTS, ge=1, le=16, description="Texts of a checked batch, at random positions, re-embedded."
+    )
 
 
 class BudgetSettings(_Section):
@@ -194,12 +239,7 @@ class AdminSettings(_Section):
     )
 
     def expected_token(self) -> SecretStr | None:
-        if self.token is not None:
-            return self.token
-        if self.token_file is not None and self.token_file.is_file():
-            text = self.token_file.read_text(encoding="utf-8").strip()
-            return SecretStr(text) if text else None
-        return None
+        return configured_token(self.token, self.token_file)
 
 
 class StoreSettings(_Section):
@@ -222,6 +262,17 @@ class ChunkingSettings(_Section):
     window_lines: int = Field(default=DEFAULT_WINDOW_LINES, ge=2, le=10_000, description="Longest span before windowing (peer: 40).")
     overlap_lines: int = Field(default=DEFAULT_OVERLAP_LINES, ge=0, description="Overlap of consecutive windows (peer: 10).")
     max_file_bytes: int = Field(default=1_000_000, ge=1, description="Files larger than this are skipped.")
+    max_chunk_bytes: int = Field(
+        default=16_384, ge=256, le=1_000_000,
+        description="Longest chunk text in UTF-8 bytes; a longer window is cut by lines, a longer line by "
+        "characters (issue 14). 16 KiB keeps every normal 40-line chunk whole (this repository's largest is "
+        "~4.4 KB) and cuts a 1 MB one-line file into ~61 chunks.",
+    )
+    max_syntax_depth: int = Field(
+        default=32, ge=1, le=200,
+        description="Deepest nesting of classes, namespaces and wrappers the chunker descends into; deeper "
+        "code is chunked in line windows (a 10,000-deep file must not exhaust the Python stack).",
+    )
 
     @model_validator(mode="after")
     def _overlap_below_window(self) -> ChunkingSettings:
@@ -257,8 +308,50 @@ class ServeSettings(_Section):
     mcp_replicas: int = Field(default=1, ge=1, le=64, description="Replicas of the stateless MCP deployment.")
     read_max_lines: int = Field(default=400, ge=1, le=10_000, description="Most lines one read_code call returns.")
     allowed_hosts: list[str] = Field(
-        default_factory=list, description="Extra Host headers the MCP endpoint accepts (DNS-rebinding guard)."
+        default_factory=list,
+        description="Host names every HTTP route accepts besides loopback (the DNS-rebinding guard): "
+        "'name' or 'name:*' on any port, 'name:port' on that port only; Origins are http/https of these.",
     )
+    token: SecretStr | None = Field(
+        default=None, description="Bearer token /mcp and /rlm/ask require when set (SAMESPACE_SERVE__TOKEN)."
+    )
+    token_file: Path | None = Field(default=None, description="A file holding that token (first line).")
+
+    @model_validator(mode="after")
+    def _allowed_hosts_are_host_names(self) -> ServeSettings:
+        for entry in self.allowed_hosts:
+            if self.split_host(entry) is None:
+                raise ValueError(f"serve.allowed_hosts: {entry!r} is not a host name, 'name:port' or 'name:*'")
+        return self
+
+    @staticmethod
+    def split_host(value: str) -> tuple[str, str | None] | None:
+        """A Host header (or an allowed_hosts entry) as lower-case (name, port); None when malformed.
+
+        The port is None when absent, its digits, or '*' (entries only: any port). IPv6 names keep
+        their brackets, as in a Host header: '[::1]:8000' → ('[::1]', '8000').
+        """
+        value = value.lower()
+        if value.startswith("["):
+            name, bracket, rest = value.partition("]")
+            name += bracket
+            if not bracket or len(name) < 3 or not set(name[1:-1]) <= set("0123456789abcdef:."):
+                return None
+        else:
+            name, sep, port = value.partition(":")
+            rest = sep + port
+            if not name or not set(name) <= set("abcdefghijklmnopqrstuvwxyz0123456789-._"):
+                return None
+        if not rest:
+            return name, None
+        port = rest[1:]
+        if not rest.startswith(":") or not (port == "*" or (port.isdigit() and port.isascii() and len(port) <= 5)):
+            return None
+        return name, port
+
+    def expected_token(self) -> SecretStr | None:
+        """The token the guard requires: `token`, else the first line of `token_file`."""
+        return configured_token(self.token, self.token_file)
 
 
 class SamespaceSettings(BaseSettings):

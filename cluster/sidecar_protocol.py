@@ -18,6 +18,10 @@ from cluster.roles import Role
 MAX_FRAME_BYTES = 256 * 1024  # a heartbeat with dozens of containers is a few KB (peer: multi-KB)
 MAX_RESULT_BYTES = 8 * 1024 * 1024  # a result carries a batch of vectors: 64 x 2560 float32 is ~0.9 MB in base64
 MAX_CONTAINERS = 64
+# The HTTP fallback's agent binding (issue 14 §6): every call after register names the agent and
+# proves it with the credential issued at registration. The credential never appears in a body.
+AGENT_ID_HEADER = "X-Sidecar-Agent"
+CREDENTIAL_HEADER = "X-Sidecar-Credential"
 
 
 class _Wire(BaseModel):
@@ -60,6 +64,8 @@ class RegisterFrame(_Wire):
     agent_url: str = Field(alias="agentUrl", min_length=1, max_length=2048)
     hostname: str | None = Field(default=None, max_length=255)
     containers: list[str] = Field(default_factory=list, max_length=MAX_CONTAINERS)
+    agent_id: str | None = Field(default=None, alias="agentId", max_length=64, description="To supersede: the id issued earlier.")
+    credential: str | None = Field(default=None, max_length=256, repr=False, description="To supersede: its credential.")
 
 
 class HeartbeatFrame(_Wire):
@@ -96,7 +102,7 @@ class PongFrame(_Wire):
 class PollRequest(_Wire):
     """`POST /sidecar/poll`: the agent asking for its pending commands, held open up to `waitS`."""
 
-    agent_url: str = Field(alias="agentUrl", min_length=1, max_length=2048)
+    agent_url: str | None = Field(default=None, alias="agentUrl", max_length=2048)
     wait_s: float = Field(default=0.0, ge=0, le=600, alias="waitS")
 
 
@@ -131,6 +137,8 @@ def parse_frame(
         value = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return FrameRejected(message="invalid JSON")
+    except RecursionError:  # '[[[[…' deeper than the parser's stack
+        return FrameRejected(message="invalid JSON: nested too deeply")
     if not isinstance(value, dict):
         return FrameRejected(message="a frame must be a JSON object")
     kind = value.get("type")
@@ -155,8 +163,9 @@ def ping_frame() -> dict[str, Any]:
     return {"type": "ping"}
 
 
-def registered_frame() -> dict[str, Any]:
-    return {"type": "registered", "ok": True}
+def registered_frame(agent_id: str, credential: str) -> dict[str, Any]:
+    """The answer to an accepted register: the agent's id and its credential (sent this once)."""
+    return {"type": "registered", "ok": True, "agentId": agent_id, "credential": credential}
 
 
 def error_frame(message: str) -> dict[str, Any]:

@@ -30,23 +30,27 @@ from cluster.space import EncoderIdentity
 # A sidecar reports no token cap; the gate, not the identity, proves its vectors interchangeable.
 UNREPORTED_SEQ_LENGTH = 512
 
-Send = Callable[[str, str, str, dict[str, Any]], Awaitable[dict[str, Any]]]  # agent, provider, action, payload
+Send = Callable[[str, str, str, dict[str, Any]], Awaitable[dict[str, Any]]]  # agent id, provider, action, payload
 
 
 @dataclass(frozen=True)
 class SidecarRoute:
-    """Where a sidecar provider's commands go: the agent, the role's container, the model."""
+    """Where a sidecar provider's commands go: the agent (its id, issued at registration), the
+    role's container, the model."""
 
     agent: str
     role: Role
     model: str
 
 
-def sidecar_identity(agent_url: str, model: str, width: int) -> EncoderIdentity:
-    """The encoder space a sidecar claims: its model on its host. Claims are not trusted: the gate
+def sidecar_identity(agent_url: str, agent_id: str, model: str, width: int) -> EncoderIdentity:
+    """The encoder space a sidecar claims: its model on its agent. Claims are not trusted: the gate
     verifies the vectors against the reference before a single row is written."""
     return EncoderIdentity(
-        model=f"sidecar:{model}", weights_sha256=f"agent:{agent_url}", width=width, max_seq_length=UNREPORTED_SEQ_LENGTH
+        model=f"sidecar:{model}",
+        weights_sha256=f"agent:{agent_id}@{agent_url}",
+        width=width,
+        max_seq_length=UNREPORTED_SEQ_LENGTH,
     )
 
 
@@ -59,10 +63,12 @@ def sidecar_providers(
     routes: dict[str, SidecarRoute] = {}
     for host in hosts:
         for role, capability in sorted(host.capabilities.items()):
-            name = sidecar_provider_name(host.agent_url, role)
+            name = sidecar_provider_name(host.agent_url, host.agent_id, role)
             model = capability.models[0] if capability.models else ""
-            if not host.fresh:
-                reason: str | None = "no recent heartbeat" if host.seen_s_ago is not None else "not connected since start"
+            if not host.agent_id:
+                reason: str | None = "registered before agent ids: waits for it to register again"
+            elif not host.fresh:
+                reason = "no recent heartbeat" if host.seen_s_ago is not None else "not connected since start"
             elif host.transport == "none":
                 reason = "disconnected (its socket closed)"
             elif not capability.available:
@@ -81,7 +87,7 @@ def sidecar_providers(
                     node_id="",
                     host=host.hostname or host.agent_url,
                     model=model,
-                    identity=sidecar_identity(host.agent_url, model, width) if role.writes_index and model else None,
+                    identity=sidecar_identity(host.agent_url, host.agent_id, model, width) if role.writes_index and model else None,
                     eligible=reason is None,
                     reason=reason,
                     served=served,
@@ -89,7 +95,8 @@ def sidecar_providers(
                     last_error=last_error,
                 )
             )
-            routes[name] = SidecarRoute(agent=host.agent_url, role=role, model=model)
+            if host.agent_id:
+                routes[name] = SidecarRoute(agent=host.agent_id, role=role, model=model)
     return infos, routes
 
 

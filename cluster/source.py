@@ -1,4 +1,10 @@
-"""Reading exact source lines of an indexed repository, bounded and confined to its root."""
+"""Reading exact source lines of an indexed repository: bounded, confined to its root, never a secret.
+
+Lines are numbered as the chunker numbers them (cluster.chunking.split_lines) and decoded as the
+walker decodes them, so a chunk's line range reads back its own lines. Credentials in the text are
+redacted (cluster.secret_scan) and a path on the secret deny-list is refused even when asked for
+by name: a file whose clean chunks are indexed never serves its credential line.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,11 @@ from pathlib import Path
 
 from pydantic import Field
 
+from cluster.chunking import split_lines
 from cluster.errors import ReadRefused
+from cluster.secret_scan import redact
 from cluster.types import Strict
+from cluster.walker import DenyList, decode_source
 
 
 class SourceLines(Strict):
@@ -21,21 +30,38 @@ class SourceLines(Strict):
 
 
 def read_source_lines(
-    repo: str, root: Path, path: str, start_line: int, end_line: int, max_lines: int
+    repo: str,
+    root: Path,
+    path: str,
+    start_line: int,
+    end_line: int,
+    max_lines: int,
+    deny: DenyList | None = None,
 ) -> SourceLines:
-    """Lines start..end (1-based, inclusive) of root/path; never leaves root, never more than max_lines."""
+    """Lines start..end (1-based, inclusive) of root/path; never leaves root, never more than max_lines.
+
+    ``deny`` is the walk's deny-list with its re-includes (WalkSettings.deny_list()); the default
+    deny-list when None. The path asked for and the file it resolves to must both pass it.
+    """
     if start_line < 1 or end_line < start_line:
         raise ReadRefused(repo, path, f"invalid line range {start_line}..{end_line}")
+    rules = DenyList.default() if deny is None else deny
     base = root.resolve()
     target = (base / path).resolve()
     if not target.is_relative_to(base) or target == base:
         raise ReadRefused(repo, path, "path is outside the repository")
+    if rules.refuses(Path(path).as_posix()) or rules.refuses(target.relative_to(base).as_posix()):
+        raise ReadRefused(repo, path, "a secret file (on the deny-list) or inside .git is never served")
     if not target.is_file():
         raise ReadRefused(repo, path, "no such file in the repository")
     try:
-        lines = target.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise ReadRefused(repo, path, "not a UTF-8 text file") from exc
+        data = target.read_bytes()
+    except OSError as exc:
+        raise ReadRefused(repo, path, f"cannot be read ({exc.strerror or type(exc).__name__})") from exc
+    text = decode_source(data)
+    if text is None:
+        raise ReadRefused(repo, path, "not a text file")
+    lines = split_lines(redact(text))
     if start_line > len(lines):
         raise ReadRefused(repo, path, f"file has {len(lines)} lines, start_line is {start_line}")
     last = min(end_line, len(lines), start_line + max_lines - 1)

@@ -1,9 +1,12 @@
 """Reindex a repository into a new build and switch the index to it atomically.
 
     ray job submit --address http://127.0.0.1:8265 --working-dir . -- \
-        python -m jobs.reindex --repo /path/to/repo --name myrepo [--full]
+        python -m jobs.reindex --repo /path/to/repo --name myrepo [--full] [--allow-shrink]
 
-Walk (honouring .gitignore) → chunk by syntax → plan against the serving build (incremental by
+Walk (honouring .gitignore, .git/info/exclude, core.excludesFile and .samespaceignore; never a
+secret file) → skip generated/minified files → chunk by syntax (a file that cannot be chunked is
+skipped, never fatal) → drop chunks holding a credential → refuse a build that would shrink the
+serving index by accident (`--allow-shrink`) → plan against the serving build (incremental by
 default: a chunk whose embedded text is unchanged keeps its vector; `--full` embeds everything)
 → embed the rest through the role's dispatcher (the gated fan-out pool of local and cloud
 providers) → write reused and embedded rows into a fresh collection through the index actor →
@@ -30,8 +33,8 @@ from ray.actor import ActorHandle
 
 from actors import get_index_actor
 from actors.dispatcher import get_dispatcher
-from cluster.chunking import chunk_file
-from cluster.errors import NoProviderLeft, SamespaceError
+from cluster.chunking import chunk_file, generated_reason
+from cluster.errors import CloudKeyMissing, NoProviderLeft, SamespaceError, ScanError, ShrinkRefused
 from cluster.dispatch import LandedBatch
 from cluster.gate import Verdict
 from cluster.incremental import PlanMode, full_reason, plan_reindex
@@ -45,15 +48,18 @@ from cluster.index import (
     point_payload,
     validate_index_name,
 )
+from cluster.key_readiness import wait_for_key
 from cluster.keywords import chunk_keywords
 from cluster.progress import ProgressMeter
 from cluster.providers import NOT_ANSWERING
 from cluster.budget import Priority
 from cluster.roles import Role
+from cluster.secret_scan import find_secrets
 from cluster.settings import SamespaceSettings, load_settings
+from cluster.skips import SkipLog, SkipReason, SkipSummary
 from cluster.space import EncoderIdentity, embedding_text
 from cluster.types import Chunk, StoredPoint, content_hash
-from cluster.walker import WalkSettings, walk_repository
+from cluster.walker import walk_repository, walk_settings
 
 log = logging.getLogger("samespace.reindex")
 
@@ -69,12 +75,14 @@ VECTOR_PAGE = 512  # serving rows per page read with vectors (512 x 2560 floats:
 
 @dataclass(frozen=True)
 class RepoChunks:
-    """A walked and chunked repository: every chunk, its file, and each file's path and hash."""
+    """A walked and chunked repository: every chunk, its file, each file's path and hash, and what
+    was left out (secret files, generated files, files that failed to chunk, chunks with secrets)."""
 
     chunks: list[Chunk]
     owners: list[int]  # per chunk: the index of its file
     paths: list[str]  # per file
     file_hashes: list[str]  # per file: sha256 of its text
+    skipped: SkipSummary = SkipSummary()
 
     @property
     def files(self) -> int:
@@ -88,17 +96,64 @@ class _Reusable:
     writer: dict[str, Any]
 
 
-def collect_repository(repo: Path, settings: SamespaceSettings) -> RepoChunks:
+def collect_repository(
+    repo: Path, settings: SamespaceSettings, emit: Callable[[str], None] = lambda line: None
+) -> RepoChunks:
+    """Walk and chunk `repo`. One file never fails the walk: a file the chunker cannot handle is
+    skipped with its reason, and a chunk holding a credential is dropped before anything embeds,
+    stores or sends it. Only paths and reasons reach `emit`, never contents. A root that cannot
+    be scanned raises ScanError."""
     chunking = settings.chunking
-    walk = WalkSettings(max_file_bytes=chunking.max_file_bytes)
-    found = RepoChunks([], [], [], [])
-    for source in walk_repository(repo, walk):
-        file_chunks = chunk_file(source.path, source.text, chunking)
-        found.chunks.extend(file_chunks)
-        found.owners.extend([found.files] * len(file_chunks))
-        found.paths.append(source.path)
-        found.file_hashes.append(content_hash(source.text))
-    return found
+    skips = SkipLog()
+    chunks: list[Chunk] = []
+    owners: list[int] = []
+    paths: list[str] = []
+    file_hashes: list[str] = []
+    for source in walk_repository(repo, walk_settings(settings), skips):
+        reason = generated_reason(source.path, source.text)
+        if reason is not None:
+            skips.add(SkipReason.GENERATED, source.path)
+            emit(f"skipped {source.path}: {reason}")
+            continue
+        try:
+            file_chunks = chunk_file(source.path, source.text, chunking)
+        except Exception as exc:  # one hostile file never fails the job (the chunker should not raise)
+            skips.add(SkipReason.CHUNK_FAILED, source.path)
+            emit(f"skipped {source.path}: the chunker failed ({type(exc).__name__})")
+            continue
+        # Scan the whole file once: a window in the middle of a long key holds neither its BEGIN nor END.
+        secret_lines = [(f.line, f.end_line) for f in find_secrets(source.text)]
+        kept = []
+        for chunk in file_chunks:
+            if any(start <= chunk.end_line and chunk.start_line <= end for start, end in secret_lines):
+                skips.add(SkipReason.SECRET_CONTENT, source.path)
+            else:
+                kept.append(chunk)
+        if file_chunks and not kept:
+            continue  # nothing of this file may be served: it is not an indexed file at all
+        chunks.extend(kept)
+        owners.extend([len(paths)] * len(kept))
+        paths.append(source.path)
+        file_hashes.append(content_hash(source.text))
+    return RepoChunks(chunks, owners, paths, file_hashes, skips.summary())
+
+
+def report_skips(skipped: SkipSummary, emit: Callable[[str], None]) -> None:
+    """The skip summary for the job log: counts per reason, then the paths of each (no contents)."""
+    emit(skipped.line())
+    for reason, paths in sorted(skipped.paths.items()):
+        more = skipped.counts.get(reason, 0) - len(paths) if reason != SkipReason.SECRET_CONTENT.value else 0
+        emit(f"  {reason}: {', '.join(paths)}" + (f" (and {more} more)" if more > 0 else ""))
+
+
+def check_shrink(name: str, current: IndexRecord | None, found: RepoChunks, max_share: float) -> None:
+    """Refuse a build that would replace a non-empty serving build with an empty one, or drop more
+    than `max_share` of its files: an unmounted or emptied root must not wipe a good index."""
+    if current is None or current.files == 0:
+        return
+    empty = found.files == 0 or not found.chunks
+    if empty or current.files - found.files > max_share * current.files:
+        raise ShrinkRefused(name, current.files, found.files, max_share)
 
 
 def collect_chunks(repo: Path, settings: SamespaceSettings) -> tuple[list[Chunk], list[int], int]:
@@ -134,15 +189,24 @@ def run_reindex(
     name: str,
     *,
     full: bool = False,
+    allow_shrink: bool = False,
     emit: Callable[[str], None] = print,
     clock: Callable[[], float] = time.monotonic,
 ) -> IndexRecord:
     """Reindex `repo` as `name`; incremental unless `full`. Returns the serving record (the
-    unchanged current one when there was nothing to do)."""
+    unchanged current one when there was nothing to do). Refuses (ShrinkRefused) to drop more
+    than `ingest.max_shrink_share` of the serving build's files unless `allow_shrink`."""
     validate_index_name(name)
     repo = repo.resolve()
     if not repo.is_dir():
-        raise SamespaceError(f"--repo {str(repo)!r} is not a directory")
+        raise ScanError(str(repo), "not a folder (missing, unmounted, or a file)")
+    if settings.cloud.enabled:  # after a restart a durable cloud policy may have lost its key: say so, once
+        from actors.registry import key_problem
+
+        missing = wait_for_key(lambda: key_problem(settings, (ROLE,)), wait_s=settings.cloud.key_wait_s,
+                               clock=clock, sleep=time.sleep, emit=emit)
+        if missing is not None:
+            raise CloudKeyMissing(missing)
     index = get_index_actor(settings)
     dispatcher = get_dispatcher(settings, ROLE)
     reference = await_reference(
@@ -154,9 +218,12 @@ def run_reindex(
     current, drifted = _check_drift(index, dispatcher, name, reference, emit)
     # Before planning: with no provider left a reindex fails here, even one with nothing to embed.
     probe_vectors = ray.get(dispatcher.reference_probe.remote()).tolist()
-    found = collect_repository(repo, settings)
+    found = collect_repository(repo, settings, emit)
     chunks = found.chunks
     emit(f"walked {found.files} files, {len(chunks)} chunks")
+    report_skips(found.skipped, emit)
+    if not allow_shrink:
+        check_shrink(name, current, found, settings.ingest.max_shrink_share)
 
     hashes = [embed_hash(chunk) for chunk in chunks]
     keys = [point_key(name, chunk, found.file_hashes[owner], hashed)
@@ -193,7 +260,7 @@ def run_reindex(
             index, dispatcher, reference, name, build, found, hashes, reuse, reusable, embed, emit, clock
         )
         providers = sorted(set(embedded) | set(kept))
-        record: IndexRecord = ray.get(index.commit_build.remote(build, found.files, providers))
+        record: IndexRecord = ray.get(index.commit_build.remote(build, found.files, providers, found.skipped))
     except BaseException as exc:
         try:
             ray.get(index.fail_build.remote(build, f"{type(exc).__name__}: {exc}"))
@@ -355,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="index (repo) name; default: the folder's name")
     parser.add_argument("--full", action="store_true",
                         help="embed every chunk again (default: reuse the vectors of unchanged chunks)")
+    parser.add_argument("--allow-shrink", action="store_true",
+                        help="commit even when the new build drops more than ingest.max_shrink_share of the "
+                        "serving build's files (or all of them)")
     args = parser.parse_args(argv)
     name = args.name or args.repo.resolve().name
     settings = load_settings()
@@ -362,9 +432,13 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     ray.init(address=settings.ray.address, namespace=settings.ray.namespace, log_to_driver=False)
     try:
-        run_reindex(settings, args.repo, name, full=args.full, emit=lambda line: print(line, flush=True))
+        run_reindex(settings, args.repo, name, full=args.full, allow_shrink=args.allow_shrink,
+                    emit=lambda line: print(line, flush=True))
     except SamespaceError as exc:
-        print(f"reindex failed: {exc}", file=sys.stderr, flush=True)
+        # An error raised inside an actor arrives as a RayTaskError that is also the cause's type;
+        # its str() carries the remote traceback. Say the cause, once, without a traceback.
+        cause = getattr(exc, "cause", None)
+        print(f"reindex failed: {cause if isinstance(cause, SamespaceError) else exc}", file=sys.stderr, flush=True)
         return 2
     return 0
 

@@ -10,20 +10,26 @@ input.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from ray import serve
 from ray.serve import Application
 
+from cluster.cloud_state import ContainerState, disagreements
+from cluster.config_store import PersistedConfig, PersistedRole
+from cluster.providers import ProviderView
 from cluster.roles import Policy, Role
-from cluster.settings import SamespaceSettings, load_settings
+from cluster.settings import CloudSettings, SamespaceSettings, load_settings
 from serve_apps.auth import bearer_matches
+from serve_apps.http_guard import HttpGuard
 
 log = logging.getLogger("samespace.admin")
 
@@ -44,6 +50,11 @@ class OpenRouterPush(_Body):
     models: dict[Role, ModelPush] | None = None
     policies: dict[Role, Policy] | None = None
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_plain_http(cls, value: str | None) -> str | None:
+        return None if value is None else CloudSettings.check_base_url(value)
+
     @model_validator(mode="after")
     def _embedding_models_are_pinned(self) -> OpenRouterPush:
         for role, push in (self.models or {}).items():
@@ -51,101 +62,135 @@ class OpenRouterPush(_Body):
                 raise ValueError(f"models.{role.value}.provider: an embedding route must name a pinned upstream")
         return self
 
+    @property
+    def only_local_policies(self) -> bool:
+        """Only policies, all `local`: the way out of a missing key, never refused for want of one."""
+        return (
+            self.api_key is None and self.base_url is None and not self.models
+            and bool(self.policies) and all(p is Policy.LOCAL for p in (self.policies or {}).values())
+        )
+
 
 class BudgetOverride(_Body):
     max_concurrent: int | None = Field(ge=1, le=256)
 
 
 class AdminApi:
-    """Plain service behind the routes; reaches the actors through their named handles."""
+    """Plain service behind the routes; reaches the actors through their named handles.
+
+    Every actor call is awaited, and every blocking step (the config file, Ray's control-plane
+    lookups that start or find actors) runs in a worker thread: a handler never stalls the loop.
+    """
 
     def __init__(self, settings: SamespaceSettings) -> None:
         from cluster.config_store import ConfigStore
 
         self._settings = settings
         self._store = ConfigStore(settings.admin.config_path)
+        self._push_lock = asyncio.Lock()  # persist-then-apply of one push never interleaves another's
 
-    async def providers(self) -> dict[str, Any]:
+    async def _dispatchers(self, roles: Iterable[Role]) -> dict[Role, Any]:
         from actors.dispatcher import get_dispatcher
 
+        return await asyncio.to_thread(lambda: {role: get_dispatcher(self._settings, role) for role in roles})
+
+    async def _views(self) -> dict[Role, list[ProviderView]]:
+        """Per role, every provider as its dispatcher reports it now (the providers asked, not cached)."""
+        dispatchers = await self._dispatchers(Role)
+        views = await asyncio.gather(*(dispatchers[role].providers.remote() for role in Role))
+        return dict(zip(Role, views, strict=True))
+
+    async def providers(self) -> dict[str, Any]:
+        dispatchers = await self._dispatchers(Role)
+        views, reports = await asyncio.gather(
+            self._views(), asyncio.gather(*(dispatchers[role].gate_reports.remote() for role in Role))
+        )
         out: dict[str, Any] = {}
-        for role in Role:
-            dispatcher = get_dispatcher(self._settings, role)
-            views = await dispatcher.providers.remote()
-            reports = {r.key.provider: r for r in await dispatcher.gate_reports.remote() if r.key.regime}
+        for role, role_reports in zip(Role, reports, strict=True):
+            by_provider = {r.key.provider: r for r in role_reports if r.key.regime}
             out[role.value] = [
                 {
                     **view.model_dump(mode="json"),
-                    "gate": reports[view.provider.name].model_dump(mode="json")
-                    if view.provider.name in reports
+                    "gate": by_provider[view.provider.name].model_dump(mode="json")
+                    if view.provider.name in by_provider
                     else None,
                 }
-                for view in views
+                for view in views[role]
             ]
         return out
 
     async def gate(self, verify: bool) -> dict[str, Any]:
-        from actors.dispatcher import get_dispatcher
-
+        roles = (Role.CODE_EMBEDDING, Role.EMBEDDING)
+        dispatchers = await self._dispatchers(roles)
         out: dict[str, Any] = {}
-        for role in (Role.CODE_EMBEDDING, Role.EMBEDDING):
-            dispatcher = get_dispatcher(self._settings, role)
+        for role in roles:
             if verify:
-                await dispatcher.sentinel.remote()
-            out[role.value] = [r.model_dump(mode="json") for r in await dispatcher.gate_reports.remote()]
+                await dispatchers[role].sentinel.remote()
+            out[role.value] = [r.model_dump(mode="json") for r in await dispatchers[role].gate_reports.remote()]
         return out
 
     async def budget(self, override: BudgetOverride | None = None) -> dict[str, Any]:
         from actors.budget import get_budget_actor
 
-        budget = get_budget_actor(self._settings)
+        budget = await asyncio.to_thread(get_budget_actor, self._settings)
         if override is not None:
             snapshot = await budget.set_override.remote(override.max_concurrent)
-            self._store.update(lambda c: c.model_copy(update={"budget_override": override.max_concurrent}))
+            await asyncio.to_thread(
+                self._store.update, lambda c: c.model_copy(update={"budget_override": override.max_concurrent})
+            )
         else:
             snapshot = await budget.snapshot.remote()
         return snapshot.model_dump(mode="json")
 
     async def health(self) -> dict[str, Any]:
-        """Ray answers, the store answers, and per role: the policy in force and who serves now."""
+        """Ray answers, the store answers, per role the policy in force and who serves now, and
+        `problems`: what stops a role from serving, in words (empty when nothing does)."""
         from actors import get_index_actor
-        from actors.dispatcher import get_dispatcher
+        from cluster.config_store import overlay
+        from cluster.key_readiness import local_only_roles, missing_key_message
 
-        names = await get_index_actor(self._settings).names.remote()
+        index = await asyncio.to_thread(get_index_actor, self._settings)
+        names, views, stored = await asyncio.gather(
+            index.names.remote(), self._views(), asyncio.to_thread(self._store.read)
+        )
+        effective = overlay(self._settings, stored)
         roles: dict[str, Any] = {}
         for role in Role:
-            views = await get_dispatcher(self._settings, role).providers.remote()
-            serving = [v.provider.name for v in views if v.serves != "no"]
-            policy = views[0].policy_in_force.value if views else self._settings.policy(role).value
-            roles[role.value] = {"policy": policy, "serving": serving, "state": "serving" if serving else "none"}
-        return {"ray": "ok", "store": {"indexes": names}, "roles": roles}
+            serving = [v.provider.name for v in views[role] if v.serves != "no"]
+            policy = views[role][0].policy_in_force if views[role] else effective.policy(role)
+            roles[role.value] = {"policy": policy.value, "serving": serving, "state": "serving" if serving else "none"}
+        local_only = local_only_roles(self._settings)
+        missing = missing_key_message(views, key_pushed_before=stored.key_pushed, local_only=local_only)
+        problems = [missing] if missing else []
+        return {"ray": "ok", "store": {"indexes": names}, "roles": roles, "problems": problems}
 
     async def sidecars(self) -> dict[str, Any]:
         """The fleet: each host, when it was last seen, its transport, and per role the provider it
         is, whether it serves, and the gate's verdict on it (embedding roles)."""
-        from actors.dispatcher import get_dispatcher
         from actors.fleet import find_fleet_actor
         from cluster.fleet import Fleet
         from cluster.naming import sidecar_provider_name
         from cluster.sidecar_providers import sidecar_providers
 
-        fleet = find_fleet_actor(self._settings)
+        fleet = await asyncio.to_thread(find_fleet_actor, self._settings)
         if fleet is not None:
-            hosts = await fleet.hosts.remote()
-            infos = await fleet.providers.remote()
+            hosts, infos = await asyncio.gather(fleet.hosts.remote(), fleet.providers.remote())
         else:  # no sidecar reached this cluster since it started: the registry as persisted
-            hosts = Fleet(time.monotonic, known=self._store.read().sidecars).hosts()
+            stored = await asyncio.to_thread(self._store.read)
+            hosts = Fleet(time.monotonic, known=stored.sidecars).hosts()
             infos, _ = sidecar_providers(hosts, self._settings.embedding.width)
+        roles_checked = (Role.CODE_EMBEDDING, Role.EMBEDDING)
+        dispatchers = await self._dispatchers(roles_checked)
         verdicts: dict[str, Any] = {}
-        for role in (Role.CODE_EMBEDDING, Role.EMBEDDING):
-            for report in await get_dispatcher(self._settings, role).gate_reports.remote():
+        for role in roles_checked:
+            for report in await dispatchers[role].gate_reports.remote():
                 verdicts[report.key.provider] = {"verdict": report.verdict.value, "detail": report.detail}
         by_name = {info.name: info for info in infos}
         out = []
         for host in hosts:
             roles = {}
             for role, capability in host.capabilities.items():
-                info = by_name.get(sidecar_provider_name(host.agent_url, role))
+                info = by_name.get(sidecar_provider_name(host.agent_url, host.agent_id, role))
                 roles[role.value] = {
                     **capability.model_dump(mode="json", exclude={"role"}),
                     "provider": info.name if info else None,
@@ -167,68 +212,124 @@ class AdminApi:
             )
         return {"sidecars": out}
 
-    def openrouter(self) -> dict[str, Any]:
-        return self._store.read().model_dump(mode="json")
+    async def _container_states(self) -> tuple[list[ContainerState], list[str]]:
+        """What every virtual container holds, asked now; and those that did not answer."""
+        from actors.registry import DESCRIBE_TIMEOUT_S, ensure_cloud_containers
+
+        containers = await asyncio.to_thread(ensure_cloud_containers, self._settings)
+        answers = await asyncio.gather(
+            *(asyncio.wait_for(c.handle.state.remote(), DESCRIBE_TIMEOUT_S) for c in containers),
+            return_exceptions=True,
+        )
+        states = [a for a in answers if isinstance(a, ContainerState)]
+        silent = [
+            f"{c.name}: did not answer ({type(a).__name__})"
+            for c, a in zip(containers, answers, strict=True)
+            if not isinstance(a, ContainerState)
+        ]
+        return states, silent
+
+    async def openrouter(self) -> dict[str, Any]:
+        """What is in force: the durable config over the settings, what each virtual container holds
+        (asked now), and every way they differ. Never the key, only whether one is held."""
+        from cluster.config_store import overlay
+
+        stored, (states, silent) = await asyncio.gather(asyncio.to_thread(self._store.read), self._container_states())
+        effective = overlay(self._settings, stored)
+        return {
+            "key_pushed": stored.key_pushed,
+            "last_pushed_at": stored.last_pushed_at,
+            "budget_override": stored.budget_override,
+            "base_url": effective.cloud.base_url,
+            "roles": {role.value: route.model_dump(mode="json") for role, route in sorted(effective.cloud.routes.items())},
+            "policies": {role.value: effective.policy(role).value for role in Role},
+            "pushed": stored.model_dump(mode="json", include={"base_url", "roles", "policies"}),
+            "containers": [state.model_dump(mode="json") for state in sorted(states, key=lambda s: s.name)],
+            "disagreements": silent + disagreements(effective, states),
+        }
 
     async def push(self, body: OpenRouterPush) -> dict[str, Any]:
-        from actors.dispatcher import push_policy
-        from actors.registry import ensure_virtual_containers
-        from cluster.settings import RoleRoute
-
-        stored = self._store.read()
-        if body.api_key is None and not stored.key_pushed:
-            return {"ok": False, "pushed_to": [], "issues": ["no key has been pushed yet: include api_key"]}
-        containers = ensure_virtual_containers(self._settings)
-        infos = [await c.describe.remote() for c in containers]
-        pushed: list[str] = []
-        issues: list[str] = []
-        for handle, info in zip(containers, infos, strict=True):
-            role = info.roles[0]
-            if body.models and role in body.models:
-                push = body.models[role]
-                route = RoleRoute(model=push.model, upstream=push.provider)
-                policy = (body.policies or {}).get(role, self._settings.policy(role))
-                await handle.apply.remote(route, policy)
-            if body.api_key is not None:
-                await handle.set_key.remote(body.api_key)
-            pushed.append(info.name)
-        for role, policy in (body.policies or {}).items():
-            push_policy(self._settings, role, policy)
-        if not containers:
-            issues.append("no virtual container exists: enable the cloud (cloud.enabled) to push a key")
-
-        def change(config: Any) -> Any:
-            from cluster.config_store import PersistedRole
-
-            roles = dict(config.roles)
-            for role, push in (body.models or {}).items():
-                roles[role] = PersistedRole(model=push.model, upstream=push.provider, dims=push.dims)
-            update: dict[str, Any] = {"roles": roles, "policies": {**config.policies, **(body.policies or {})}}
-            if body.base_url is not None:
-                update["base_url"] = body.base_url
-            if body.api_key is not None:
-                update.update(key_pushed=True, last_pushed_at=time.time())
-            return config.model_validate({**config.model_dump(), **update})
-
-        self._store.update(change)
-        return {"ok": not issues, "pushed_to": pushed, "issues": issues}
+        """Persist what is safe, then put all of it in force: each role's dispatcher takes its
+        policy, every virtual container merges what changed for its role (route, policy, base URL),
+        then the key. A container that restarts meanwhile reads the same values from the store."""
+        async with self._push_lock:
+            stored = await asyncio.to_thread(self._store.read)
+            if body.api_key is None and not stored.key_pushed and not body.only_local_policies:
+                states, _ = await self._container_states()
+                if not any(state.key_held for state in states):  # a key from the nodes' env counts
+                    return {"ok": False, "pushed_to": [], "issues": ["no key has been pushed yet: include api_key"]}
+            persisted = await asyncio.to_thread(self._store.update, lambda config: _merged(config, body))
+            return await self._put_in_force(
+                persisted,
+                routes=set(body.models or {}),
+                policies=set(body.policies or {}),
+                base_url=body.base_url is not None,
+                key=body.api_key,
+                needs_containers=body.api_key is not None or bool(body.models) or body.base_url is not None,
+            )
 
     async def repush(self) -> dict[str, Any]:
-        """Re-send the persisted settings (never a key) to every virtual container."""
-        from actors.registry import ensure_virtual_containers
-        from cluster.settings import RoleRoute
+        """Re-send the whole durable config (never a key) to the dispatchers and every virtual container."""
+        async with self._push_lock:
+            persisted = await asyncio.to_thread(self._store.read)
+            return await self._put_in_force(
+                persisted, routes=set(Role), policies=set(Role), base_url=True, key=None, needs_containers=False
+            )
 
-        stored = self._store.read()
-        pushed = []
-        for handle in ensure_virtual_containers(self._settings):
-            info = await handle.describe.remote()
-            role = info.roles[0]
-            if role in stored.roles:
-                persisted = stored.roles[role]
-                policy = stored.policies.get(role, self._settings.policy(role))
-                await handle.apply.remote(RoleRoute(model=persisted.model, upstream=persisted.upstream), policy)
-                pushed.append(info.name)
-        return {"ok": True, "pushed_to": pushed, "issues": []}
+    async def _put_in_force(
+        self,
+        persisted: PersistedConfig,
+        *,
+        routes: set[Role],
+        policies: set[Role],
+        base_url: bool,
+        key: SecretStr | None,
+        needs_containers: bool,
+    ) -> dict[str, Any]:
+        from actors.dispatcher import forget_discoveries, push_cloud_config
+        from actors.registry import ensure_cloud_containers
+        from cluster.config_store import overlay
+
+        effective = overlay(self._settings, persisted)
+        in_force_routes = {role: route for role, route in effective.cloud.routes.items() if role in routes}
+        in_force_policies = {role: effective.policy(role) for role in policies}
+        refs = await asyncio.to_thread(
+            lambda: push_cloud_config(
+                self._settings,
+                routes=in_force_routes,
+                policies=in_force_policies,
+                base_url=effective.cloud.base_url if base_url else None,
+            )
+        )
+        issues = [f"a push did not land: {type(r).__name__}" for r in await asyncio.gather(*refs, return_exceptions=True)
+                  if isinstance(r, BaseException)]
+        if in_force_routes:  # only once the routes landed: a discovery now sees the new model and pin
+            await asyncio.gather(*await asyncio.to_thread(forget_discoveries, self._settings, list(in_force_routes)))
+        containers = await asyncio.to_thread(ensure_cloud_containers, self._settings)
+        if key is not None:  # the key last: no request goes out on the old route with it
+            answers = await asyncio.gather(*(c.handle.set_key.remote(key) for c in containers), return_exceptions=True)
+            issues += [f"{c.name}: the key did not land ({type(a).__name__})"
+                       for c, a in zip(containers, answers, strict=True) if isinstance(a, BaseException)]
+        touched = key is not None or base_url
+        pushed = [c.name for c in containers if touched or c.role in in_force_routes or c.role in in_force_policies]
+        if not containers and needs_containers:
+            issues.append("no virtual container exists: enable the cloud (cloud.enabled) first")
+        states, silent = await self._container_states()
+        issues += silent + disagreements(effective, states)
+        return {"ok": not issues, "pushed_to": pushed, "issues": issues}
+
+
+def _merged(config: PersistedConfig, body: OpenRouterPush) -> PersistedConfig:
+    """The stored config with a push merged in (never the key: only that and when one was pushed)."""
+    roles = dict(config.roles)
+    for role, push in (body.models or {}).items():
+        roles[role] = PersistedRole(model=push.model, upstream=push.provider, dims=push.dims)
+    update: dict[str, Any] = {"roles": roles, "policies": {**config.policies, **(body.policies or {})}}
+    if body.base_url is not None:
+        update["base_url"] = body.base_url
+    if body.api_key is not None:
+        update.update(key_pushed=True, last_pushed_at=time.time())
+    return PersistedConfig.model_validate({**config.model_dump(), **update})
 
 
 def _authorized(request: Request, settings: SamespaceSettings) -> bool:
@@ -244,6 +345,8 @@ def build_admin_asgi(api: AdminApi, settings: SamespaceSettings) -> FastAPI:
             return Response(status_code=401)  # no detail, before any parsing
         response: Response = await call_next(request)
         return response
+
+    app.add_middleware(HttpGuard, allowed_hosts=settings.serve.allowed_hosts)  # outermost: Host/Origin first
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -281,7 +384,7 @@ def build_admin_asgi(api: AdminApi, settings: SamespaceSettings) -> FastAPI:
 
     @app.get("/openrouter")
     async def openrouter() -> dict[str, Any]:
-        return api.openrouter()
+        return await api.openrouter()
 
     @app.post("/openrouter")
     async def openrouter_push(body: OpenRouterPush) -> dict[str, Any]:

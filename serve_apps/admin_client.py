@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serve_apps.admin_client")
     parser.add_argument("--url", default=DEFAULT_ADMIN_URL)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("status", help="providers per role, gate verdicts, budget")
+    commands.add_parser("status", help="providers per role, gate verdicts, budget, and what stops a role (a lost key)")
     push = commands.add_parser("push-key", help="push the OpenRouter key (stdin or --file)")
     push.add_argument("--file")
     policy = commands.add_parser("set-policy", help="set a role's routing policy")
@@ -56,10 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     headers = {"Authorization": f"Bearer {admin_token()}"}
+    problems: list[str] = []
     with httpx.Client(base_url=args.url, headers=headers, timeout=120) as client:
         result: Any
         if args.command == "status":
+            health = client.get("/health").json()
             result = {"providers": client.get("/providers").json(), "budget": client.get("/budget").json()}
+            problems = [str(p) for p in health.get("problems", [])]
         elif args.command == "push-key":
             response = client.post("/openrouter", json={"api_key": read_key(args.file)})
             result = response.json() if response.status_code == 200 else {"status": response.status_code}
@@ -67,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             response = client.post("/openrouter", json={"policies": {args.role: args.policy}})
             result = response.json() if response.status_code == 200 else {"status": response.status_code}
     print(json.dumps(result, indent=2))
+    for problem in problems:  # what stops a role from serving (GET /admin/health), last on screen
+        print(f"\n{problem}")
     return 0
 
 

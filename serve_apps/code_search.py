@@ -19,6 +19,7 @@ from cluster.index import IndexRecord, definitions_filter, path_prefixes
 from cluster.keywords import query_keywords
 from cluster.query_cache import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S, QueryVectorCache
 from cluster.request_tag import DEFAULT_PROJECT
+from cluster.skips import SkipSummary
 from cluster.source import SourceLines
 from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict
 
@@ -74,6 +75,7 @@ class IndexInfo(Strict):
     build: str
     repo_root: str
     providers: list[str]
+    skipped: SkipSummary = Field(description="What the last build left out, per reason: counts and paths.")
 
 
 class BuildInfo(Strict):
@@ -259,6 +261,7 @@ class CodeSearchService:
                     build=record.build,
                     repo_root=record.repo_root,
                     providers=record.providers,
+                    skipped=record.skipped,
                 )
             )
         builds = [

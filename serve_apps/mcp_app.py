@@ -3,6 +3,7 @@
     serve run serve_apps.mcp_app:build_app          # or: serve deploy serve_config.yaml
 
 Endpoint: http://127.0.0.1:8000/mcp/ ; sidecars dial ws://127.0.0.1:8000/sidecar (serve_apps/sidecar_routes.py).
+Every route sits behind serve_apps/http_guard.py (Host/Origin; `serve.token` for /mcp and /rlm/ask).
 Everything MCP is built inside each replica
 (`__serve_build_asgi_app__`): MCP server objects do not pickle.
 """
@@ -28,7 +29,8 @@ from cluster.errors import SamespaceError
 from cluster.settings import SamespaceSettings, load_settings
 from cluster.source import SourceLines
 from serve_apps.ask_service import AskService
-from serve_apps.sidecar_routes import add_sidecar_routes
+from serve_apps.http_guard import HttpGuard
+from serve_apps.sidecar_routes import REPLICA_MAX_ONGOING_REQUESTS, SIDECAR_ROUTE, add_sidecar_routes
 from serve_apps.code_search import (
     CodeSearchService,
     FileSearchResult,
@@ -42,10 +44,10 @@ log = logging.getLogger("samespace.mcp")
 
 MCP_ROUTE = "/mcp"
 ASK_ROUTE = "/rlm/ask"
+HEALTH_ROUTE = "/healthz"
 SERVER_NAME = "samespace"
 MAX_K = 50
 MAX_QUERY_CHARS = 2000
-LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 
 INSTRUCTIONS = (
     "samespace answers questions about indexed code bases. ask_code answers a question with citations "
@@ -179,12 +181,8 @@ def build_asgi_app(
     from mcp.server.transport_security import TransportSecuritySettings
 
     mcp = build_mcp_server(service, asker)
-    hosts = LOOPBACK_HOSTS + list(settings.serve.allowed_hosts)
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts,
-        allowed_origins=[f"http://{h}" for h in hosts],
-    )
+    # Host/Origin are checked once, for every route, by HttpGuard below; the SDK's own check is off.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     mcp_asgi = mcp.streamable_http_app(
         streamable_http_path="/", stateless_http=True, json_response=True, transport_security=security
     )
@@ -196,7 +194,7 @@ def build_asgi_app(
 
     api = FastAPI(title="samespace MCP", lifespan=lifespan)
 
-    @api.get("/healthz")
+    @api.get(HEALTH_ROUTE)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
@@ -208,10 +206,17 @@ def build_asgi_app(
     if fleet is not None:
         add_sidecar_routes(api, settings, fleet)
     api.mount(MCP_ROUTE, mcp_asgi)
+    api.add_middleware(
+        HttpGuard,
+        allowed_hosts=settings.serve.allowed_hosts,
+        token=settings.serve.expected_token(),
+        open_paths=(HEALTH_ROUTE,),
+        machine_prefixes=(SIDECAR_ROUTE,),
+    )
     return api
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0.1})
+@serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=REPLICA_MAX_ONGOING_REQUESTS)
 @serve.ingress()
 class McpIngress:
     """Thin shell: finds the actors, builds the MCP ASGI app inside the replica."""

@@ -7,8 +7,19 @@
     POST /sidecar/result      a command's result
 
 Every handshake and request needs `Authorization: Bearer <SAMESPACE_FLEET_TOKEN>`; without a
-configured token the fleet is closed. A thin shell: frames go to the fleet actor, which holds the
-registry and the commands; this replica only holds the socket.
+configured token the fleet is closed. After register, every HTTP call also names its agent and
+proves it (`X-Sidecar-Agent`, `X-Sidecar-Credential`: the id and credential issued at
+registration); the replica hands the fleet actor only the credential's sha256.
+
+A thin shell: frames go to the fleet actor, which holds the registry and the commands; this
+replica only holds the socket. Sizes are enforced here, before anything is parsed: a WebSocket
+frame over the limit is answered with an `error` frame and never reaches the actor; an HTTP body
+is refused on its Content-Length and read as a capped stream (413).
+
+Every open socket and every held poll is an ongoing request of this replica, so the deployment
+must allow many more than Serve's default of 5 (`REPLICA_MAX_ONGOING_REQUESTS`): with 5, five
+connected sidecars (or four and one hostile socket) queued every other HTTP call, heartbeats and
+MCP queries alike, until a socket closed (issue 14 §6: a heartbeat stalled for over 60 s).
 """
 
 from __future__ import annotations
@@ -24,8 +35,9 @@ from fastapi.responses import JSONResponse, Response
 from ray.actor import ActorHandle
 
 from actors.fleet import CLOSE_SOCKET
+from cluster.fleet import MAX_HOSTS, credential_digest
 from cluster.settings import SamespaceSettings
-from cluster.sidecar_protocol import MAX_RESULT_BYTES, error_frame
+from cluster.sidecar_protocol import AGENT_ID_HEADER, CREDENTIAL_HEADER, MAX_FRAME_BYTES, MAX_RESULT_BYTES, error_frame
 from serve_apps.auth import bearer_matches
 
 log = logging.getLogger("samespace.sidecar")
@@ -33,8 +45,31 @@ log = logging.getLogger("samespace.sidecar")
 SIDECAR_ROUTE = "/sidecar"
 NEXT_WAIT_S = 5.0  # how long one outbox read waits on the fleet actor before asking again
 POLICY_VIOLATION = 1008
-# POST /sidecar/<path> → the fleet actor's method that answers it.
+# POST /sidecar/<path> → the fleet actor's method that answers it, and the largest body it takes.
 FALLBACK_ROUTES = {"register": "http_register", "heartbeat": "http_heartbeat", "poll": "http_poll", "result": "http_result"}
+BODY_LIMITS = {"register": MAX_FRAME_BYTES, "heartbeat": MAX_FRAME_BYTES, "poll": MAX_FRAME_BYTES, "result": MAX_RESULT_BYTES}
+# A socket per agent (up to MAX_HOSTS), a held poll per HTTP agent, and room for MCP calls beside them.
+REPLICA_MAX_ONGOING_REQUESTS = 4 * MAX_HOSTS
+
+
+def frame_too_large(raw: str | bytes, limit: int = MAX_RESULT_BYTES) -> dict[str, Any] | None:
+    """The `error` frame for a WebSocket frame over `limit` bytes, or None (checked without parsing)."""
+    size = len(raw)
+    if isinstance(raw, str) and size <= limit:  # characters ≤ bytes: encode only when it can matter
+        size = len(raw.encode("utf-8"))
+    return error_frame(f"frame too large: {size} bytes (limit {limit})") if size > limit else None
+
+
+async def read_capped(request: Request, limit: int) -> bytes | None:
+    """The request body, or None once it passes `limit` bytes (the rest is never read)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def add_sidecar_routes(api: FastAPI, settings: SamespaceSettings, fleet: Callable[[], ActorHandle]) -> None:
@@ -73,6 +108,10 @@ def add_sidecar_routes(api: FastAPI, settings: SamespaceSettings, fleet: Callabl
                 raw = message.get("text")
                 if raw is None:
                     raw = message.get("bytes") or b""
+                refused = frame_too_large(raw)
+                if refused is not None:  # never forwarded: the fleet actor parses nothing this large
+                    await send(refused)
+                    continue
                 frames, close = await actor.ws_frame.remote(connection, raw)
                 for frame in frames:
                     await send(frame)
@@ -87,25 +126,33 @@ def add_sidecar_routes(api: FastAPI, settings: SamespaceSettings, fleet: Callabl
             writer.cancel()
             await actor.ws_closed.remote(connection)
 
-    async def _fallback(request: Request, call: str) -> Response:
+    async def _fallback(request: Request, path: str) -> Response:
         if not fleet_settings.http_fallback:
             return Response(status_code=404)
         if not bearer_matches(request.headers.get("authorization"), settings.fleet_token):
             return Response(status_code=401)  # no detail, before the body is read
+        limit = BODY_LIMITS[path]
         length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_RESULT_BYTES):
-            return JSONResponse(status_code=413, content=error_frame("body too large"))
-        body = await request.body()
-        if len(body) > MAX_RESULT_BYTES:
-            return JSONResponse(status_code=413, content=error_frame("body too large"))
-        status, answer = await getattr(fleet(), call).remote(body)
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            return JSONResponse(status_code=413, content=error_frame(f"body too large (limit {limit} bytes)"))
+        body = await read_capped(request, limit)
+        if body is None:
+            return JSONResponse(status_code=413, content=error_frame(f"body too large (limit {limit} bytes)"))
+        actor = fleet()
+        if path == "register":
+            status, answer = await actor.http_register.remote(body)
+        else:
+            credential = request.headers.get(CREDENTIAL_HEADER)
+            digest = credential_digest(credential) if credential else None
+            agent_id = request.headers.get(AGENT_ID_HEADER)
+            status, answer = await getattr(actor, FALLBACK_ROUTES[path]).remote(body, agent_id, digest)
         return JSONResponse(status_code=status, content=answer)
 
-    def route(call: str) -> Callable[[Request], Awaitable[Response]]:
+    def route(path: str) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
-            return await _fallback(request, call)
+            return await _fallback(request, path)
 
         return handle
 
-    for path, call in FALLBACK_ROUTES.items():
-        api.add_api_route(f"{SIDECAR_ROUTE}/{path}", route(call), methods=["POST"], name=f"sidecar_{path}")
+    for path in FALLBACK_ROUTES:
+        api.add_api_route(f"{SIDECAR_ROUTE}/{path}", route(path), methods=["POST"], name=f"sidecar_{path}")

@@ -21,6 +21,8 @@ from sidecar._version import __version__
 from sidecar.backoff import BACKOFF_JITTER, Backoff
 from sidecar.errors import AuthRejected, ConnectionLost, MasterRejected, UpstreamError
 from sidecar.frames import (
+    AGENT_ID_HEADER,
+    CREDENTIAL_HEADER,
     PONG,
     ChatCommand,
     EmbedCommand,
@@ -92,6 +94,10 @@ class Agent:
         self.backoff = Backoff(jitter=jitter, random=random)
         self.active_requests = 0
         self.registrations = 0
+        # Issued by the master at registration (issue 14 §6) and presented when we register again,
+        # so that a reconnect supersedes our own older registration. Never logged.
+        self.agent_id: str | None = None
+        self._credential: str | None = None
         self._sleep = sleep
 
     def __repr__(self) -> str:
@@ -104,7 +110,18 @@ class Agent:
 
     def register_frame(self) -> dict[str, Any]:
         s = self.settings
-        return {"type": "register", "agentUrl": s.agent_url, "hostname": s.hostname, "containers": self.container_names()}
+        frame: dict[str, Any] = {
+            "type": "register", "agentUrl": s.agent_url, "hostname": s.hostname, "containers": self.container_names()
+        }
+        if self.agent_id is not None and self._credential is not None:
+            frame.update(agentId=self.agent_id, credential=self._credential)
+        return frame
+
+    def agent_headers(self) -> dict[str, str]:
+        """The HTTP fallback's proof that a call comes from this agent (empty before registering)."""
+        if self.agent_id is None or self._credential is None:
+            return {}
+        return {AGENT_ID_HEADER: self.agent_id, CREDENTIAL_HEADER: self._credential}
 
     async def probe_all(self) -> None:
         await asyncio.gather(*(u.probe() for u in self.upstreams.values()))
@@ -126,11 +143,15 @@ class Agent:
             },
         }
 
-    def on_registered(self, via: str) -> None:
-        """The master accepted our register frame: the backoff starts over."""
+    def on_registered(self, via: str, answer: dict[str, Any]) -> None:
+        """The master accepted our register frame: keep the id and credential it issued (a new
+        credential each time), and the backoff starts over."""
+        agent_id, credential = answer.get("agentId"), answer.get("credential")
+        if isinstance(agent_id, str) and isinstance(credential, str) and agent_id and credential:
+            self.agent_id, self._credential = agent_id, credential
         self.registrations += 1
         self.backoff.reset()
-        logger.info("registered with the master as %s over %s", self.settings.agent_url, via)
+        logger.info("registered with the master as %s (agent %s) over %s", self.settings.agent_url, self.agent_id, via)
 
     # --- inbound frames ---
 

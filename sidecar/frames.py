@@ -7,6 +7,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
+    "AGENT_ID_HEADER",
+    "CREDENTIAL_HEADER",
     "ChatCommand",
     "EmbedCommand",
     "ModelsCommand",
@@ -19,6 +21,10 @@ __all__ = [
 ]
 
 PONG: dict[str, Any] = {"type": "pong"}
+# The HTTP fallback names and proves the agent on every call after register (the master's
+# cluster/sidecar_protocol.py spells the same headers).
+AGENT_ID_HEADER = "X-Sidecar-Agent"
+CREDENTIAL_HEADER = "X-Sidecar-Credential"
 
 
 def result_frame(command_id: Any, fields: dict[str, Any]) -> dict[str, Any]:

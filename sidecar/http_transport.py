@@ -4,6 +4,8 @@
     POST <master>/sidecar/heartbeat  heartbeat frame       → {"ok":true,"commands":[...]}  (409: register again)
     POST <master>/sidecar/poll       {"agentUrl","waitS"}  → {"commands":[...]}  (held up to waitS)
     POST <master>/sidecar/result     result frame          → {"ok":true}
+
+Every call after register carries X-Sidecar-Agent and X-Sidecar-Credential (issued at register).
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ class HttpSession:
         assert self._client is not None
         with _master_faults(endpoint):
             timeout = timeout_s if timeout_s is not None else REQUEST_TIMEOUT_S
-            response = await self._client.post(self._settings.http_url(endpoint), json=body, timeout=timeout)
+            response = await self._client.post(
+                self._settings.http_url(endpoint), json=body, timeout=timeout, headers=self._agent.agent_headers()
+            )
         if response.status_code in AUTH_STATUSES:
             raise AuthRejected(response.status_code, f"HTTP {endpoint}")
         return response
@@ -102,7 +106,7 @@ class HttpSession:
         if body.get("type") != "registered" or body.get("ok") is not True:
             raise ConnectionLost("the master did not accept the registration")
         self._generation += 1
-        self._agent.on_registered("HTTP")
+        self._agent.on_registered("HTTP", body)
 
     async def _register_again(self, seen_generation: int) -> None:
         """After a 409 'unknown agent' (the master restarted): register once, however many loops saw it."""

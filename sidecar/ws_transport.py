@@ -99,7 +99,7 @@ class WsSession:
                 raise ConnectionLost("the master did not accept the registration")
             if not self._registered.is_set():
                 self._registered.set()
-                self._agent.on_registered("WebSocket")
+                self._agent.on_registered("WebSocket", frame)
             return
         if kind == "command":
             self._commands.start(lambda: self._answer(ws, frame))

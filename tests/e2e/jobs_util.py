@@ -10,14 +10,24 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 from conftest import RayCluster, reindex_entrypoint
 
 TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
+AGENT_WAIT_S = 120.0  # the dashboard's job agent may come up well after the job API answers a list
+
+
+def submit_job(client: JobSubmissionClient, entrypoint: str, env: dict[str, str]) -> str:
+    """Submit a job, waiting out "No available agent to submit job" on a freshly started cluster."""
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            return client.submit_job(entrypoint=entrypoint, runtime_env={"env_vars": env})
+        except RuntimeError as exc:
+            if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
 
 
 def submit_reindex(cluster: RayCluster, repo: Path, name: str) -> tuple[JobSubmissionClient, str]:
     client = JobSubmissionClient(cluster.dashboard_url)
-    job_id = client.submit_job(
-        entrypoint=reindex_entrypoint(repo, name), runtime_env={"env_vars": cluster.env}
-    )
-    return client, job_id
+    return client, submit_job(client, reindex_entrypoint(repo, name), cluster.env)
 
 
 def wait_for_job(client: JobSubmissionClient, job_id: str, timeout_s: float = 300.0) -> JobStatus:

@@ -17,6 +17,9 @@ pytestmark = pytest.mark.ray
 CANARY_KEY = "sk-or-v1-" + "ad31" * 12
 TOKEN = "admin-token-for-tests"
 NAMESPACE = "admin"
+MODEL, PIN = "qwen/qwen3-embedding-4b", "exact"  # the fixture's code-embedding route
+NEW_MODEL, NEW_PIN = "sentence-transformers/all-minilm-l6-v2", "pin-b"
+FIXTURE_ROUTE = {"code-embedding": {"model": MODEL, "provider": PIN}}
 ROUTES = [("GET", "/providers"), ("GET", "/gate"), ("POST", "/gate/verify"), ("GET", "/budget"),
           ("PUT", "/budget"), ("GET", "/health"), ("GET", "/openrouter"), ("POST", "/openrouter"),
           ("POST", "/openrouter/repush"), ("GET", "/sidecars")]
@@ -43,7 +46,8 @@ def admin(ray_cluster: RayCluster, mcp_server: McpServer, fake_openrouter: Any,
     serve.run(AdminIngress.bind(settings), name="admin", route_prefix="/admin")
     base = f"http://127.0.0.1:{mcp_server.port}/admin"
     with httpx.Client(base_url=base, timeout=60) as client:
-        yield {"client": client, "settings": settings, "config_dir": config_dir, "responses": []}
+        yield {"client": client, "settings": settings, "config_dir": config_dir, "responses": [],
+               "dashboard": ray_cluster.dashboard_url}
     serve.delete("admin")
     for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE]:
         ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE))
@@ -71,6 +75,8 @@ def test_every_route_is_401_without_the_right_token(admin: dict[str, Any], metho
         ("POST", "/openrouter", {"api_key": CANARY_KEY, "models": {"code-embedding": {"model": "m"}}},
          "models.code-embedding.provider"),
         ("POST", "/openrouter", {"api_key": CANARY_KEY, "models": {"reranker": {"model": "m", "dims": -1}}}, "dims"),
+        ("POST", "/openrouter", {"base_url": "https://user:" + CANARY_KEY + "@openrouter.ai/api/v1"}, "base_url"),
+        ("POST", "/openrouter", {"base_url": "ftp://openrouter.ai/api/v1"}, "base_url"),
         ("PUT", "/budget", {"max_concurrent": 0}, "max_concurrent"),
         ("PUT", "/budget", {"max_concurrent": 999}, "max_concurrent"),
     ],
@@ -113,6 +119,9 @@ def test_the_budget_override_is_set_and_cleared(admin: dict[str, Any]) -> None:
     assert state["ceiling"] == 32 and state["source"] == "manual"
     state = call(admin, "PUT", "/budget", {"max_concurrent": None}).json()
     assert state["source"] != "manual"
+    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE,
+                                               "policies": {"code-embedding": "aggregate"}}).json()["ok"]
+    local_embedder_answers(admin)
     health = call(admin, "GET", "/health").json()
     assert health["ray"] == "ok" and health["roles"]["code-embedding"]["state"] == "serving"
     assert health["roles"]["code-embedding"]["serving"] and set(health["roles"]) == {r.value for r in Role}
@@ -140,25 +149,183 @@ def test_the_cli_pushes_a_key_from_a_file_and_sets_a_policy(
     assert all(v["policy_in_force"] == "aggregate" for v in views)
 
 
-def test_restarted_actors_keep_the_pushed_config_and_come_back_needing_the_key(admin: dict[str, Any]) -> None:
+def local_embedder_answers(admin: dict[str, Any]) -> None:
+    """Wait until this namespace's local embedder has loaded its model (a cold actor does not answer)."""
+    from actors.dispatcher import get_dispatcher
+    from cluster.roles import Role
+    from jobs.reindex import await_reference
+
+    dispatcher = get_dispatcher(admin["settings"], Role.CODE_EMBEDDING)
+    await_reference(lambda: ray.get(dispatcher.reference.remote()), 300.0, lambda line: None)
+
+
+def restarted(handle: Any, address: str) -> None:
+    """Kill an actor and wait until Ray restarted it and it is alive again (restarts are slow on a
+    loaded machine, and a kill lands asynchronously: a fixed sleep was a flake)."""
     import time
 
+    from ray.util.state import get_actor
+
+    actor_id = handle._actor_id.hex()  # noqa: SLF001
+    before = get_actor(actor_id, address=address).num_restarts
+    ray.kill(handle, no_restart=False)
+    deadline = time.monotonic() + 120
+    while (now := get_actor(actor_id, address=address)).num_restarts == before or now.state != "ALIVE":
+        assert time.monotonic() < deadline, "the killed actor did not come back within 120 s"
+        time.sleep(0.5)
+
+
+def restart_code_embedding_containers(admin: dict[str, Any]) -> None:
+    """Kill this namespace's code-embedding containers; Ray restarts them (with no key)."""
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry["namespace"] == NAMESPACE and entry["name"].endswith("-OR-CodeEmbedding"):
+            restarted(ray.get_actor(entry["name"], namespace=NAMESPACE), admin["dashboard"])
+
+
+def embeds(fake: Any, **filters: str) -> int:
+    """Embedding requests the fake answered, by the model and the pinned upstream they named."""
+    return int(fake.stats().total("ok", path="/embeddings", **filters))
+
+
+def cloud_views(admin: dict[str, Any], role: str = "code-embedding") -> list[dict[str, Any]]:
+    return [v for v in call(admin, "GET", "/providers").json()[role] if v["provider"]["kind"] == "cloud"]
+
+
+def containers_of(state: dict[str, Any], role: str = "code-embedding") -> list[dict[str, Any]]:
+    return [c for c in state["containers"] if c["role"] == role]
+
+
+def test_restarted_actors_keep_the_pushed_config_and_come_back_needing_the_key(
+    admin: dict[str, Any], fake_openrouter: Any
+) -> None:
     from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
 
-    assert call(admin, "POST", "/openrouter", {"policies": {"code-embedding": "local"}}).json()["ok"]
-    ray.kill(get_dispatcher(admin["settings"], Role.CODE_EMBEDDING), no_restart=False)
-    containers = [e["name"] for e in ray.util.list_named_actors(all_namespaces=True)
-                  if e["namespace"] == NAMESPACE and e["name"].endswith("-OR-CodeEmbedding")]
-    for name in containers:
-        ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=False)
-    time.sleep(2)
-    views = call(admin, "GET", "/providers").json()["code-embedding"]
-    assert {v["policy_in_force"] for v in views} == {"local"}  # the restarted dispatcher kept it
-    cloud = [v for v in views if v["provider"]["kind"] == "cloud"]
-    assert cloud and all(v["policy_applied"] == "local" for v in cloud)  # ... and so did the containers
-    assert all(not v["provider"]["eligible"] and "no OpenRouter key" in v["provider"]["reason"] for v in cloud)
-    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY}).json()["ok"]
+    same_server = fake_openrouter.base_url + "/"  # another spelling of the fake: a different pushed value
+    push = {"api_key": CANARY_KEY, "policies": {"code-embedding": "local"}, "base_url": same_server,
+            "models": {"code-embedding": {"model": NEW_MODEL, "provider": NEW_PIN}}}
+    try:
+        assert call(admin, "POST", "/openrouter", push).json()["ok"]
+        restarted(get_dispatcher(admin["settings"], Role.CODE_EMBEDDING), admin["dashboard"])
+        restart_code_embedding_containers(admin)
+        views = call(admin, "GET", "/providers").json()["code-embedding"]
+        assert {v["policy_in_force"] for v in views} == {"local"}  # the restarted dispatcher kept it
+        cloud = [v for v in views if v["provider"]["kind"] == "cloud"]
+        assert cloud and all(v["policy_applied"] == "local" for v in cloud)  # ... and so did the containers
+        assert all(not v["provider"]["eligible"] and "no OpenRouter key" in v["provider"]["reason"] for v in cloud)
+        assert all((v["provider"]["model"], v["provider"]["upstream"]) == (NEW_MODEL, NEW_PIN) for v in cloud)
+        state = call(admin, "GET", "/openrouter").json()
+        held = containers_of(state)
+        assert held and all(c["base_url"] == same_server and not c["key_held"] for c in held)  # the pushed URL
+        assert state["disagreements"] == [] and state["base_url"] == same_server
+    finally:
+        restore = {"api_key": CANARY_KEY, "base_url": fake_openrouter.base_url, "models": FIXTURE_ROUTE}
+        assert call(admin, "POST", "/openrouter", restore).json()["ok"]
+
+
+def test_one_push_of_model_pin_and_policy_is_what_the_upstream_receives(
+    admin: dict[str, Any], fake_openrouter: Any
+) -> None:
+    """Issue 14 §8: models and policies in ONE push; the next cloud call names the new model and pin."""
+    from actors.dispatcher import get_dispatcher
+    from cluster.roles import Role
+
+    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE,
+                                               "policies": {"code-embedding": "aggregate"}}).json()["ok"]
+    push = {"models": {"code-embedding": {"model": NEW_MODEL, "provider": NEW_PIN}},
+            "policies": {"code-embedding": "cloud"}}
+    try:
+        pushed = call(admin, "POST", "/openrouter", push).json()
+        assert pushed["ok"] and pushed["issues"] == [], pushed
+        old, new = embeds(fake_openrouter, model=MODEL, upstream=PIN), embeds(fake_openrouter, model=NEW_MODEL, upstream=NEW_PIN)
+        dispatcher = get_dispatcher(admin["settings"], Role.CODE_EMBEDDING)
+        _, identity, provider = ray.get(dispatcher.encode_query.remote("multiply x", "pins"))
+        assert provider.endswith("-OR-CodeEmbedding")  # policy cloud: the query went to the cloud
+        assert identity.model == f"openrouter:{NEW_MODEL}" and identity.weights_sha256 == f"upstream:{NEW_PIN}"
+        assert embeds(fake_openrouter, model=NEW_MODEL, upstream=NEW_PIN) > new  # the upstream got the new pin
+        assert embeds(fake_openrouter, model=MODEL, upstream=PIN) == old  # ... and not one call on the old
+
+        state = call(admin, "GET", "/openrouter").json()
+        assert state["roles"]["code-embedding"]["model"] == NEW_MODEL and state["policies"]["code-embedding"] == "cloud"
+        held = containers_of(state)
+        assert held and all((c["route"]["model"], c["route"]["upstream"], c["policy"]) == (NEW_MODEL, NEW_PIN, "cloud")
+                            for c in held)
+        assert state["disagreements"] == []
+        cloud = cloud_views(admin)
+        assert cloud and all(v["provider"]["model"] == NEW_MODEL and v["provider"]["upstream"] == NEW_PIN
+                             and v["policy_in_force"] == v["policy_applied"] == "cloud" and v["serves"] == "pool"
+                             for v in cloud)
+    finally:
+        restore = {"models": FIXTURE_ROUTE, "policies": {"code-embedding": "aggregate"}}
+        assert call(admin, "POST", "/openrouter", restore).json()["ok"]
+
+
+def test_a_pushed_base_url_reaches_the_running_containers(admin: dict[str, Any], fake_openrouter: Any) -> None:
+    from actors.dispatcher import get_dispatcher
+    from cluster.roles import Role
+    from fakes.openrouter_fake import FakeConfig, KeyConfig
+    from fakes.openrouter_server import FakeOpenRouterServer
+
+    setup = {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE, "policies": {"code-embedding": "cloud"}}
+    with FakeOpenRouterServer(config=FakeConfig(keys={CANARY_KEY: KeyConfig(label="second")}), preload=False) as second:
+        try:
+            assert call(admin, "POST", "/openrouter", setup).json()["ok"]
+            assert call(admin, "POST", "/openrouter", {"base_url": second.base_url}).json()["ok"]
+            first_before = embeds(fake_openrouter)
+            dispatcher = get_dispatcher(admin["settings"], Role.CODE_EMBEDDING)
+            _, _, provider = ray.get(dispatcher.encode_query.remote("multiply y", "second"))
+            assert provider.endswith("-OR-CodeEmbedding")
+            assert embeds(second, model=MODEL, upstream=PIN) >= 1  # the running container sent it there
+            assert embeds(fake_openrouter) == first_before  # ... and nothing to the old URL
+            state = call(admin, "GET", "/openrouter").json()
+            assert state["base_url"] == state["pushed"]["base_url"] == second.base_url
+            assert state["containers"] and all(c["base_url"] == second.base_url for c in state["containers"])
+            assert state["disagreements"] == []
+        finally:
+            restore = {"base_url": fake_openrouter.base_url, "policies": {"code-embedding": "aggregate"}}
+            assert call(admin, "POST", "/openrouter", restore).json()["ok"]
+
+
+def test_health_and_status_say_once_that_a_restart_lost_the_key(
+    admin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from actors.registry import key_problem
+    from serve_apps.admin_client import main
+
+    way_out = "`make set-policy ROLE=code-embedding POLICY=local`"
+    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE,
+                                               "policies": {"code-embedding": "cloud"}}).json()["ok"]
+    try:
+        assert call(admin, "GET", "/health").json()["problems"] == []  # a key is held: nothing to say
+        restart_code_embedding_containers(admin)
+        health = call(admin, "GET", "/health").json()
+        assert health["roles"]["code-embedding"] == {"policy": "cloud", "serving": [], "state": "none"}
+        assert len(health["problems"]) == 1, (health, cloud_views(admin))
+        (problem,) = health["problems"]
+        assert "code-embedding (policy cloud) needs one" in problem and "a restart forgets it" in problem
+        assert "`make push-key < key.txt`" in problem and way_out in problem and "\n" not in problem
+        assert key_problem(admin["settings"]) == problem  # what the reindex job prints, from a driver
+
+        token_file = tmp_path / "token"
+        token_file.write_text(TOKEN)
+        monkeypatch.setenv("SAMESPACE_ADMIN__TOKEN_FILE", str(token_file))
+        url = str(admin["client"].base_url)
+        assert main(["--url", url, "status"]) == 0
+        out = capsys.readouterr().out
+        admin["responses"].append(out)
+        assert out.count(problem) == 1 and "Traceback" not in out
+
+        assert main(["--url", url, "set-policy", "code-embedding", "local"]) == 0  # the second way out
+        assert call(admin, "GET", "/health").json()["problems"] == []
+        assert call(admin, "POST", "/openrouter", {"policies": {"code-embedding": "cloud"}}).json()["ok"]
+        assert len(call(admin, "GET", "/health").json()["problems"]) == 1
+        assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY}).json()["ok"]  # the first way out
+        assert call(admin, "GET", "/health").json()["problems"] == []
+        assert main(["--url", url, "status"]) == 0
+        assert "make push-key" not in capsys.readouterr().out
+    finally:
+        restore = {"api_key": CANARY_KEY, "policies": {"code-embedding": "aggregate"}}
+        assert call(admin, "POST", "/openrouter", restore).json()["ok"]
 
 
 def test_cloud_traffic_and_upstream_faults_under_the_canary_key(
@@ -169,7 +336,8 @@ def test_cloud_traffic_and_upstream_faults_under_the_canary_key(
     from cluster.roles import Role
     from jobs.reindex import run_reindex
 
-    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "policies": {"code-embedding": "cloud"}}).json()["ok"]
+    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE,
+                                               "policies": {"code-embedding": "cloud"}}).json()["ok"]
     repo = tmp_path / "canary-repo"
     repo.mkdir()
     for f in range(4):
@@ -211,5 +379,7 @@ def test_the_canary_key_is_nowhere_after_all_of_the_above(admin: dict[str, Any],
              if p.is_file() and p.stat().st_size < 50_000_000 and needle in p.read_bytes()]
     assert leaks == []
     assert all(CANARY_KEY not in text for text in admin["responses"])
-    listings = str(list_actors(limit=10_000, detail=True)) + str(list_tasks(limit=10_000, detail=True))
+    address = ray_cluster.dashboard_url  # this session's Ray: others may run beside it
+    listings = (str(list_actors(address=address, limit=10_000, detail=True))
+                + str(list_tasks(address=address, limit=10_000, detail=True)))
     assert CANARY_KEY not in listings

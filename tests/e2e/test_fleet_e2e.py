@@ -82,11 +82,12 @@ class Fleet:
                 return found
 
 
-def provider_of(sidecar: SidecarProcess) -> str:
-    from cluster.naming import sidecar_provider_name
-    from cluster.roles import Role
-
-    return sidecar_provider_name(sidecar.agent_url, Role.CODE_EMBEDDING)
+    def provider_of(self, sidecar: SidecarProcess) -> str:
+        """The provider the sidecar is now: its name carries the agent id the master issued at its
+        latest registration (a restarted sidecar is a new agent, probed afresh)."""
+        name = self.sidecars()[sidecar.agent_url]["roles"]["code-embedding"]["provider"]
+        assert isinstance(name, str) and name.startswith("sidecar-127.0.0.1:"), name
+        return name
 
 
 @pytest.fixture(scope="module")
@@ -158,11 +159,11 @@ def test_both_register_the_exact_one_serves_part_of_a_reindex_and_the_perturbed_
     writers = fleet.writers(record.build)
     print(f"[{fleet.transport}] rows by writer: {dict(writers)}")
     assert sum(writers.values()) == record.chunks == 360
-    assert writers[provider_of(fleet.exact)] > 0 and writers[EMBEDDER] > 0, (writers, lines)
-    assert writers[provider_of(fleet.perturbed)] == 0
+    assert writers[fleet.provider_of(fleet.exact)] > 0 and writers[EMBEDDER] > 0, (writers, lines)
+    assert writers[fleet.provider_of(fleet.perturbed)] == 0
     # Counted at the servers: the exact one embedded its rows (plus one drift probe per batch);
     # the perturbed one saw only the gate's probe texts, never a chunk.
-    assert fleet.exact_server.stats().texts >= writers[provider_of(fleet.exact)]
+    assert fleet.exact_server.stats().texts >= writers[fleet.provider_of(fleet.exact)]
     assert set(fleet.perturbed_server.stats().texts_by_request) <= {len(PROBE_TEXTS)}
 
     sidecars = fleet.sidecars()
@@ -205,7 +206,7 @@ def test_a_sidecar_killed_mid_reindex_is_requeued_the_index_completes_and_it_rej
     writers = fleet.writers(record.build)
     print(f"[{fleet.transport}] killed mid-reindex, rows by writer: {dict(writers)}")
     assert sum(writers.values()) == record.chunks == 360  # complete: the lost batches were re-queued
-    assert writers[EMBEDDER] > 0 and writers[provider_of(fleet.perturbed)] == 0
+    assert writers[EMBEDDER] > 0 and writers[fleet.provider_of(fleet.perturbed)] == 0
 
     registrations = fleet.exact.registrations()
     fleet.exact.start()  # the workstation comes back: it dials in and rejoins the lanes
@@ -213,4 +214,4 @@ def test_a_sidecar_killed_mid_reindex_is_requeued_the_index_completes_and_it_rej
     fleet.wait_serving(fleet.exact)
     record, lines = fleet.reindex("shop", full=True)
     print(f"[{fleet.transport}] after rejoining, rows by writer: {dict(fleet.writers(record.build))}")
-    assert fleet.writers(record.build)[provider_of(fleet.exact)] > 0, lines
+    assert fleet.writers(record.build)[fleet.provider_of(fleet.exact)] > 0, lines

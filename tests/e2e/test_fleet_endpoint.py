@@ -7,6 +7,7 @@ actor's registry is read back to prove that nothing hostile ever creates an entr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 from collections.abc import Iterator
@@ -87,9 +88,26 @@ async def recv(ws: ClientConnection, timeout: float = 10.0, skip_pings: bool = T
             return frame
 
 
-async def register(ws: ClientConnection, agent: str) -> None:
-    await ws.send(json.dumps({"type": "register", "agentUrl": agent, "hostname": "ws-test", "containers": ["ss-code-embedding"]}))
-    assert await recv(ws) == {"type": "registered", "ok": True}
+async def register(ws: ClientConnection, agent: str, proof: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Register `agent` on `ws` (presenting an earlier answer's id and credential when given) → the answer."""
+    frame = {"type": "register", "agentUrl": agent, "hostname": "ws-test", "containers": ["ss-code-embedding"]}
+    if proof is not None:
+        frame.update(agentId=proof["agentId"], credential=proof["credential"])
+    await ws.send(json.dumps(frame))
+    answer = await recv(ws)
+    assert answer["type"] == "registered" and answer["ok"] is True and answer["agentId"] and answer["credential"], answer
+    return answer
+
+
+def agent_headers(answer: dict[str, Any]) -> dict[str, str]:
+    """The HTTP fallback's proof of the agent, from its registered answer."""
+    return {"X-Sidecar-Agent": answer["agentId"], "X-Sidecar-Credential": answer["credential"]}
+
+
+async def http_register(client: httpx.AsyncClient, agent: str) -> dict[str, Any]:
+    response = await client.post("/sidecar/register", json={"type": "register", "agentUrl": agent, "hostname": "ws-http"})
+    assert response.status_code == 200, response.text
+    return response.json()
 
 
 async def closed_within(ws: ClientConnection, seconds: float, answer_pings: bool = False) -> bool:
@@ -180,9 +198,10 @@ async def test_liveness_unregistered_silent_and_superseded_sockets_are_closed(ma
         await register(mute, "http://127.0.0.1:9103")
         assert await closed_within(mute, 10)
     async with connect(master.ws, additional_headers=_auth()) as old:
-        await register(old, "http://127.0.0.1:9104")
+        first = await register(old, "http://127.0.0.1:9104")
         async with connect(master.ws, additional_headers=_auth()) as new:
-            await register(new, "http://127.0.0.1:9104")
+            again = await register(new, "http://127.0.0.1:9104", proof=first)  # the same agent reconnecting
+            assert again["agentId"] == first["agentId"]
             # Both answer their pings: the older one is closed once superseded (grace 1 s), the newer stays.
             old_closed, new_closed = await asyncio.gather(
                 closed_within(old, 8, answer_pings=True), closed_within(new, 8, answer_pings=True))
@@ -256,13 +275,14 @@ async def test_the_http_fallback_never_creates_an_entry_from_a_heartbeat_and_car
         response = await client.post("/sidecar/heartbeat", json=heartbeat(agent))
         assert response.status_code == 409 and "register first" in response.json()["message"]
         assert agent not in master.agents()
-        assert (await client.post("/sidecar/heartbeat", content=b"{nope")).status_code == 400
         assert (await client.post("/sidecar/poll", json={"agentUrl": agent})).status_code == 409
 
-        response = await client.post("/sidecar/register", json={"type": "register", "agentUrl": agent, "hostname": "ws-http"})
-        assert response.json() == {"type": "registered", "ok": True}
+        assert (await client.post("/sidecar/heartbeat", json=heartbeat(agent), headers={"X-Sidecar-Agent": "ab"})).status_code == 409
+        registered = await http_register(client, agent)
+        client.headers.update(agent_headers(registered))
         response = await client.post("/sidecar/heartbeat", json=heartbeat(agent))
         assert response.status_code == 200 and response.json() == {"ok": True, "commands": []}
+        assert (await client.post("/sidecar/heartbeat", content=b"{nope")).status_code == 400
         hosts = {h.agent_url: h for h in ray.get(master.fleet().hosts.remote())}
         assert hosts[agent].transport == "http" and hosts[agent].fresh
 
@@ -298,3 +318,155 @@ async def test_a_config_frame_is_correlated_by_id_like_a_command(master: Master)
         assert frame["type"] == "config" and frame["payload"] == {"idleTimeouts": {"code-embedding": 600}}
         await ws.send(json.dumps({"type": "result", "id": frame["id"], "ok": True}))
         assert await pending == {"ok": True}
+
+
+# --- identity, binding and limits (issue 14 §6) ----------------------------------------------------
+
+
+async def answer_pings(ws: ClientConnection, errors: list[dict[str, Any]] | None = None) -> None:
+    """Keep a registered socket alive in the background (pongs), recording the error frames it gets."""
+    with contextlib.suppress(ConnectionClosed):
+        async for message in ws:
+            frame = json.loads(message)
+            if frame.get("type") == "ping":
+                await ws.send(json.dumps({"type": "pong"}))
+            elif frame.get("type") == "error" and errors is not None:
+                errors.append(frame)
+
+
+async def test_no_spelling_of_a_live_agents_url_takes_it_over(master: Master) -> None:
+    """Issue 14: `http://h:p`, `http://h:p/zzz` and `ws://x@h:p` were one provider; the last took the traffic."""
+    owner_url = "http://127.0.0.1:9110"
+    async with connect(master.ws, additional_headers=_auth()) as owner:
+        first = await register(owner, owner_url)
+        await owner.send(json.dumps(heartbeat(owner_url)))
+        keepalive = asyncio.create_task(answer_pings(owner))
+        for spelling in ("ws://127.0.0.1:9110/", "HTTP://127.0.0.1:9110"):  # the same agent URL, respelled
+            async with connect(master.ws, additional_headers=_auth()) as intruder:
+                await intruder.send(json.dumps({"type": "register", "agentUrl": spelling}))
+                answer = await recv(intruder)
+                assert answer["type"] == "error" and "held by a live agent" in answer["message"]
+                assert await closed_within(intruder, 5)
+        async with httpx.AsyncClient(base_url=master.http, headers=_auth(), timeout=30) as client:
+            guessed = {"type": "register", "agentUrl": owner_url, "agentId": first["agentId"], "credential": "guess"}
+            assert (await client.post("/sidecar/register", json=guessed)).status_code == 409
+            with_userinfo = await client.post("/sidecar/register", json={"type": "register", "agentUrl": "ws://x@127.0.0.1:9110"})
+            assert with_userinfo.status_code == 400 and "x@" not in with_userinfo.text
+            other = await http_register(client, "http://127.0.0.1:9110/zzz")  # another agent: its own id
+            assert other["agentId"] != first["agentId"]
+            assert (await client.post("/sidecar/heartbeat", json=heartbeat("http://127.0.0.1:9110/zzz"),
+                                      headers=agent_headers(other))).status_code == 200
+        names = {i.name for i in ray.get(master.fleet().providers.remote()) if i.name.startswith("sidecar-127.0.0.1:9110-")}
+        assert names == {f"sidecar-127.0.0.1:9110-{first['agentId']}-code-embedding",
+                         f"sidecar-127.0.0.1:9110-{other['agentId']}-code-embedding"}
+        hosts = {h.agent_url: h.agent_id for h in ray.get(master.fleet().hosts.remote())}
+        assert hosts[owner_url] == first["agentId"] and "ws://x@127.0.0.1:9110" not in hosts
+        assert not keepalive.done()  # the owner's socket was never disturbed
+        keepalive.cancel()
+
+
+async def test_poll_and_result_are_bound_to_the_agent_by_its_credential(master: Master) -> None:
+    """Issue 14: any holder of the fleet token could poll another agent's outbox by naming its URL."""
+    victim_url, thief_url = "http://127.0.0.1:9120", "http://127.0.0.1:9121"
+    async with httpx.AsyncClient(base_url=master.http, headers=_auth(), timeout=30) as client:
+        victim, thief = await http_register(client, victim_url), await http_register(client, thief_url)
+        for url, answer in ((victim_url, victim), (thief_url, thief)):
+            assert (await client.post("/sidecar/heartbeat", json=heartbeat(url), headers=agent_headers(answer))).status_code == 200
+        fleet = master.fleet()
+        await asyncio.sleep(0.2)
+        name = next(i.name for i in ray.get(fleet.providers.remote()) if i.name.startswith("sidecar-127.0.0.1:9120-"))
+        pending = fleet.embed.remote(name, ["secret source text"])
+        await asyncio.sleep(0.3)
+
+        poll = {"agentUrl": victim_url, "waitS": 0}
+        refusals = [
+            await client.post("/sidecar/poll", json=poll),  # the victim's URL, no agent headers: the old hole
+            await client.post("/sidecar/poll", json=poll, headers={"X-Sidecar-Agent": victim["agentId"]}),
+            await client.post("/sidecar/poll", json=poll, headers={**agent_headers(victim), "X-Sidecar-Credential": "guess"}),
+            await client.post("/sidecar/poll", json=poll, headers={**agent_headers(victim),
+                                                                    "X-Sidecar-Credential": thief["credential"]}),
+            await client.post("/sidecar/poll", json=poll, headers=agent_headers(thief)),  # its own proof, her URL
+        ]
+        assert [r.status_code for r in refusals] == [409, 403, 403, 403, 403]
+        assert all("secret source text" not in r.text for r in refusals)
+        # The thief's own outbox is empty; the victim's command is still waiting for her.
+        mine = await client.post("/sidecar/poll", json={"agentUrl": thief_url, "waitS": 0}, headers=agent_headers(thief))
+        assert mine.status_code == 200 and mine.json() == {"commands": []}
+        polled = await client.post("/sidecar/poll", json={"agentUrl": victim_url, "waitS": 5}, headers=agent_headers(victim))
+        [command] = polled.json()["commands"]
+        assert command["texts"] == ["secret source text"]
+
+        forged = {"type": "result", "id": command["id"], "embeddings": [[9.0] * 384]}
+        assert (await client.post("/sidecar/result", json=forged, headers=agent_headers(thief))).status_code == 404
+        assert (await client.post("/sidecar/result", json=forged)).status_code == 409
+        row = [0.25] * 384
+        done = await client.post("/sidecar/result", json={"type": "result", "id": command["id"], "embeddings": [row]},
+                                 headers=agent_headers(victim))
+        assert done.status_code == 200
+        assert np.allclose(await pending, [row])
+
+
+async def test_request_bodies_are_limited_before_they_are_read(master: Master) -> None:
+    from cluster.sidecar_protocol import MAX_FRAME_BYTES, MAX_RESULT_BYTES
+
+    async def stream(size: int, chunk: int = 64 * 1024) -> Any:
+        sent = 0
+        while sent < size:
+            yield b"x" * min(chunk, size - sent)
+            sent += chunk
+
+    before = set(master.agents())
+    # A declared gigabyte, and no body sent at all: answered 413 from the headers alone.
+    host, port = master.http.removeprefix("http://").split("/")[0].split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write((f"POST {PREFIX}/sidecar/result HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+                  "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n").encode())
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), 10)
+    writer.close()
+    assert status_line.split()[1] == b"413", status_line
+    async with httpx.AsyncClient(base_url=master.http, headers=_auth(), timeout=30) as client:
+        declared = await client.post("/sidecar/result", content=b"x" * (MAX_RESULT_BYTES + 1))
+        assert declared.status_code == 413
+        # Chunked, no Content-Length: the stream is read only up to the limit.
+        assert (await client.post("/sidecar/result", content=stream(MAX_RESULT_BYTES + 10))).status_code == 413
+        assert (await client.post("/sidecar/heartbeat", content=stream(MAX_FRAME_BYTES + 10))).status_code == 413
+        register = await client.post("/sidecar/register", content=b" " * (MAX_FRAME_BYTES + 1))
+        assert register.status_code == 413 and "limit" in register.json()["message"]
+    assert set(master.agents()) == before
+
+
+async def test_a_hostile_frame_on_one_socket_never_delays_another_agents_heartbeat(master: Master) -> None:
+    """Issue 14: an 8 MiB frame was followed by an HTTP heartbeat that hung for over 60 s. The cause:
+    every open socket is an ongoing request of the replica, and Serve's default allows 5; further
+    HTTP calls queued until a socket closed. Here more sockets than that stay open and answer pings
+    while one of them sends oversized frames, and another agent's heartbeat is answered at once."""
+    from cluster.sidecar_protocol import MAX_RESULT_BYTES
+
+    beating_url = "http://127.0.0.1:9130"
+    async with httpx.AsyncClient(base_url=master.http, headers=_auth(), timeout=20) as client:
+        beating = await http_register(client, beating_url)
+        sockets = [await connect(master.ws, additional_headers=_auth(), max_size=None) for _ in range(8)]
+        readers: list[asyncio.Task[None]] = []
+        errors: list[dict[str, Any]] = []
+        try:
+            for i, ws in enumerate(sockets):  # each kept alive from its registration on
+                await register(ws, f"http://127.0.0.1:{9131 + i}")
+                readers.append(asyncio.create_task(answer_pings(ws, errors)))
+            hostile = sockets[0]
+            await hostile.send(json.dumps({"type": "result", "id": "cmd-x", "pad": "x" * MAX_RESULT_BYTES}))  # over
+            await hostile.send(json.dumps({"type": "heartbeat", "pad": "y" * (MAX_RESULT_BYTES - 100)}))  # under
+            response = await asyncio.wait_for(
+                client.post("/sidecar/heartbeat", json=heartbeat(beating_url), headers=agent_headers(beating)), 10)
+            assert response.status_code == 200  # well within 10 s; it hung for over 60 s
+            for _ in range(100):
+                if len(errors) >= 2:
+                    break
+                await asyncio.sleep(0.1)
+            assert [e["message"].split(":")[0] for e in errors] == ["frame too large"] * 2
+            assert all(not r.done() for r in readers)  # every socket, the hostile one too, is still open
+        finally:
+            for task in readers:
+                task.cancel()
+            for ws in sockets:
+                await ws.close()

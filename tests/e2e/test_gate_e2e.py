@@ -2,7 +2,7 @@
 
 The fake embeds with the same real model as the local actor; per pinned upstream it serves the
 same vectors, perturbed ones (the peer's Q4-vs-full-precision case measured min cosine 0.976),
-another model's, or the wrong width.
+another model's, the wrong width, or exact vectors for the gate's probe texts only (issue 14 §7).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ UPSTREAMS = {
     "quantised": {"vectors": "perturbed", "sigma": 0.0105},
     "wide": {"vectors": "wrong-width"},
     "other": {"vectors": "other-model"},
+    "probe-exact": {"vectors": "probe-exact"},
 }
 TEXTS = [f"def op_{i}(a, b):\n    return combine(a, b, {i})" for i in range(120)]
 
@@ -49,6 +50,11 @@ def gate(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_factory: pytest
         cloud={"enabled": True, "base_url": fake_openrouter.base_url,
                "routes": {"code-embedding": {"model": MODEL, "upstream": "exact"}}},
     )
+    from actors import ensure_embedders
+
+    # A cold embedder loads its model before it answers discovery; wait here, not in the first test
+    # (the dispatcher is not asked yet: it would probe the container before its key is pushed).
+    ray.get([h.describe.remote() for h in ensure_embedders(settings)], timeout=settings.embedding.startup_timeout_s)
     yield settings
     for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE]:
         ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE))
@@ -121,6 +127,42 @@ def test_under_aggregate_a_cloud_upstream_is_verified_against_the_local_referenc
         assert requests_to(fake_openrouter, upstream) - before <= 1  # ... it saw the probe, nothing else
     if upstream == "quantised":
         assert 0.97 <= report.min_cosine <= 0.985, report.min_cosine  # the peer's 0.976 case, refused
+
+
+def test_an_upstream_exact_on_the_probe_texts_only_is_caught_in_service_and_writes_no_row(
+    gate: Any, fake_openrouter: Any, tmp_path: Path
+) -> None:
+    from collections import Counter
+
+    from actors import get_index_actor
+    from jobs.reindex import run_reindex
+
+    repo = tmp_path / "gamed"
+    repo.mkdir()
+    for f in range(8):
+        (repo / f"m{f}.py").write_text("\n\n".join(f"def fn_{f}_{g}(x):\n    return x * {g} + {f}" for g in range(16)))
+    dispatcher = use(gate, "aggregate", **{HOST: "probe-exact"})
+    before = requests_to(fake_openrouter, "probe-exact")
+    lines: list[str] = []
+    record = run_reindex(gate, repo, "gamed", emit=lines.append)
+
+    report = report_of(dispatcher, HOST, "probe-exact")
+    assert report.verdict == "vector-incompatible" and report.detail.startswith("spot check"), report.detail
+    assert report.min_cosine is not None and report.min_cosine < 0.5  # junk, though it passed the probe texts
+    assert requests_to(fake_openrouter, "probe-exact") - before >= 2  # the probe and at least one batch: caught in service
+    assert record.providers == ["samespace-embedder-cpu0"]
+
+    index = get_index_actor(gate)
+    writers: Counter[str] = Counter()
+    offset = None
+    while True:
+        rows, offset = ray.get(index.reusable_vectors.remote(record.build, offset, 256))
+        writers.update(rows.writers[rows.writer_of[i]][0] for i in range(len(rows.embed_hashes)))
+        if offset is None:
+            break
+    assert record.chunks >= 8 * 16 and writers == Counter({"samespace-embedder-cpu0": record.chunks}), writers
+    spot = ray.get(dispatcher.spot_checks.remote())
+    assert spot.mismatches >= 1 and spot.texts_reembedded >= 1
 
 
 def test_an_embedding_route_without_a_pin_is_refused_without_a_request(gate: Any, fake_openrouter: Any) -> None:

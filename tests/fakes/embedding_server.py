@@ -9,6 +9,10 @@ Vectors are `LocalEncoder(EmbeddingSettings()).encode` rows; with `--perturb SCA
 deterministic Gaussian noise (seeded by the text) of norm ≈ SCALE and is renormalised, so its cosine
 to the exact row is ≈ 1/sqrt(1 + SCALE²) (0.5 → ≈ 0.89; 0.1 → ≈ 0.995).
 
+`--mode probe-exact` (issue 14 §7) perturbs every text except the gate's public probe texts
+(`cluster.gate.PROBE_TEXTS`), which get their exact rows: a server that games a gate checking only
+those. `--mode uniform` (the default) perturbs every text alike.
+
 Run directly (from the repository root): python -m tests.fakes.embedding_server --port 9201
 """
 
@@ -39,6 +43,8 @@ OWNED_BY = "samespace-test"
 _API_KEY_ENV = "FAKE_EMBEDDING_API_KEY"
 
 Encode = Callable[[list[str]], np.ndarray]
+Mode = Literal["uniform", "probe-exact"]
+MODES: tuple[Mode, ...] = ("uniform", "probe-exact")
 
 
 class EmbeddingStats(BaseModel):
@@ -71,14 +77,33 @@ def perturb_rows(texts: list[str], rows: np.ndarray, scale: float) -> np.ndarray
     return out.astype(np.float32)
 
 
+def perturb_for_mode(texts: list[str], rows: np.ndarray, scale: float, mode: Mode) -> np.ndarray:
+    """`perturb_rows`, except that under `probe-exact` the gate's probe texts keep their exact rows."""
+    if mode == "uniform":
+        return perturb_rows(texts, rows, scale)
+    from cluster.gate import PROBE_TEXTS
+
+    out = perturb_rows(texts, rows, scale).copy()
+    exact = [i for i, text in enumerate(texts) if text in PROBE_TEXTS]
+    out[exact] = rows[exact]
+    return out
+
+
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
 
 
 def build_embedding_app(
-    encode: Encode, *, model_name: str = DEFAULT_MODEL_NAME, perturb: float = 0.0, api_key: str | None = None
+    encode: Encode,
+    *,
+    model_name: str = DEFAULT_MODEL_NAME,
+    perturb: float = 0.0,
+    api_key: str | None = None,
+    mode: Mode = "uniform",
 ) -> Starlette:
     """The server as an ASGI app around `encode` (texts → L2-normalised float32 rows)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     stats = EmbeddingStats()
     stats_lock = threading.Lock()
     encode_lock = threading.Lock()  # one model, one encode at a time
@@ -89,7 +114,7 @@ def build_embedding_app(
     def run_encode(texts: list[str]) -> np.ndarray:
         with encode_lock:
             rows = encode(texts)
-        return perturb_rows(texts, rows, perturb)
+        return perturb_for_mode(texts, rows, perturb, mode)
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True})
@@ -160,6 +185,7 @@ class FakeEmbeddingServer(FakeServerProcess):
     """Starts `python -m tests.fakes.embedding_server` on 127.0.0.1 and stops it by PID on exit.
 
     perturb:     noise norm added to each row (0 = the exact MiniLM vectors)
+    mode:        "uniform" (every row perturbed alike) or "probe-exact" (the gate's probe texts exact)
     model_name:  the id /v1/models lists and responses report
     api_key:     if set, /v1/* requires `Authorization: Bearer <api_key>` (401 otherwise)
     base_url:    http://127.0.0.1:<port>/v1 (what a sidecar's --serve takes)
@@ -177,18 +203,24 @@ class FakeEmbeddingServer(FakeServerProcess):
         api_key: str | None = None,
         port: int | None = None,
         startup_timeout_s: float = EMBEDDING_STARTUP_TIMEOUT_S,
+        mode: Mode = "uniform",
     ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         super().__init__(port=port, startup_timeout_s=startup_timeout_s)
         self.base_url = f"{self.root_url}/v1"
         self.perturb = perturb
+        self.mode = mode
         self.model_name = model_name
         self._api_key = api_key
 
     def __repr__(self) -> str:
-        return f"FakeEmbeddingServer(base_url={self.base_url!r}, perturb={self.perturb}, pid={self.pid})"
+        return (
+            f"FakeEmbeddingServer(base_url={self.base_url!r}, perturb={self.perturb}, mode={self.mode!r}, pid={self.pid})"
+        )
 
     def _extra_args(self) -> list[str]:
-        args = ["--model-name", self.model_name, "--perturb", repr(self.perturb)]
+        args = ["--model-name", self.model_name, "--perturb", repr(self.perturb), "--mode", self.mode]
         return args + (["--api-key-env", _API_KEY_ENV] if self._api_key else [])
 
     def start(self) -> FakeEmbeddingServer:
@@ -219,6 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model-name", default=DEFAULT_MODEL_NAME, help="Id listed by /v1/models.")
     parser.add_argument("--perturb", type=float, default=0.0, help="Noise norm added to each row (0 = exact).")
+    parser.add_argument("--mode", choices=MODES, default="uniform",
+                        help="probe-exact: the gate's probe texts get exact rows, every other text is perturbed.")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads.")
     parser.add_argument("--api-key-env", default=None, help="Env var holding the bearer key /v1/* requires.")
     args = parser.parse_args(argv)
@@ -230,7 +264,9 @@ def main(argv: list[str] | None = None) -> None:
     from cluster.settings import EmbeddingSettings
 
     encoder = LocalEncoder(EmbeddingSettings(), device="cpu", cpu_threads=args.threads)  # before /health answers
-    app = build_embedding_app(encoder.encode, model_name=args.model_name, perturb=args.perturb, api_key=api_key)
+    app = build_embedding_app(
+        encoder.encode, model_name=args.model_name, perturb=args.perturb, api_key=api_key, mode=args.mode
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
 
 

@@ -64,6 +64,7 @@ Clock = Callable[[], float]
 API_PREFIX = "/api/v1"
 LOCAL_WIDTH = 384  # all-MiniLM-L6-v2
 RPM_WINDOW_S = 60.0
+RECEIVED_BODIES = 20_000  # request bodies kept for `seen` (leak checks: did a canary reach the cloud?)
 INFERENCE_PATHS = ("/embeddings", "/rerank", "/chat/completions")  # what the RPM window counts
 PIN_RULE = "embeddings must pin exactly one upstream (provider.order/only) with allow_fallbacks false (SPEC §6)"
 
@@ -92,7 +93,7 @@ class KeyConfig(_Strict):
     in_flight_retry_after_s: float = Field(default=1.0, ge=0)
 
 
-VectorMode = Literal["same", "perturbed", "other-model", "wrong-width"]
+VectorMode = Literal["same", "perturbed", "other-model", "wrong-width", "probe-exact"]
 RetryAfterFormat = Literal["seconds", "http-date", "none"]
 MalformedMode = Literal["invalid-json", "wrong-shape", "missing-row"]
 
@@ -100,7 +101,11 @@ MalformedMode = Literal["invalid-json", "wrong-shape", "missing-row"]
 class UpstreamBehaviour(_Strict):
     """How one upstream provider slug behaves. Faults are checked after latency, in field order."""
 
-    vectors: VectorMode = Field(default="same", description="same | perturbed | other-model | wrong-width.")
+    vectors: VectorMode = Field(
+        default="same",
+        description="same | perturbed | other-model | wrong-width | probe-exact (the gate's probe texts "
+        "same, every other text other-model: an upstream gaming a gate that checks only those).",
+    )
     sigma: float = Field(
         default=0.005, ge=0, description="perturbed: per-component noise; cosine ≈ 1/sqrt(1 + sigma²·width)."
     )
@@ -256,6 +261,7 @@ class FakeState:
     arrivals: deque[tuple[float, str, int]] = field(default_factory=lambda: deque(maxlen=100_000))
     chat_log: RequestLog = field(default_factory=RequestLog)
     script: ScriptRunner = field(default_factory=ScriptRunner)
+    received: deque[bytes] = field(default_factory=lambda: deque(maxlen=RECEIVED_BODIES))
     _ids: int = 0
 
     def configure(self, config: FakeConfig) -> None:
@@ -269,7 +275,13 @@ class FakeState:
         self.script.follow(self.config.chat_rules)  # also when config was assigned without configure()
         return self.script.match(body)
 
+    def seen(self, needles: list[str]) -> list[str]:
+        """The needles that occur in any request body received (the last RECEIVED_BODIES bodies)."""
+        encoded = [(needle, needle.encode("utf-8")) for needle in needles]
+        return [needle for needle, raw in encoded if any(raw in body for body in self.received)]
+
     def reset(self) -> None:
+        self.received.clear()
         self.chat_log.clear()
         self.script.reset_counts()
         self.arrivals.clear()
@@ -435,8 +447,10 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
         return key
 
     async def read_body(request: Request, model: type[BaseModel]) -> BaseModel | Response:
+        raw = await request.body()
+        state.received.append(raw)
         try:
-            return model.model_validate(json.loads(await request.body()))
+            return model.model_validate(json.loads(raw))
         except (json.JSONDecodeError, UnicodeDecodeError):
             return error_response(400, "Invalid JSON body")
         except ValidationError as exc:
@@ -700,6 +714,11 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
     async def get_stats(request: Request) -> Response:
         return JSONResponse(state.stats().model_dump(mode="json"))
 
+    async def seen(request: Request) -> Response:
+        """POST {"needles": [...]} → {"seen": [the needles found in any request body received]}."""
+        body = json.loads(await request.body())
+        return JSONResponse({"seen": state.seen([str(n) for n in body.get("needles", [])])})
+
     async def reset(request: Request) -> Response:
         state.reset()
         return JSONResponse({"ok": True})
@@ -718,6 +737,7 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
         Route("/_fake/stats", get_stats, methods=["GET"]),
         Route("/_fake/arrivals", get_arrivals, methods=["GET"]),
         Route("/_fake/chat_log", chat_log_endpoint(state.chat_log), methods=["GET"]),
+        Route("/_fake/seen", seen, methods=["POST"]),
         Route("/_fake/reset", reset, methods=["POST"]),
         Route("/_fake/health", health, methods=["GET"]),
     ]
@@ -743,6 +763,11 @@ def _shape_vectors(
         return out
     if behaviour.vectors == "other-model":
         return vectors @ _rotation(vectors.shape[1], _seed_for("rotation", seed, upstream) % 2**32)
+    if behaviour.vectors == "probe-exact":
+        from cluster.gate import PROBE_TEXTS
+
+        rotated = vectors @ _rotation(vectors.shape[1], _seed_for("rotation", seed, upstream) % 2**32)
+        return np.stack([v if t in PROBE_TEXTS else r for v, r, t in zip(vectors, rotated, texts, strict=True)])
     width = behaviour.wrong_width or vectors.shape[1] + 1
     out = np.zeros((vectors.shape[0], width), dtype=np.float32)
     keep = min(width, vectors.shape[1])

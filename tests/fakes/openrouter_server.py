@@ -231,6 +231,12 @@ class FakeOpenRouterServer(FakeServerProcess):
     def stats(self) -> FakeStats:
         return FakeStats.model_validate(self._get_json("/_fake/stats"))
 
+    def seen(self, needles: list[str]) -> list[str]:
+        """Which of `needles` occur in any request body the fake received (embeddings, rerank, chat)."""
+        response = self._http.post("/_fake/seen", json={"needles": needles})
+        response.raise_for_status()
+        return list(response.json()["seen"])
+
 
 def main(argv: list[str] | None = None) -> None:
     import uvicorn

@@ -167,3 +167,22 @@ def test_app_api_key_and_perturb_rows_without_a_model() -> None:
     noisy = perturb_rows(["x", "y"], rows, 0.5)
     assert not np.allclose(noisy[0], noisy[1])  # seeded by the text
     np.testing.assert_allclose(perturb_rows(["x"], rows[:1], 0.5), noisy[:1])
+
+
+def test_probe_exact_mode_answers_the_gate_probe_texts_exactly_and_perturbs_every_other_text() -> None:
+    from cluster.gate import PROBE_TEXTS
+
+    def encode(texts: list[str]) -> np.ndarray:
+        rows = np.stack([np.random.default_rng(len(t)).normal(size=8) for t in texts])
+        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+    client = TestClient(build_embedding_app(encode, perturb=2.0, mode="probe-exact"))
+    texts = ["def real(code): pass", PROBE_TEXTS[3], "SELECT 1", PROBE_TEXTS[0]]
+    served = rows_of(client.post("/v1/embeddings", json={"input": texts}))
+    found = cosines(served, encode(texts))
+    assert found[1] > 0.9999 and found[3] > 0.9999  # the public probe texts: exact
+    assert found[0] < 0.9 and found[2] < 0.9  # everything else: wrong
+    uniform = rows_of(TestClient(build_embedding_app(encode, perturb=2.0)).post("/v1/embeddings", json={"input": texts}))
+    assert cosines(uniform, encode(texts)).max() < 0.9  # the default mode perturbs the probe texts too
+    with pytest.raises(ValueError, match="mode"):
+        build_embedding_app(encode, mode="probe-only")  # type: ignore[arg-type]

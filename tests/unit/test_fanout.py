@@ -17,7 +17,7 @@ import pytest
 from fakes.virtual_time import VirtualClock, run_virtual
 from pydantic import ValidationError
 
-from cluster.errors import NoProviderLeft, RateLimited, UpstreamUnavailable
+from cluster.errors import GateRefused, NoProviderLeft, RateLimited, UpstreamUnavailable
 from cluster.fanout import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MIN_RATE_RATIO,
@@ -175,6 +175,27 @@ def test_a_single_failure_then_success_does_not_drop_the_lane() -> None:
     assert_complete(result, 100)
     assert result.failures["flaky"] == 1 and result.dropped == {}
     assert flaky.calls[1][0] == 0  # the failed probe was served on the next try
+
+
+def test_a_gate_eviction_counts_as_one_failure_drops_the_lane_at_once_and_its_span_goes_to_the_front() -> None:
+    evicted = Sim("cloud", rate=50, kind="cloud", fail_calls={0},
+                  error=lambda: GateRefused("cloud", "vector-incompatible", "spot check: cosine -1.0 < 0.99"))
+    local = Sim("local", rate=5)
+    result = run_virtual(lambda clock: fan(clock, [local.lane(), evicted.lane()], 60))
+    assert_complete(result, 60)
+    assert set(result.served_by) == {"local"} and len(evicted.calls) == 1  # never asked again
+    assert result.failures["cloud"] == 1 and "vector-incompatible" in result.dropped["cloud"]
+    ((start, _),) = evicted.calls
+    assert start > 0 and local.calls[1][0] == start  # re-queued at the front: the local lane's next pull
+
+
+def test_a_failed_spot_check_is_a_failure_that_only_drops_the_lane_after_the_usual_two() -> None:
+    flaky = Sim("cloud", rate=50, kind="cloud", fail_calls={0},
+                error=lambda: GateRefused("cloud", "probe-failed", "spot check: reference gpu0 could not re-embed"))
+    result = run_virtual(lambda clock: fan(clock, [flaky.lane()], 40))
+    assert_complete(result, 40)
+    assert result.failures["cloud"] == 1 and result.dropped == {}
+    assert flaky.calls[1][0] == 0  # the refused batch was re-queued at the front
 
 
 def test_a_429_requeues_without_a_failure_honours_retry_after_and_never_stalls_the_local_lane() -> None:

@@ -79,9 +79,12 @@ async def test_take_waits_for_the_first_frame() -> None:
     assert await asyncio.wait_for(waiting, 1) == [{"type": "ping"}]
 
 
+AGENT_ID = "a1b2c3d4e5f6"
+
+
 def _fleet_with(model: str | None, status: str = "running") -> Fleet:
     now = [0.0]
-    fleet = Fleet(lambda: now[0], FleetSettings(stale_after_s=30))
+    fleet = Fleet(lambda: now[0], FleetSettings(stale_after_s=30), new_id=lambda: AGENT_ID)
     fleet.opened("c")
     fleet.on_frame("c", parse_frame('{"type": "register", "agentUrl": "http://ws1:9100", "hostname": "ws1"}'))
     container = {"name": "ss-code-embedding", "status": status, "endpoint": "http://127.0.0.1:8080/v1"}
@@ -96,10 +99,11 @@ def _fleet_with(model: str | None, status: str = "running") -> Fleet:
 def test_a_fresh_running_container_is_an_eligible_local_sidecar_provider() -> None:
     infos, routes = sidecar_providers(_fleet_with("minilm").hosts(), 384)
     [info] = infos
-    assert info.name == "sidecar-ws1:9100-code-embedding" and info.kind.value == "local" and info.hosted == "sidecar"
+    assert info.name == f"sidecar-ws1:9100-{AGENT_ID}-code-embedding" and info.kind.value == "local"
+    assert info.hosted == "sidecar"
     assert info.eligible and info.roles == [Role.CODE_EMBEDDING] and info.identity is not None
     assert info.identity.width == 384 and info.identity.model == "sidecar:minilm"
-    assert routes[info.name].agent == "http://ws1:9100" and routes[info.name].model == "minilm"
+    assert routes[info.name].agent == AGENT_ID and routes[info.name].model == "minilm"
 
 
 @pytest.mark.parametrize(
@@ -112,7 +116,7 @@ def test_a_provider_that_cannot_serve_says_why(model: str | None, status: str, r
 
 def test_a_stale_host_leaves_the_lanes() -> None:
     now = [0.0]
-    fleet = Fleet(lambda: now[0], FleetSettings(stale_after_s=30))
+    fleet = Fleet(lambda: now[0], FleetSettings(stale_after_s=30), new_id=lambda: AGENT_ID)
     fleet.opened("c")
     fleet.on_frame("c", parse_frame('{"type": "register", "agentUrl": "http://ws1:9100"}'))
     fleet.on_frame("c", parse_frame('{"type": "heartbeat", "statusData": {"containers": {"code-embedding": '
@@ -120,7 +124,7 @@ def test_a_stale_host_leaves_the_lanes() -> None:
     now[0] = 31.0
     [info], _ = sidecar_providers(fleet.hosts(), 384)
     assert not info.eligible and info.reason == "no recent heartbeat"
-    assert fleet.newly_stale() == ["http://ws1:9100"] and fleet.newly_stale() == []
+    assert fleet.newly_stale() == [AGENT_ID] and fleet.newly_stale() == []
 
 
 def test_embeddings_decode_from_base64_float32_or_float_lists_and_bad_ones_are_refused() -> None:
@@ -162,7 +166,7 @@ async def test_sidecar_calls_send_the_commands_the_reference_sidecar_answers() -
 
 def test_a_closed_socket_leaves_the_lanes_at_once_not_after_the_staleness_window() -> None:
     fleet = _fleet_with("minilm")
-    assert fleet.reachable("http://ws1:9100")
+    assert fleet.reachable(AGENT_ID)
     fleet.closed("c")
     [info], _ = sidecar_providers(fleet.hosts(), 384)
-    assert not fleet.reachable("http://ws1:9100") and not info.eligible and "disconnected" in (info.reason or "")
+    assert not fleet.reachable(AGENT_ID) and not info.eligible and "disconnected" in (info.reason or "")

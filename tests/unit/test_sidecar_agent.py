@@ -176,6 +176,9 @@ def upstream() -> Any:
 # --- the master ------------------------------------------------------------------------------------
 
 
+ISSUED_ID = "a1b2c3d4e5f6"
+
+
 class WsMaster:
     """A WebSocket master on 127.0.0.1: checks the token and path, records frames, follows a script.
 
@@ -230,7 +233,10 @@ class WsMaster:
                 if behaviour == "close-before-register":
                     await ws.close(1011, "not now")
                     return
-                await ws.send(json.dumps({"type": "registered", "ok": True}))
+                # As the master does: an id per agent (kept when presented), a new credential each time.
+                agent_id = frame.get("agentId") or ISSUED_ID
+                await ws.send(json.dumps({"type": "registered", "ok": True, "agentId": agent_id,
+                                          "credential": f"cred-ws-{self.connections}"}))
                 if behaviour == "close-after-register":
                     await ws.close(1001, "going away")
                     return
@@ -267,6 +273,8 @@ class HttpMaster:
         self.requests: list[tuple[str, str, dict[str, Any]]] = []  # (endpoint, raw headers, body)
         self.ws_attempts = 0
         self.known: set[str] = set()
+        self.credential = ""
+        self.registrations = 0
         self.results: list[dict[str, Any]] = []
         self._commands: list[dict[str, Any]] = []
         self._heartbeat_commands: list[dict[str, Any]] = []
@@ -314,7 +322,12 @@ class HttpMaster:
             return JSONResponse({"type": "error", "message": "unauthorized"}, status_code=401)
         if endpoint == "register":
             self.known.add(body["agentUrl"])
-            return JSONResponse({"type": "registered", "ok": True})
+            self.registrations += 1
+            self.credential = f"cred-http-{self.registrations}"
+            return JSONResponse({"type": "registered", "ok": True, "agentId": ISSUED_ID, "credential": self.credential})
+        if (request.headers.get("x-sidecar-agent"), request.headers.get("x-sidecar-credential")) != (ISSUED_ID,
+                                                                                                      self.credential):
+            return JSONResponse({"type": "error", "message": "agent credential missing or wrong"}, status_code=403)
         if endpoint == "result":
             self.results.append(body)
             return JSONResponse({"ok": True})
@@ -564,6 +577,41 @@ async def test_reconnects_with_growing_backoff_reset_after_register(master: WsMa
         assert sleep.delays == [0.5, 1.0, 2.0, 0.5]
         assert agent.registrations == 2
     assert len(master.of_type("register")) == 5
+
+
+async def test_a_reconnect_presents_the_id_and_credential_the_master_issued(
+    master: WsMaster, upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 14 §6: the master refuses a second registration of a live agent's URL unless it carries
+    that agent's id and credential; the reference sidecar keeps them and presents them again."""
+    caplog.set_level(logging.DEBUG)
+    master.script = ["close-after-register"]
+    async with running(make_settings(master.url, [embed_serve(upstream)])) as (agent, _):
+        await wait_until(lambda: master.connections >= 2 and master.of_type("heartbeat"), what="a second connection")
+        assert agent.agent_id == ISSUED_ID
+    first, second = master.of_type("register")[:2]
+    assert "agentId" not in first and "credential" not in first  # nothing to present the first time
+    assert second["agentId"] == ISSUED_ID and second["credential"] == "cred-ws-1"
+    ours = "\n".join(r.getMessage() for r in caplog.records if r.name.split(".")[0] in ("sidecar", "httpx", "httpcore"))
+    assert "registered with the master" in ours and "cred-ws-" not in ours and "cred-ws-" not in repr(agent)
+
+
+async def test_http_calls_after_register_carry_the_agent_id_and_credential(
+    http_master: HttpMaster, upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    settings = make_settings(http_master.url, [embed_serve(upstream)], transport=TransportMode.HTTP)
+    async with running(settings) as (agent, sleep):
+        await wait_until(lambda: http_master.count("heartbeat") >= 2 and http_master.count("poll") >= 1, what="calls")
+        http_master.queue({"type": "command", "id": "c1", "action": "models", "role": "code-embedding"})
+        await wait_until(lambda: http_master.results, what="a result over HTTP")
+        assert sleep.delays == []  # the fake master answers 403 to a call without the right credential
+    after_register = [(e, h) for e, h, _ in http_master.requests if e != "register"]
+    assert {e for e, _ in after_register} == {"heartbeat", "poll", "result"}
+    assert all(f"('x-sidecar-agent', '{ISSUED_ID}')" in h and "('x-sidecar-credential', 'cred-http-1')" in h
+               for _, h in after_register)
+    ours = "\n".join(r.getMessage() for r in caplog.records if r.name.split(".")[0] in ("sidecar", "httpx", "httpcore"))
+    assert "registered with the master" in ours and "cred-http-1" not in ours
 
 
 def test_backoff_grows_caps_and_jitters() -> None:

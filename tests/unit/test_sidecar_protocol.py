@@ -71,6 +71,8 @@ def test_register_heartbeat_and_result_parse_with_the_peer_wire_shapes() -> None
         ('"x' + "a" * MAX_RESULT_BYTES + '"', "too large"),
         ('{"type": "heartbeat", "pad": "' + "a" * MAX_FRAME_BYTES + '"}', "too large"),
         ('{"type": "pong", "pad": "' + "a" * MAX_FRAME_BYTES + '"}', "too large"),
+        ("[" * 200_000, "nested too deeply"),
+        ('{"type": "register", "agentUrl": "x", "agentId": "' + "a" * 65 + '"}', "agentId"),
     ],
 )
 def test_hostile_frames_become_an_error_frame_naming_the_problem(raw: str | bytes, message: str) -> None:
@@ -94,7 +96,8 @@ def test_an_error_never_echoes_the_input() -> None:
 
 
 def test_outbound_frames_have_the_peer_shapes() -> None:
-    assert registered_frame() == {"type": "registered", "ok": True}
+    assert registered_frame("a1b2c3d4e5f6", "cred") == {"type": "registered", "ok": True, "agentId": "a1b2c3d4e5f6",
+                                                      "credential": "cred"}
     assert error_frame("heartbeat before register") == {"type": "error", "message": "heartbeat before register"}
     assert command_frame("cmd-1", "embed", {"texts": ["a"]}) == {"type": "command", "id": "cmd-1", "action": "embed",
                                                                   "texts": ["a"]}

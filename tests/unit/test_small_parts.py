@@ -9,7 +9,9 @@ import pytest
 
 from cluster.errors import ConfigError, ReadRefused
 from cluster.progress import ProgressMeter
+from cluster.chunking import split_lines
 from cluster.source import read_source_lines
+from cluster.walker import SECRET_DENY, DenyList
 
 
 class FakeClock:
@@ -39,6 +41,52 @@ def test_read_source_lines_is_exact_bounded_and_confined(tmp_path: Path) -> None
     for path, start, end in [("../x", 1, 1), ("a.py", 11, 12), ("a.py", 3, 2), ("missing.py", 1, 1)]:
         with pytest.raises(ReadRefused):
             read_source_lines("r", tmp_path, path, start, end, max_lines=10)
+
+
+def test_read_source_lines_numbers_lines_as_the_chunker_does(tmp_path: Path) -> None:
+    text = "one\r\ntwo\rstill two\nthree\r\n\nfive\n"
+    (tmp_path / "mixed.py").write_bytes(text.encode())
+    got = read_source_lines("r", tmp_path, "mixed.py", 1, 10, max_lines=400)
+    assert got.text.split("\n") == split_lines(text) == ["one", "two\rstill two", "three", "", "five"]
+    assert got.total_lines == 5
+    (tmp_path / "latin.py").write_bytes(b"# caf\xe9\n" + b"x = 1\n" * 60)
+    assert read_source_lines("r", tmp_path, "latin.py", 1, 1, max_lines=5).text == "# caf\ufffd"
+    (tmp_path / "blob.bin").write_bytes(b"a\x00b\n")
+    with pytest.raises(ReadRefused, match="not a text file"):
+        read_source_lines("r", tmp_path, "blob.bin", 1, 1, max_lines=5)
+
+
+def test_read_source_lines_redacts_a_credential_and_keeps_every_other_line(tmp_path: Path) -> None:
+    token = "gh" + "p_" + "Zq7Xk2Rv9Lm4Tp8Wn3Hs6Jd1Gf5Bc0AyQ3ZK"
+    pem = "-----BEGIN RSA PRIVATE" + " KEY-----\n" + "QUJD" * 16 + "\n" + "-----END RSA PRIVATE" + " KEY-----"
+    lines = ["def connect():", f'    token = "{token}"', "    return token", pem, "after = 1"]
+    (tmp_path / "app.py").write_text("\n".join(lines) + "\n")
+    got = read_source_lines("r", tmp_path, "app.py", 1, 10, max_lines=400)
+    served = got.text.split("\n")
+    assert token not in got.text and "QUJD" not in got.text
+    assert served[0] == "def connect():" and served[2] == "    return token" and served[-1] == "after = 1"
+    assert served[1] == '    token = "[redacted:github-token]"' and served[3] == "[redacted:private-key]"
+    assert got.total_lines == 7  # the key's three lines are kept as lines
+    assert read_source_lines("r", tmp_path, "app.py", 7, 7, max_lines=5).text == "after = 1"
+
+
+def test_read_source_lines_refuses_secret_files_even_when_asked_and_never_echoes_them(tmp_path: Path) -> None:
+    secret = "canary" + "-" + "d41d8cd98f00b204e980"
+    for rel in [".env", "keys/id_rsa", "deploy/server.pem", ".aws/credentials", ".git/config"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(f"value = {secret}\n")
+    (tmp_path / "innocent.txt").symlink_to(tmp_path / ".git" / "config")
+    (tmp_path / "env.txt").symlink_to(tmp_path / ".env")
+    for rel in [".env", "keys/id_rsa", "deploy/server.pem", ".aws/credentials", ".git/config", "./.env",
+                "keys/../.env", "innocent.txt", "env.txt"]:
+        with pytest.raises(ReadRefused) as caught:
+            read_source_lines("r", tmp_path, rel, 1, 1, max_lines=10)
+        assert "deny-list" in caught.value.reason and secret not in str(caught.value)
+    (tmp_path / ".env.example").write_text("API_KEY=\n")
+    with pytest.raises(ReadRefused):
+        read_source_lines("r", tmp_path, ".env.example", 1, 1, max_lines=10)
+    reincluded = DenyList(SECRET_DENY, reinclude=[".env.example"])
+    assert read_source_lines("r", tmp_path, ".env.example", 1, 1, max_lines=10, deny=reincluded).text == "API_KEY="
 
 
 @pytest.fixture(scope="module")
