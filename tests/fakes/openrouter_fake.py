@@ -487,7 +487,7 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
 
         rpm = cfg.rpm_limit or state.config.rpm
         if rpm is not None:
-            now = state.clock()
+            now = arrived  # one clock reading: the window and the arrivals log must agree to the tick
             window = state.windows.setdefault(key, deque())
             span = state.config.rpm_window_s
             while window and window[0] <= now - span:
