@@ -121,7 +121,7 @@ test: $(STAMP)
 
 # Unit and contract tests only, in random order (pytest-randomly; the seed is printed to rerun it).
 test-fast: $(STAMP)
-	python -m pytest -q tests/unit
+	python -m pytest tests/unit
 
 bench: $(STAMP)
 	python -m bench.run
