@@ -13,7 +13,7 @@ MCP_PORT := 8000
 DASHBOARD := http://127.0.0.1:8265
 MCP_URL := http://127.0.0.1:$(MCP_PORT)/mcp/
 STATE := $(CURDIR)/.samespace
-# The Ray cluster token (issue 14 §2): made once, 0600. Ray reads it from the file that
+# The Ray cluster token: made once, 0600. Ray reads it from the file that
 # RAY_AUTH_TOKEN_PATH names, so it is never on a command line, never printed, never in ~/.ray.
 RAY_TOKEN := $(STATE)/ray-token
 
@@ -115,7 +115,7 @@ stop:
 	-@serve shutdown --address $(DASHBOARD) -y >/dev/null 2>&1
 	-@ray stop >/dev/null 2>&1 && echo "ray stopped"
 
-# The whole suite in file order (some e2e modules still share state across tests: issue 15).
+# The whole suite in file order (some e2e modules still share state across tests).
 test: $(STAMP)
 	python -m pytest -q -p no:randomly
 

@@ -1,4 +1,4 @@
-"""The BudgetActor: one key-wide cloud budget above every virtual container (SPEC §7).
+"""The BudgetActor: one key-wide cloud budget above every virtual container (DESIGN §7).
 
 A Ray shell (async, singleton, detached, get-if-exists) around cluster.budget.BudgetController.
 It holds every waiter; a permit is one in-flight cloud request. It never holds the key:

@@ -2,7 +2,7 @@
 
 A Ray shell around cluster.chat_client.LocalChatClient, discovered like every other provider.
 A server that is asleep or gone stays listed (eligible); its calls fail fast and the caller falls
-back (SPEC §9: null on error).
+back (DESIGN §9: null on error).
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ class DispatcherActor:
         self._role = role
         self._policy = settings.policy(role)
         gatekeeper = None
-        if role.writes_index:  # SPEC §5: no setting turns the gate off
+        if role.writes_index:  # DESIGN §5: no setting turns the gate off
             gatekeeper = Gatekeeper(
                 GateLedger(time.monotonic),
                 expected_width=settings.embedding.width,
@@ -144,7 +144,7 @@ class DispatcherActor:
         return [_calls(live) for live in await discover_providers(self._settings)]
 
     async def _sentinel_loop(self) -> None:
-        """SPEC §12: re-probe the serving encoders every period while serving."""
+        """DESIGN §12: re-probe the serving encoders every period while serving."""
         while True:
             await asyncio.sleep(self._settings.gate.sentinel_period_s)
             try:

@@ -1,4 +1,4 @@
-"""The fleet actor: one per namespace, the master's shared state for every sidecar (issue 9).
+"""The fleet actor: one per namespace, the master's shared state for every sidecar.
 
 A Ray shell around `cluster.fleet.Fleet` (registry and liveness), `cluster.fleet_mail.CommandDesk`
 (commands and results) and `cluster.sidecar_providers` (hosts as providers). Serve replicas hold

@@ -24,7 +24,7 @@ from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, S
 from cluster.vector_store import open_vector_store
 from cluster.walker import walk_settings
 
-# Issue 14 §2: the store's files hold source text. New files 0600 and folders 0700; the store
+# The store's files hold source text. New files 0600 and folders 0700; the store
 # itself makes its data dir 0700 and tightens what an earlier run left behind.
 STORE_UMASK = 0o077
 

@@ -163,7 +163,7 @@ def apply_to_containers(
     policies: Mapping[Role, Policy] | None = None,
     base_url: str | None = None,
 ) -> list[ObjectRef]:
-    """Send each container what changed for its role (it merges the rest, SPEC §8): its route,
+    """Send each container what changed for its role (it merges the rest, DESIGN §8): its route,
     its policy, the base URL. Returns the calls' refs (ray.get or await them); a container with
     nothing to change is not called."""
     routes, policies = routes or {}, policies or {}
@@ -240,7 +240,7 @@ async def discover_providers(settings: SamespaceSettings) -> list[LiveProvider]:
 
 
 async def _sidecar_providers(settings: SamespaceSettings) -> list[LiveProvider]:
-    """Sidecar-hosted providers (issue 9), as the fleet actor sees them; none when no sidecar ever
+    """Sidecar-hosted providers, as the fleet actor sees them; none when no sidecar ever
     reached this cluster. Their calls go through the fleet actor, which holds the sockets."""
     fleet = find_fleet_actor(settings)
     if fleet is None:

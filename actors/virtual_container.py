@@ -1,4 +1,4 @@
-"""A virtual container: one OpenRouter actor serving one role, named `<PCName>-OR-<Role>` (SPEC §4).
+"""A virtual container: one OpenRouter actor serving one role, named `<PCName>-OR-<Role>` (DESIGN §4).
 
 Real serving capacity with no GPU behind it. The key lives in this actor's memory only, as a
 SecretStr; without one the container is ineligible and says so, and never sends a request.
@@ -90,7 +90,7 @@ class VirtualContainerActor:
         """Hold a new key in memory (None forgets it); the next request uses it."""
         self._key = key
         await self._close_client()
-        if key is not None:  # a pushed key is the moment to learn its limits (SPEC §7)
+        if key is not None:  # a pushed key is the moment to learn its limits (DESIGN §7)
             from actors.budget import get_budget_actor
 
             get_budget_actor(self._settings).discover.remote()
@@ -99,7 +99,7 @@ class VirtualContainerActor:
         self, route: RoleRoute | None = None, policy: Policy | None = None, base_url: str | None = None
     ) -> ContainerState:
         """Merge a pushed route, policy and base URL into what this container holds (None keeps
-        the current one; the key is untouched, SPEC §8). The next request uses them."""
+        the current one; the key is untouched, DESIGN §8). The next request uses them."""
         if route is not None:
             self._route = route
         if policy is not None:
@@ -221,7 +221,7 @@ class VirtualContainerActor:
         return self._client
 
     async def _count(self, project: str | None, priority: str | None, call: Any) -> Any:
-        """One cloud call under a key-wide permit (SPEC §7), counted for `describe()`."""
+        """One cloud call under a key-wide permit (DESIGN §7), counted for `describe()`."""
         from actors.budget import with_permit
 
         if project is not None or priority is not None:

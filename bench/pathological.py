@@ -1,4 +1,4 @@
-"""The pathological corpus (issue 14 §4): time and peak memory of our walk + chunk + keywords vs
+"""The pathological corpus: time and peak memory of our walk + chunk + keywords vs
 plain 40-line windows, same corpus, same run.
 
     python -m bench.pathological

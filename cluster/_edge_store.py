@@ -11,7 +11,7 @@ Layout under `data_dir`:
 torn create, treated as absent and removed by the next create or drop of that name. Every
 JSON file is replaced atomically. An EdgeShard directory can be opened by one process only.
 
-The files hold source text, so `data_dir` is private (issue 14 §2): opening the store creates it
+The files hold source text, so `data_dir` is private: opening the store creates it
 0700 and strips group and other access from whatever an earlier run left under it. Files the
 engine writes afterwards are private only under a restrictive umask, which the owning process
 sets before it opens the store (actors/index_actor.py).

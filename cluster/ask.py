@@ -1,6 +1,6 @@
 """`ask_code`: plain retrieval → the RLM's gathering → synthesis with citations, and every fallback.
 
-SPEC §9: the gathering extends retrieval, it is never its precondition; every endpoint failure
+DESIGN §9: the gathering extends retrieval, it is never its precondition; every endpoint failure
 returns nothing and the next step falls back — RLM down ⇒ answer from plain retrieval; synthesis
 down ⇒ the RLM's draft, else a citations-only answer listing the best hits. Nothing here raises
 into the caller: an ask always ends in an `AskResult` that says how it was produced.
@@ -100,7 +100,7 @@ class AskPipeline:
         trace: dict[str, object] = {"fallbacks": [], "context_tokens": {}, "evidence_budget_chars": {}}
         try:
             return await self._ask(request, started, trace)
-        except Exception as exc:  # noqa: BLE001 - the ask path never throws into the client (SPEC §9)
+        except Exception as exc:  # noqa: BLE001 - the ask path never throws into the client (DESIGN §9)
             log.exception("ask failed inside the pipeline")
             fallbacks = [*trace["fallbacks"], f"internal error ({type(exc).__name__}) → no answer"]  # type: ignore[misc]
             return AskResult(

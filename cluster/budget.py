@@ -1,4 +1,4 @@
-"""The key-wide cloud budget (SPEC §7): how many OpenRouter requests may run, and when.
+"""The key-wide cloud budget (DESIGN §7): how many OpenRouter requests may run, and when.
 
 Pure logic over an injected clock and random source; no asyncio, no Ray. `BudgetActor` wraps one
 `BudgetController` and only turns its tickets into awaitables: `enqueue` → `grant` (now, or again at
@@ -10,7 +10,7 @@ account (16) → the timid default (4); never above MAX_PERMITS. A credible rpm 
 sliding window of request starts. A funded account reporting a degenerate rpm (< 60/min) or none at
 all gets no gate from discovery.
 
-Learned rate (samespace's own, research/budget.md): when no credible rpm is known, a 429 is a
+Learned rate (samespace's own, not the peer's): when no credible rpm is known, a 429 is a
 measurement. The requests started in the window before the rejected one (and not rejected
 themselves) are the key's rate, and the gate is armed at it. Like a reported rpm, a measured one
 below 60/min is believed only for a key known to be unfunded. A clean window with the gate full
@@ -109,7 +109,7 @@ class BudgetLimits(Strict):
     )
     window_s: float = Field(default=WINDOW_S, gt=0, description="Length of the sliding rate window, seconds.")
     learn_rate: bool = Field(
-        default=True, description="Learn the key's rate at a 429 when no credible rpm is known (research/budget.md)."
+        default=True, description="Learn the key's rate at a 429 when no credible rpm is known."
     )
     default_permits: int = Field(
         default=DEFAULT_PERMITS, ge=1, le=MAX_PERMITS, description="Ceiling when nothing is known."
@@ -462,7 +462,7 @@ class BudgetController:
         limits = self._limits
         ceiling = self._ceiling()
         self._effective = min(self._effective, ceiling)
-        # SPEC §7: every clean ramp interval since the last 429 or ramp adds one permit back.
+        # DESIGN §7: every clean ramp interval since the last 429 or ramp adds one permit back.
         while self._effective < ceiling and self._ramp_mark + limits.ramp_interval_s <= now:
             self._effective += 1
             self._ramp_mark += limits.ramp_interval_s
@@ -477,7 +477,7 @@ class BudgetController:
             self._rejected.discard(seq)
         learned = self._learned
         if learned is not None and self._probe_pending() and self._probe_due_at() <= now:
-            # research/budget.md: a clean window at the learned cap probes one step higher.
+            # A clean window at the learned cap probes one step higher.
             if self._probe_seq is not None:
                 self._probe_windows = 1  # the previous step held: probe again at full pace
             self._learned = learned + max(1, _round_half_up(learned * limits.probe_step_fraction))
@@ -491,7 +491,7 @@ class BudgetController:
         self._rate_limited += 1
         self._rejected.add(seq)
         # The requests started in the window before the rejected one, and not themselves rejected, are
-        # what the key allowed: a measured rate (research/budget.md).
+        # what the key allowed: a measured rate.
         window_start = started_at - limits.window_s
         allowed = sum(1 for t, s in self._history if s < seq and t > window_start and s not in self._rejected)
         measured = max(1, allowed)
@@ -517,7 +517,7 @@ class BudgetController:
             if retry_after_s is not None:
                 self._cooldown_until = max(self._cooldown_until or now, now + retry_after_s)
             return
-        # SPEC §7: a 429 halves the effective permits (min 1) and starts a jittered cooldown.
+        # DESIGN §7: a 429 halves the effective permits (min 1) and starts a jittered cooldown.
         self._effective = max(1, min(self._effective, self._ceiling()) // 2)
         if retry_after_s is not None:
             until = now + retry_after_s + self._random() * (retry_after_s / 2)

@@ -2,7 +2,7 @@
 
 Pure functions: no I/O, no Ray. Parsers are built on first use and cached per language.
 
-No file can fail or stall a reindex (issue 14): `chunk_file` never raises; the syntax scan
+No file can fail or stall a reindex: `chunk_file` never raises; the syntax scan
 descends at most `max_syntax_depth` levels (deeper code is windowed); definitions that cover
 the same lines become one chunk; no chunk text exceeds `max_chunk_bytes` (a longer line is cut
 by characters), so a file's total chunk text stays within a small multiple of its size.

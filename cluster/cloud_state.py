@@ -1,4 +1,4 @@
-"""What a virtual container holds, and whether that agrees with the durable config (issue 14 §8).
+"""What a virtual container holds, and whether that agrees with the durable config.
 
 The admin API reports what the containers say they apply (asked each time, never cached) beside
 what the config store says should be in force; any difference is named, so a push that did not

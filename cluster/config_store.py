@@ -1,9 +1,9 @@
-"""The durable cluster config: what is safe to persist (SPEC §8), written atomically, read with recovery.
+"""The durable cluster config: what is safe to persist (DESIGN §8), written atomically, read with recovery.
 
 One JSON file, read-modify-written under an inter-process lock. Every write keeps the previous good
 file as `<path>.bak` (copied first), then replaces the primary via temp file + fsync + rename + fsync
 of the directory. A torn or corrupt primary is restored from the backup; a file that existed never
-turns into an empty config (the peer lost its whole config that way, research/fantom.md §6.4).
+turns into an empty config (the peer lost its whole config that way).
 
 The OpenRouter key is never persisted: the model has no field for it and refuses unknown ones.
 """
@@ -48,7 +48,7 @@ _PERSISTED = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, 
 
 
 class PersistedRole(Strict):
-    """Which model serves a role; for embedding roles the pinned upstream (SPEC §6) and its width."""
+    """Which model serves a role; for embedding roles the pinned upstream (DESIGN §6) and its width."""
 
     model_config = _PERSISTED
 
@@ -73,14 +73,16 @@ class PersistedConfig(Strict):
     last_pushed_at: float | None = Field(default=None, description="Unix time of the last push.")
     sidecars: dict[str, HostRecord] = Field(
         default_factory=dict,
-        description="The sidecar registry (issue 9), by agent URL: hostname and capabilities, never volatile state.",
+        description="The sidecar registry, by agent URL: hostname and capabilities, never volatile state.",
     )
 
     @model_validator(mode="after")
     def _embedding_roles_are_pinned(self) -> PersistedConfig:
         for role, route in self.roles.items():
             if role.writes_index and route.upstream is None:
-                raise ValueError(f"roles.{role.value}.upstream: an embedding role must name an upstream pin (SPEC §6)")
+                raise ValueError(
+                    f"roles.{role.value}.upstream: an embedding role must name an upstream pin (DESIGN §6)"
+                )
         return self
 
 
@@ -126,7 +128,7 @@ class ConfigStore:
         self.update(lambda _: config)
 
     def save_sidecars(self, records: dict[str, HostRecord]) -> None:
-        """Replace the sidecar registry (issue 9), keeping every other setting: read-modify-write."""
+        """Replace the sidecar registry, keeping every other setting: read-modify-write."""
         self.update(lambda config: config.model_copy(update={"sidecars": dict(records)}))
 
     def _load_locked(self) -> PersistedConfig:

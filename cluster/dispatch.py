@@ -137,7 +137,7 @@ class Dispatcher:
     async def _gated(
         self, selection: Selection, providers: dict[str, Provider]
     ) -> tuple[Selection, dict[str, Provider]]:
-        """SPEC §5: only providers the gate cleared serve, each behind a per-batch guard."""
+        """DESIGN §5: only providers the gate cleared serve, each behind a per-batch guard."""
         assert self.gatekeeper is not None
         embeds = {name: p.embed for name, p in providers.items() if p.embed is not None}
         self._unguarded = embeds  # the sentinel probes the raw calls and writes its own verdicts
@@ -183,7 +183,7 @@ class Dispatcher:
 
     async def sentinel(self, stored: np.ndarray | None = None) -> list[GateReport]:
         """Re-probe every serving provider against `stored` probe vectors (an index's), or against
-        the reference's vectors as first recorded; drifted providers are evicted (SPEC §12).
+        the reference's vectors as first recorded; drifted providers are evicted (DESIGN §12).
 
         A cloud anchor is compared with its own earlier vectors: the lone pinned upstream that
         changes its stack behind the same pin is caught. A local reference is only reported:
@@ -355,7 +355,7 @@ class Dispatcher:
 
     def _space_of(self, provider: Provider) -> EncoderIdentity:
         """The space a provider's vectors live in: the reference's once the gate verified it for
-        that space (SPEC §10), else its own identity (which the index guard then refuses)."""
+        that space (DESIGN §10), else its own identity (which the index guard then refuses)."""
         assert provider.info.identity is not None
         if self.gatekeeper is None or self._recent is None:
             return provider.info.identity
@@ -380,7 +380,7 @@ async def first_success(
     for provider in providers:
         try:
             return await attempt(provider)
-        except Exception as exc:  # noqa: BLE001 - a provider's fault is contained to it (SPEC §11)
+        except Exception as exc:  # noqa: BLE001 - a provider's fault is contained to it (DESIGN §11)
             log.warning("%s: %s failed: %s", role.value, provider.info.name, exc)
             reasons.append(f"{provider.info.name}: {type(exc).__name__}")
     raise NoProviderLeft(role.value, reasons or ["no eligible provider"])

@@ -5,7 +5,7 @@ SamespaceError
  ├── StoreError               the vector store refused an operation
  │    └── CollectionNotFound  a collection or alias does not exist
  ├── IndexNotFound            no index of that name (lists the ones that exist)
- ├── EncoderMismatch          a query vector from another encoder space (SPEC §10)
+ ├── EncoderMismatch          a query vector from another encoder space (DESIGN §10)
  ├── WidthMismatch            a vector of the wrong width
  ├── BuildConflict            another build of the same index is in progress
  ├── UnknownLanguage          a language filter no chunker produces
@@ -191,7 +191,7 @@ class BudgetUnavailable(SamespaceError):
 
 
 class GateRefused(SamespaceError):
-    """A provider failed the compatibility gate (SPEC §5); it must not serve."""
+    """A provider failed the compatibility gate (DESIGN §5); it must not serve."""
 
     def __init__(self, provider: str, verdict: str, detail: str = "") -> None:
         super().__init__(provider, verdict, detail)  # every argument, so it pickles across actors

@@ -1,4 +1,4 @@
-"""Evidence for an answer: blocks of located source, de-duplicated, merged and budgeted (SPEC §9).
+"""Evidence for an answer: blocks of located source, de-duplicated, merged and budgeted (DESIGN §9).
 
 Tools return their results already split into blocks (one per hit, chunk or file); a block knows
 where it came from, so a citation `path:start-end` can be checked against what was gathered.

@@ -1,11 +1,11 @@
-"""The fan-out pool (SPEC §4): one queue of texts, one pulling worker lane per provider.
+"""The fan-out pool (DESIGN §4): one queue of texts, one pulling worker lane per provider.
 
 Every lane pulls the next contiguous span of the shared queue when it has capacity, sized by
 its own measured rate, so a slow, throttled or refused provider only slows itself. Pure
 asyncio: providers are `Lane` callables and the clock and sleep are injected, so the same
 logic runs inside a Ray actor and in unit tests on virtual time.
 
-Peer constants and behaviour: fantom.md §1.4 (`embedScheduler.ts`). Not taken over: the
+Peer constants and behaviour: the peer's `embedScheduler.ts`. Not taken over: the
 peer's endgame rule (a slow lane refusing a batch that would outlast the pool's ETA).
 """
 
@@ -50,7 +50,7 @@ __all__ = [
 
 log = logging.getLogger("samespace.fanout")
 
-# Peer values (fantom.md §1.4), SPEC §4 "starting values".
+# Peer values (`embedScheduler.ts`), DESIGN §4 "starting values".
 DEFAULT_TARGET_BATCH_S = 3.0  # targetChunkMs 3000
 DEFAULT_MIN_BATCH = 2  # minChunk
 DEFAULT_MAX_BATCH = 64  # maxChunk
@@ -71,7 +71,7 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 class FanoutSettings(BaseModel):
-    """Tuning of the fan-out pool; the defaults are the peer's (SPEC §4)."""
+    """Tuning of the fan-out pool; the defaults are the peer's (DESIGN §4)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -220,7 +220,7 @@ async def run_fanout(
     role: str = "embedding",
     on_batch: OnBatch | None = None,
 ) -> FanoutResult:
-    """Embed `texts` across `lanes`, each pulling from one shared queue (SPEC §4).
+    """Embed `texts` across `lanes`, each pulling from one shared queue (DESIGN §4).
 
     A lane's fault stays with the lane; only when every lane is dropped with work left (or there
     is no lane) does the call fail, with `NoProviderLeft`. `on_batch` is awaited, serialized,
@@ -385,7 +385,7 @@ class _Run:
         return start, start + size
 
     def _requeue(self, span: tuple[int, int]) -> None:
-        """A failed span goes back to the FRONT (SPEC §4), merged with its neighbour if they touch."""
+        """A failed span goes back to the FRONT (DESIGN §4), merged with its neighbour if they touch."""
         start, end = span
         if self._queue and self._queue[0][0] == end:
             self._queue[0] = (start, self._queue[0][1])
@@ -407,7 +407,7 @@ class _Run:
         try:
             raw = await state.lane.embed(list(self.texts[start:end]))
             elapsed = self.clock() - began
-        except RateLimited as exc:  # SPEC §4: re-queued, not a failure; the lane cools down
+        except RateLimited as exc:  # DESIGN §4: re-queued, not a failure; the lane cools down
             self._rate_limited(state, span, exc)
             return
         except Exception as exc:  # noqa: BLE001 - a lane's fault stays with the lane (counted, maybe dropped)
@@ -480,7 +480,7 @@ class _Run:
         if state.dropped is not None:
             return
         if _refused_for_good(exc):
-            # SPEC §4 counts a gate refusal as a failure (counted above); one that stands (an
+            # DESIGN §4 counts a gate refusal as a failure (counted above); one that stands (an
             # eviction, not a failed spot check) drops the lane now, so its span goes elsewhere.
             state.dropped = f"dropped: {_describe(exc)}"
         elif state.consecutive_failures >= self.settings.max_consecutive_failures:

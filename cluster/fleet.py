@@ -1,4 +1,4 @@
-"""The master's view of its sidecar fleet (issue 9; peer fantom.md §6): agents, liveness, hosts.
+"""The master's view of its sidecar fleet (as in the peer): agents, liveness, hosts.
 
 Pure logic on an injected clock; the Serve endpoint feeds it frames and socket events and acts on
 what it returns (frames to send, sockets to close). Durable facts — which agents exist, their
@@ -6,7 +6,7 @@ hostnames and capabilities — go to `persist` only when they change, at most
 `registry_writes_per_min` times a minute (later changes are coalesced into the next allowed write,
 see `flush`); volatile state (last seen, active requests, sockets) stays in memory.
 
-Identity (issue 14 §6): an agent is its normalised agent URL *and* an id the master issues at
+Identity: an agent is its normalised agent URL *and* an id the master issues at
 registration, with a per-agent credential (a random secret; only its sha256 is kept). The
 provider names, the command routes and the gate's verdicts key on the id, so a new agent is always
 a new provider. A registration for the URL of a live agent is refused unless it presents that
@@ -91,7 +91,7 @@ class HostRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     agent_url: str
-    agent_id: str = Field(default="", description="Issued by the master at registration; '' for a pre-issue-14 entry.")
+    agent_id: str = Field(default="", description="Issued by the master at registration; '' for an older entry.")
     credential_sha256: str = Field(default="", repr=False, description="sha256 hex of the agent's credential.")
     hostname: str | None
     capabilities: dict[Role, RoleCapability] = Field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""Commands to sidecars and their results, correlated by id (issue 9; peer fantom.md §6.1).
+"""Commands to sidecars and their results, correlated by id (as in the peer).
 
 The master never dials a sidecar: a command waits in its agent's outbox until the agent's live
 WebSocket writer or its HTTP poll takes it, and the caller awaits the `result` frame that carries

@@ -1,7 +1,7 @@
-"""The compatibility gate (SPEC §5): a provider serves only after its vectors match the space.
+"""The compatibility gate (DESIGN §5): a provider serves only after its vectors match the space.
 
 Pure asyncio logic over an injected clock; no Ray, no HTTP. A probe embeds PROBE_TEXTS over a
-candidate and over a reference (or against stored vectors: the drift sentinel, SPEC §12) and
+candidate and over a reference (or against stored vectors: the drift sentinel, DESIGN §12) and
 checks, in this order: upstream pin → reference embeds → candidate embeds → width → row count →
 cosine of every matching pair (min ≥ MIN_COSINE).
 
@@ -56,7 +56,7 @@ MIN_COSINE = 0.99
 PROBE_TIMEOUT_S = 15.0
 PROBE_BACKOFF_BASE_S = 30.0
 PROBE_BACKOFF_MAX_S = 900.0
-# Spot checks (issue 14 §7): a non-reference provider's batches are checked on their own texts,
+# Spot checks: a non-reference provider's batches are checked on their own texts,
 # re-embedded by the reference. The first batch after a verdict always is; then this share of
 # batches, SPOT_CHECK_TEXTS texts each (so by default one reference re-embed per batch).
 SPOT_CHECK_RATE = 1.0
@@ -64,7 +64,7 @@ SPOT_CHECK_TEXTS = 1
 STORED_REFERENCE = "stored-vectors"  # `reference` of a report probed against stored vectors alone
 _DETAIL_MAX_CHARS = 240
 
-# Short and structurally varied, to exercise tokenizer and pooling differences (SPEC §5).
+# Short and structurally varied, to exercise tokenizer and pooling differences (DESIGN §5).
 PROBE_TEXTS: tuple[str, ...] = (
     "def normalize(v):\n    n = math.sqrt(sum(x * x for x in v))\n    return [x / n for x in v]",
     'f, err := os.Open(path)\nif err != nil {\n\treturn nil, fmt.Errorf("open %s: %w", path, err)\n}',
@@ -99,7 +99,7 @@ class Regime(StrEnum):
 
 class Coverage(StrEnum):
     COSINE = "cosine"  # every matching pair compared against a reference
-    WIDTH_AND_PIN_ONLY = "width-and-pin-only"  # no counterpart: a named coverage loss (SPEC §5)
+    WIDTH_AND_PIN_ONLY = "width-and-pin-only"  # no counterpart: a named coverage loss (DESIGN §5)
     REFERENCE = "reference"  # this provider is the reference: it defines the space
 
 
@@ -115,7 +115,7 @@ class ProbeTarget:
 
 
 class GateKey(Strict):
-    """What a verdict is about: a change of any field means a new check (SPEC §5)."""
+    """What a verdict is about: a change of any field means a new check (DESIGN §5)."""
 
     provider: str
     model: str
@@ -195,7 +195,7 @@ async def probe(
     reference_vectors: np.ndarray | None = None,
     timeout_s: float = PROBE_TIMEOUT_S,
 ) -> GateReport:
-    """Probe `candidate` against `reference` (or against stored `reference_vectors`) — SPEC §5 order.
+    """Probe `candidate` against `reference` (or against stored `reference_vectors`) — DESIGN §5 order.
 
     With stored vectors no reference is embedded; `reference`, if also given, only names them.
     With neither, the candidate is checked on pin and width only.
@@ -226,7 +226,7 @@ async def probe(
             detail=detail,
         )
 
-    # 1. upstream pin: an unpinned cloud embedding route is never even probed (SPEC §6)
+    # 1. upstream pin: an unpinned cloud embedding route is never even probed (DESIGN §6)
     if candidate.needs_pin and not candidate.upstream:
         return report(Verdict.NO_PROVIDER_PIN, "no pinned upstream: not probed")
 

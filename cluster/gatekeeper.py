@@ -1,10 +1,10 @@
-"""The gate applied to a role's providers: who may serve, and a guard on every batch (SPEC §5, §12).
+"""The gate applied to a role's providers: who may serve, and a guard on every batch (DESIGN §5, §12).
 
 `admit()` verifies every candidate of a selection against the policy's reference (a local
 provider, or under `cloud` a deterministic cloud anchor) through the ledger, and keeps only the
 cleared ones. `guard()` wraps a provider's embed call: it refuses once the provider is no longer
 cleared, re-checks the width of every batch, and spot-checks a non-reference provider on the
-batch's own texts (issue 14 §7): texts at random positions are re-embedded by the reference and
+batch's own texts: texts at random positions are re-embedded by the reference and
 compared under MIN_COSINE before the rows are handed on. A provider that answers the public probe
 texts exactly and anything else wrongly is evicted on its first batch, and that batch is never
 written. `sentinel()` re-probes serving providers against stored probe vectors (an index's, or
@@ -72,7 +72,7 @@ def reference_candidates(selection: Selection, preferred: str | None) -> list[Pr
 
 
 def spot_checked(info: ProviderInfo, reference: ProviderInfo) -> bool:
-    """Whether a provider's batches are spot-checked against `reference` (issue 14 §7).
+    """Whether a provider's batches are spot-checked against `reference`.
 
     Every provider but the reference is, with one exception: a Ray actor of ours that reports the
     reference's own encoder identity (same model, same weights by sha256, same text version) runs
@@ -197,7 +197,7 @@ class Gatekeeper:
         `reference_embed` and compares them under MIN_COSINE before the rows are returned (so
         before anything writes them). A mismatch evicts the provider (vector-incompatible) and the
         batch is refused; a reference that cannot re-embed refuses the batch as `probe-failed`
-        without touching the provider's verdict (SPEC §4: either way a failure, re-queued).
+        without touching the provider's verdict (DESIGN §4: either way a failure, re-queued).
         """
         key = key_of(info, regime)
         checked = spot_checked(info, reference)

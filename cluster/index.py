@@ -125,7 +125,7 @@ def point_payload(
     file_hash: str | None = None,
     hashed: str | None = None,
 ) -> Payload:
-    """Provenance of one row (SPEC §10): where it came from, the space it lives in, who wrote it,
+    """Provenance of one row (DESIGN §10): where it came from, the space it lives in, who wrote it,
     what was embedded (`embed_hash`; `hashed` when the caller has it) and the file it was cut from
     (`file_hash`, sha256 of the file's text). `writer` may be an identity's dump (a reused row keeps
     the writer of its vector)."""
@@ -370,7 +370,7 @@ class IndexCatalog:
         fusion: FusionParams | None = None,
         definitions: PayloadFilter | None = None,
     ) -> list[ScoredHit]:
-        """Search one index: dense, keyword or both fused (SPEC §10). A query vector from another
+        """Search one index: dense, keyword or both fused (DESIGN §10). A query vector from another
         encoder space is refused; so is a keyword-only query of an index whose chunk text is not
         the current version (its rows were cut and weighted differently: rebuild it)."""
         record = self.record(name)

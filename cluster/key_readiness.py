@@ -1,6 +1,6 @@
-"""Which roles need the OpenRouter key and have none, said once, in one paragraph (issue 14 §9).
+"""Which roles need the OpenRouter key and have none, said once, in one paragraph.
 
-The key is never persisted (SPEC §8), so after a restart every virtual container is keyless
+The key is never persisted (DESIGN §8), so after a restart every virtual container is keyless
 until the key is pushed again. A role that then has no provider left is not a crash to show as
 a traceback: it is a state to name, with the two ways out. The reindex job, `make run`,
 `GET /admin/health` and `make status` all print `missing_key_message`.

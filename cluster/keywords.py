@@ -7,7 +7,7 @@ path and symbol count as extra occurrences (its definition outranks its callers)
 stable 32-bit hash of the term: no vocabulary to store, the same ids at index and query time.
 No model, no download: the store applies IDF over the collection (Qdrant's `idf` modifier).
 
-Every function here is linear in its input (issue 14): no pattern backtracks super-linearly,
+Every function here is linear in its input: no pattern backtracks super-linearly,
 and a line longer than MAX_DECLARATION_LINE_CHARS is never read as a method declaration.
 """
 

@@ -35,14 +35,14 @@ def pc_name(host_name: str) -> str:
 
 
 def virtual_container_name(host_name: str, role: Role) -> str:
-    """`<PCName>-OR-<Role>` (SPEC §4), e.g. 'BASWS35-OR-CodeEmbedding'."""
+    """`<PCName>-OR-<Role>` (DESIGN §4), e.g. 'BASWS35-OR-CodeEmbedding'."""
     return f"{pc_name(host_name)}-OR-{role.label}"
 
 
 def sidecar_provider_name(agent_url: str, agent_id: str, role: Role) -> str:
     """`sidecar-<host:port>-<agent id>-<role>`, e.g. 'sidecar-ws17.lan:9100-3f9a2c1d0b7e-code-embedding'.
 
-    Unique per agent and role: the id is issued by the master at registration (issue 14 §6), so a
+    Unique per agent and role: the id is issued by the master at registration, so a
     new agent at the same URL is a new provider, and the gate's verdict ledger probes it afresh."""
     from urllib.parse import urlsplit
 

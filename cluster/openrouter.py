@@ -2,7 +2,7 @@
 
 Transport only: no budget, no retry, no policy (those live above it). Every failure leaves as one
 `UpstreamError` subclass (or `WidthMismatch`), chosen in `upstream_faults()`; the key is unwrapped
-only to build the Authorization header and never appears in a repr, a message or a URL (SPEC §8).
+only to build the Authorization header and never appears in a repr, a message or a URL (DESIGN §8).
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ def _status_error(provider: str, where: str, fault: _StatusFault, secret: Secret
     if status == 429:
         return RateLimited(provider, detail, 429, retry_after)
     if status == 402:
-        # SPEC §7 / OpenRouter limits: the in-flight budget is transient and carries Retry-After;
+        # DESIGN §7 / OpenRouter limits: the in-flight budget is transient and carries Retry-After;
         # credits, key limits and weight_exceeds_budget are not.
         in_flight = metadata.get("reason") == IN_FLIGHT_REASON or metadata.get("limit_source") == IN_FLIGHT_LIMIT_SOURCE
         too_big = metadata.get("reason") == "weight_exceeds_budget" or metadata.get("limit_source") == "openrouter_credits"
@@ -397,7 +397,7 @@ def read_json(response: httpx.Response) -> Any:
 
 
 def provider_pin(upstream: str) -> dict[str, Any]:
-    """SPEC §6: the routing object of an embedding request. `order` + `only` name the one upstream and
+    """DESIGN §6: the routing object of an embedding request. `order` + `only` name the one upstream and
     `allow_fallbacks: False` forbids any other, so a missing pin fails closed upstream too."""
     return {"order": [upstream], "only": [upstream], "allow_fallbacks": False}
 

@@ -1,4 +1,4 @@
-"""Providers of a role, as discovered, and which of them serve under a policy (SPEC §3, §4).
+"""Providers of a role, as discovered, and which of them serve under a policy (DESIGN §3, §4).
 
 A provider is a local actor or a virtual container. Discovery asks the actors themselves
 (actors/registry.py); this module only describes and selects.
@@ -37,7 +37,7 @@ class ProviderInfo(Strict):
     host: str
     model: str
     hosted: Literal["ray", "sidecar"] = Field(
-        default="ray", description="Where a local provider runs: a Ray actor, or a sidecar's server (issue 9)."
+        default="ray", description="Where a local provider runs: a Ray actor, or a sidecar's server."
     )
     upstream: str | None = Field(default=None, description="Pinned OpenRouter upstream (cloud embedding roles).")
     identity: EncoderIdentity | None = Field(default=None, description="Encoder space (embedding providers).")
@@ -72,7 +72,7 @@ class Selection(Strict):
 
 
 def select_providers(role: Role, policy: Policy, providers: Sequence[ProviderInfo]) -> Selection:
-    """Apply SPEC §3: local / cloud / aggregate (one pool) / backup (cloud in reserve)."""
+    """Apply DESIGN §3: local / cloud / aggregate (one pool) / backup (cloud in reserve)."""
     behaviour = effective_behaviour(role, policy)
     local: list[ProviderInfo] = []
     cloud: list[ProviderInfo] = []

@@ -1,4 +1,4 @@
-"""Embed a query once: a TTL + LRU cache with single-flight (SPEC §9, peer `embedQueryCached`).
+"""Embed a query once: a TTL + LRU cache with single-flight (DESIGN §9, peer `embedQueryCached`).
 
 An ask searches the same strings many times (the question, then sub-questions in every round);
 without this each search re-encodes its text. Concurrent misses of one key share one computation;

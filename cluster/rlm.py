@@ -1,4 +1,4 @@
-"""The RLM gathering loop (SPEC §9): plan → tool calls → evidence → another round if asked → draft.
+"""The RLM gathering loop (DESIGN §9): plan → tool calls → evidence → another round if asked → draft.
 
 Pure asyncio over two injected parts: a chat client for the `rlm` role (which never raises: a
 failed call is a `ChatOutcome` without a result) and the code tools. Every endpoint failure ends

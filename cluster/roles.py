@@ -1,4 +1,4 @@
-"""The five roles and four policies (SPEC §2, §3), and what a policy means for each role.
+"""The five roles and four policies (DESIGN §2, §3), and what a policy means for each role.
 
 Pure data and functions; every other module asks here instead of re-deriving a rule.
 """
@@ -19,7 +19,7 @@ class Role(StrEnum):
 
     @property
     def writes_index(self) -> bool:
-        """Embedding roles write vectors into an index: they need a pinned upstream (SPEC §6)."""
+        """Embedding roles write vectors into an index: they need a pinned upstream (DESIGN §6)."""
         return self in EMBEDDING_ROLES
 
     @property
@@ -80,7 +80,7 @@ _BEHAVIOUR = {
 
 
 def effective_behaviour(role: Role, policy: Policy) -> Behaviour:
-    """SPEC §3: single-call roles have no fan-out, so `aggregate` acts as `backup` for them."""
+    """DESIGN §3: single-call roles have no fan-out, so `aggregate` acts as `backup` for them."""
     if policy is Policy.AGGREGATE and not role.fans_out:
         return _BEHAVIOUR[Policy.BACKUP]
     return _BEHAVIOUR[policy]

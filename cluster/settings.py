@@ -37,8 +37,8 @@ DEFAULT_CLOUD_MODELS = {
     Role.CODE_ASSISTANT: "poolside/laguna-s-2.1",
     Role.RLM: "deepseek/deepseek-v4-flash",
 }
-DEFAULT_WINDOW_LINES = 40  # SPEC §10: peer value
-DEFAULT_OVERLAP_LINES = 10  # SPEC §10: peer value
+DEFAULT_WINDOW_LINES = 40  # DESIGN §10: peer value
+DEFAULT_OVERLAP_LINES = 10  # DESIGN §10: peer value
 
 
 def configured_token(token: SecretStr | None, token_file: Path | None) -> SecretStr | None:
@@ -93,7 +93,7 @@ class RerankerSettings(_Section):
 
 
 class RoleRoute(_Section):
-    """Which OpenRouter model serves a role, and for embedding roles the pinned upstream (SPEC §6)."""
+    """Which OpenRouter model serves a role, and for embedding roles the pinned upstream (DESIGN §6)."""
 
     model: str = Field(min_length=1, description="OpenRouter model slug, e.g. 'qwen/qwen3-embedding-4b'.")
     upstream: str | None = Field(
@@ -125,7 +125,9 @@ class CloudSettings(_Section):
     def _embedding_routes_are_pinned(self) -> CloudSettings:
         for role, route in self.routes.items():
             if role.writes_index and route.upstream is None:
-                raise ValueError(f"cloud.routes.{role.value}: an embedding route must name an upstream pin (SPEC §6)")
+                raise ValueError(
+                    f"cloud.routes.{role.value}: an embedding route must name an upstream pin (DESIGN §6)"
+                )
         self.check_base_url(self.base_url)
         return self
 
@@ -175,7 +177,7 @@ class LlmSettings(_Section):
 
 
 class RlmSettings(_Section):
-    """The ask path (SPEC §9): gathering loop, synthesis, and their budgets. Peer values marked."""
+    """The ask path (DESIGN §9): gathering loop, synthesis, and their budgets. Peer values marked."""
 
     fallback_mode: Literal["local-only", "local-first"] = Field(
         default="local-only",
@@ -199,13 +201,13 @@ class RlmSettings(_Section):
 
 
 class GateSettings(_Section):
-    """The compatibility gate (SPEC §5). There is deliberately no switch that turns it off."""
+    """The compatibility gate (DESIGN §5). There is deliberately no switch that turns it off."""
 
     reference: str | None = Field(
         default=None, description="Preferred local reference provider (actor name); else the first by name."
     )
     sentinel_period_s: float = Field(
-        default=600.0, gt=0, description="How often serving encoders are re-probed for drift (SPEC §12)."
+        default=600.0, gt=0, description="How often serving encoders are re-probed for drift (DESIGN §12)."
     )
     probe_timeout_s: float = Field(default=15.0, gt=0, le=600, description="Time a provider has to embed the probes.")
     spot_check_rate: float = Field(
@@ -213,7 +215,7 @@ class GateSettings(_Section):
         gt=0,
         le=1,
         description="Share of a non-reference provider's batches spot-checked on their own texts, re-embedded by "
-        "the reference; the first batch after a verdict always is (issue 14 §7). Never 0: no off switch.",
+        "the reference; the first batch after a verdict always is. Never 0: no off switch.",
     )
     spot_check_texts: int = Field(
         default=SPOT_CHECK_TEXTS, ge=1, le=16, description="Texts of a checked batch, at random positions, re-embedded."
@@ -221,7 +223,7 @@ class GateSettings(_Section):
 
 
 class BudgetSettings(_Section):
-    """The key-wide cloud budget (SPEC §7); local GPUs never touch it."""
+    """The key-wide cloud budget (DESIGN §7); local GPUs never touch it."""
 
     override: int | None = Field(default=None, ge=1, le=256, description="Manual ceiling of concurrent cloud calls.")
     acquire_timeout_s: float = Field(default=120.0, gt=0, description="Longest wait for a permit before giving up.")
@@ -265,7 +267,7 @@ class ChunkingSettings(_Section):
     max_chunk_bytes: int = Field(
         default=16_384, ge=256, le=1_000_000,
         description="Longest chunk text in UTF-8 bytes; a longer window is cut by lines, a longer line by "
-        "characters (issue 14). 16 KiB keeps every normal 40-line chunk whole (this repository's largest is "
+        "characters. 16 KiB keeps every normal 40-line chunk whole (this repository's largest is "
         "~4.4 KB) and cuts a 1 MB one-line file into ~61 chunks.",
     )
     max_syntax_depth: int = Field(
@@ -282,7 +284,7 @@ class ChunkingSettings(_Section):
 
 
 class IngestSettings(_Section):
-    """What a reindex may read and how far it may shrink an index (issue 14): secret files are never
+    """What a reindex may read and how far it may shrink an index: secret files are never
     read, one hostile file never fails a job, and a walk that finds far less than the serving build
     is refused."""
 

@@ -1,4 +1,4 @@
-"""The sidecar wire protocol (issue 9; peer `soundsuiteMaster.ts`, fantom.md §6.1): frames and parsing.
+"""The sidecar wire protocol (peer `soundsuiteMaster.ts`): frames and parsing.
 
 A workstation's sidecar dials the master and speaks small JSON frames with the peer's wire shapes
 (`type` plus camelCase fields). Inbound frames are untrusted: `parse_frame` turns any input —
@@ -18,7 +18,7 @@ from cluster.roles import Role
 MAX_FRAME_BYTES = 256 * 1024  # a heartbeat with dozens of containers is a few KB (peer: multi-KB)
 MAX_RESULT_BYTES = 8 * 1024 * 1024  # a result carries a batch of vectors: 64 x 2560 float32 is ~0.9 MB in base64
 MAX_CONTAINERS = 64
-# The HTTP fallback's agent binding (issue 14 §6): every call after register names the agent and
+# The HTTP fallback's agent binding: every call after register names the agent and
 # proves it with the credential issued at registration. The credential never appears in a body.
 AGENT_ID_HEADER = "X-Sidecar-Agent"
 CREDENTIAL_HEADER = "X-Sidecar-Credential"

@@ -1,4 +1,4 @@
-"""Sidecar-hosted providers (issue 9): a host's heartbeat capabilities as providers of the roles.
+"""Sidecar-hosted providers: a host's heartbeat capabilities as providers of the roles.
 
 Each (agent, role) a fresh heartbeat reports becomes a `local` provider (`hosted="sidecar"`) that
 joins the same lanes, single-call routing, policies and compatibility gate as the Ray actors.

@@ -1,4 +1,4 @@
-"""The encoder space an index lives in, and the query-time guard (SPEC §10).
+"""The encoder space an index lives in, and the query-time guard (DESIGN §10).
 
 An index records the identity of the encoder that built it; a query vector is accepted only
 when it was produced by an encoder with the same identity. The text that is embedded for a

@@ -67,7 +67,7 @@ class ScoredHit(Strict):
 
 
 class FusionParams(Strict):
-    """Weighted reciprocal-rank fusion of the dense and keyword legs (SPEC §10; peer k 60, 50 each)."""
+    """Weighted reciprocal-rank fusion of the dense and keyword legs (DESIGN §10; peer k 60, 50 each)."""
 
     candidates: int = Field(default=50, ge=1, le=1000, description="Candidates each leg contributes.")
     dense_weight: float = Field(default=1.0, ge=0, description="Weight of the dense leg's ranks.")

@@ -281,7 +281,7 @@ def _counts(by_provider: dict[str, int]) -> str:
 def _check_drift(
     index: ActorHandle, dispatcher: ActorHandle, name: str, reference: EncoderIdentity, emit: Callable[[str], None]
 ) -> tuple[IndexRecord | None, bool]:
-    """SPEC §12: before every reindex, re-probe the serving encoders against the serving index's
+    """DESIGN §12: before every reindex, re-probe the serving encoders against the serving index's
     stored probe vectors; drifted providers are evicted before they write a row. Returns the
     serving record and whether the reference itself (or the cloud anchor) no longer reproduces
     the index's probe vectors: then none of the index's vectors may be reused."""

@@ -48,7 +48,7 @@ class DispatchedChatRole:
             return self._nothing(f"no answer in {timeout_s:.0f} s")
         except NoProviderLeft as exc:
             return self._nothing(f"no {self._role.value} provider answered: {'; '.join(exc.reasons)[:300]}")
-        except Exception as exc:  # noqa: BLE001 - null on error: the caller falls back (SPEC §9)
+        except Exception as exc:  # noqa: BLE001 - null on error: the caller falls back (DESIGN §9)
             return self._nothing(type(exc).__name__)
         return ChatOutcome(result, provider)
 

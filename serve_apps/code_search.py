@@ -137,7 +137,7 @@ class CodeSearchService:
     """The code tools (search_code, search_symbols, search_files, neighbors, repo_overview, read_code,
     index_status) over the index actor and the role dispatchers: one implementation for the MCP
     tools and the RLM. A query's vector is cached (TTL, LRU, single-flight): rounds and
-    sub-searches of an ask never re-encode the same text (SPEC §9)."""
+    sub-searches of an ask never re-encode the same text (DESIGN §9)."""
 
     def __init__(
         self,
@@ -176,7 +176,7 @@ class CodeSearchService:
         rerank: bool = True,
         mode: SearchMode = "hybrid",
     ) -> SearchResult:
-        """Dense and keyword candidates fused by weighted RRF (SPEC §10), then the optional rerank
+        """Dense and keyword candidates fused by weighted RRF (DESIGN §10), then the optional rerank
         of the fused top candidates, then the cut to k. Filters apply to every leg. With no query
         encoder left, a hybrid search degrades to its keyword leg and says so."""
         project = repo or DEFAULT_PROJECT
@@ -213,7 +213,7 @@ class CodeSearchService:
         )
 
     async def _rerank(self, query: str, hits: list[ScoredHit], project: str) -> tuple[list[ScoredHit], str | None]:
-        """Re-score the candidates; with no reranker serving, keep the search order (SPEC §10)."""
+        """Re-score the candidates; with no reranker serving, keep the search order (DESIGN §10)."""
         if len(hits) < 2:
             return hits, None
         try:

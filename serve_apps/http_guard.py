@@ -1,4 +1,4 @@
-"""One guard in front of every HTTP and WebSocket route of the Serve apps (issue 14 §3).
+"""One guard in front of every HTTP and WebSocket route of the Serve apps.
 
     api.add_middleware(HttpGuard, allowed_hosts=settings.serve.allowed_hosts,
                        token=settings.serve.expected_token(), open_paths=("/healthz",), machine_prefixes=("/sidecar",))

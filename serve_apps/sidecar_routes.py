@@ -1,4 +1,4 @@
-"""The master's sidecar endpoints on the Serve app (issue 9): `/sidecar` WebSocket and HTTP fallback.
+"""The master's sidecar endpoints on the Serve app: `/sidecar` WebSocket and HTTP fallback.
 
     ws   /sidecar             register → registered; heartbeat, result, pong; we send command, config, ping
     POST /sidecar/register    the HTTP fallback's explicit registration
@@ -19,7 +19,7 @@ is refused on its Content-Length and read as a capped stream (413).
 Every open socket and every held poll is an ongoing request of this replica, so the deployment
 must allow many more than Serve's default of 5 (`REPLICA_MAX_ONGOING_REQUESTS`): with 5, five
 connected sidecars (or four and one hostile socket) queued every other HTTP call, heartbeats and
-MCP queries alike, until a socket closed (issue 14 §6: a heartbeat stalled for over 60 s).
+MCP queries alike, until a socket closed (a heartbeat once stalled for over 60 s).
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ class Agent:
         self.backoff = Backoff(jitter=jitter, random=random)
         self.active_requests = 0
         self.registrations = 0
-        # Issued by the master at registration (issue 14 §6) and presented when we register again,
+        # Issued by the master at registration and presented when we register again,
         # so that a reconnect supersedes our own older registration. Never logged.
         self.agent_id: str | None = None
         self._credential: str | None = None

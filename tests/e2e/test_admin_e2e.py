@@ -226,7 +226,7 @@ def test_restarted_actors_keep_the_pushed_config_and_come_back_needing_the_key(
 def test_one_push_of_model_pin_and_policy_is_what_the_upstream_receives(
     admin: dict[str, Any], fake_openrouter: Any
 ) -> None:
-    """Issue 14 §8: models and policies in ONE push; the next cloud call names the new model and pin."""
+    """Models and policies in ONE push; the next cloud call names the new model and pin."""
     from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
 

@@ -1,4 +1,4 @@
-"""A fleet of two reference sidecars on 127.0.0.1 serving a real reindex (issue 9 acceptance).
+"""A fleet of two reference sidecars on 127.0.0.1 serving a real reindex, end to end.
 
 Each sidecar (`python -m sidecar`, a child process) fronts its own OpenAI-compatible embedding
 server backed by the packaged MiniLM: one serves exact vectors, one vectors perturbed past the

@@ -1,4 +1,4 @@
-"""The master's sidecar endpoints on real Serve (issue 9): auth, frames, liveness, HTTP fallback, fuzz.
+"""The master's sidecar endpoints on real Serve: auth, frames, liveness, HTTP fallback, fuzz.
 
 A test client plays the sidecar over a real WebSocket (`websockets`) and real HTTP; the fleet
 actor's registry is read back to prove that nothing hostile ever creates an entry.
@@ -320,7 +320,7 @@ async def test_a_config_frame_is_correlated_by_id_like_a_command(master: Master)
         assert await pending == {"ok": True}
 
 
-# --- identity, binding and limits (issue 14 §6) ----------------------------------------------------
+# --- identity, binding and limits -------------------------------------------------------------------
 
 
 async def answer_pings(ws: ClientConnection, errors: list[dict[str, Any]] | None = None) -> None:
@@ -335,7 +335,7 @@ async def answer_pings(ws: ClientConnection, errors: list[dict[str, Any]] | None
 
 
 async def test_no_spelling_of_a_live_agents_url_takes_it_over(master: Master) -> None:
-    """Issue 14: `http://h:p`, `http://h:p/zzz` and `ws://x@h:p` were one provider; the last took the traffic."""
+    """`http://h:p`, `http://h:p/zzz` and `ws://x@h:p` were once one provider; the last took the traffic."""
     owner_url = "http://127.0.0.1:9110"
     async with connect(master.ws, additional_headers=_auth()) as owner:
         first = await register(owner, owner_url)
@@ -366,7 +366,7 @@ async def test_no_spelling_of_a_live_agents_url_takes_it_over(master: Master) ->
 
 
 async def test_poll_and_result_are_bound_to_the_agent_by_its_credential(master: Master) -> None:
-    """Issue 14: any holder of the fleet token could poll another agent's outbox by naming its URL."""
+    """Once, any holder of the fleet token could poll another agent's outbox by naming its URL."""
     victim_url, thief_url = "http://127.0.0.1:9120", "http://127.0.0.1:9121"
     async with httpx.AsyncClient(base_url=master.http, headers=_auth(), timeout=30) as client:
         victim, thief = await http_register(client, victim_url), await http_register(client, thief_url)
@@ -437,7 +437,7 @@ async def test_request_bodies_are_limited_before_they_are_read(master: Master) -
 
 
 async def test_a_hostile_frame_on_one_socket_never_delays_another_agents_heartbeat(master: Master) -> None:
-    """Issue 14: an 8 MiB frame was followed by an HTTP heartbeat that hung for over 60 s. The cause:
+    """Once, an 8 MiB frame was followed by an HTTP heartbeat that hung for over 60 s. The cause:
     every open socket is an ongoing request of the replica, and Serve's default allows 5; further
     HTTP calls queued until a socket closed. Here more sockets than that stay open and answer pings
     while one of them sends oversized frames, and another agent's heartbeat is answered at once."""

@@ -1,8 +1,8 @@
-"""The compatibility gate and the drift sentinel on real actors and the OpenRouter fake (SPEC §5, §12).
+"""The compatibility gate and the drift sentinel on real actors and the OpenRouter fake (DESIGN §5, §12).
 
 The fake embeds with the same real model as the local actor; per pinned upstream it serves the
 same vectors, perturbed ones (the peer's Q4-vs-full-precision case measured min cosine 0.976),
-another model's, the wrong width, or exact vectors for the gate's probe texts only (issue 14 §7).
+another model's, the wrong width, or exact vectors for the gate's probe texts only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14's acceptance: a hostile repository indexed under `aggregate` against the OpenRouter fake.
+"""End to end: a hostile repository indexed under `aggregate` against the OpenRouter fake.
 
 The generated repository plants canary secrets (a private key file and a PEM block inside code, an
 AWS key inside code and in `.aws/credentials`, an OpenRouter key in `.env`, an npm token, a token in
@@ -81,7 +81,7 @@ def write_hostile_repo(root: Path) -> Path:
         ".npmrc": f"//registry.npmjs.org/:_authToken={CANARIES['npm']}\n",
         "notes/private.md": f"# Private\n\n{CANARIES['excluded']} is only in an excluded file.\n",
         "web/vendor.min.js": ";".join(f"function v{i}(a){{return a*{i}+1}}" for i in range(20_000)) + "\n",
-        # 1,000 nested namespaces killed the job with a RecursionError before issue 14; 10,000 in every
+        # 1,000 nested namespaces once killed the job with a RecursionError; 10,000 in every
         # grammar is the pathological corpus's test below.
         "native/deep.cpp": "".join(f"namespace n{i} {{\n" for i in range(DEPTH)) + "int deepest() { return 1; }\n"
                            + "}\n" * DEPTH,

@@ -1,4 +1,4 @@
-"""The HTTP guard over real Serve (issue 14 §3): every route refuses a hostile Host or Origin, and
+"""The HTTP guard over real Serve: every route refuses a hostile Host or Origin, and
 with `serve.token` set the real MCP client works with the token and fails without it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Local actors and OpenRouter virtual containers serving side by side, per policy (SPEC §3, §4).
+"""Local actors and OpenRouter virtual containers serving side by side, per policy (DESIGN §3, §4).
 
 A real local Ray, the real local embedder actor, virtual container actors talking HTTP to the
 OpenRouter-compatible fake on 127.0.0.1 (which embeds with the same real model).

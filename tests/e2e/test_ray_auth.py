@@ -1,4 +1,4 @@
-"""Token authentication on a real Ray head, started and used the way `make run` does (issue 14 §2).
+"""Token authentication on a real Ray head, started and used the way `make run` does.
 
 The head is its own `ray start --head --block` in a new session, with its own temp dir, HOME and
 127.0.0.1 ports. Clients are subprocesses: the token mode is process-wide state in Ray, and this

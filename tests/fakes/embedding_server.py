@@ -9,7 +9,7 @@ Vectors are `LocalEncoder(EmbeddingSettings()).encode` rows; with `--perturb SCA
 deterministic Gaussian noise (seeded by the text) of norm ≈ SCALE and is renormalised, so its cosine
 to the exact row is ≈ 1/sqrt(1 + SCALE²) (0.5 → ≈ 0.89; 0.1 → ≈ 0.995).
 
-`--mode probe-exact` (issue 14 §7) perturbs every text except the gate's public probe texts
+`--mode probe-exact` perturbs every text except the gate's public probe texts
 (`cluster.gate.PROBE_TEXTS`), which get their exact rows: a server that games a gate checking only
 those. `--mode uniform` (the default) perturbs every text alike.
 

@@ -3,7 +3,7 @@
 Embeddings come from the real packaged MiniLM, so "same" vectors are exactly the local model's.
 Every upstream slug gets an `UpstreamBehaviour` (vectors, latency, 429s, 5xx, malformed bodies);
 every key gets a `KeyConfig` (a key-wide sliding 60 s RPM window, credits, an in-flight budget).
-The fake enforces SPEC §6 itself: an embeddings request without exactly one pinned upstream and
+The fake enforces DESIGN §6 itself: an embeddings request without exactly one pinned upstream and
 `allow_fallbacks: false` is answered 400.
 
 Control plane (for driving it from another process):
@@ -66,7 +66,7 @@ LOCAL_WIDTH = 384  # all-MiniLM-L6-v2
 RPM_WINDOW_S = 60.0
 RECEIVED_BODIES = 20_000  # request bodies kept for `seen` (leak checks: did a canary reach the cloud?)
 INFERENCE_PATHS = ("/embeddings", "/rerank", "/chat/completions")  # what the RPM window counts
-PIN_RULE = "embeddings must pin exactly one upstream (provider.order/only) with allow_fallbacks false (SPEC §6)"
+PIN_RULE = "embeddings must pin exactly one upstream (provider.order/only) with allow_fallbacks false (DESIGN §6)"
 
 
 class _Strict(BaseModel):

@@ -1,4 +1,4 @@
-"""A pathological repository generated on the spot (issue 14 §4): files that once failed or
+"""A pathological repository generated on the spot: files that once failed or
 stalled a reindex. Every supported grammar nested 10,000 deep, one-line files near 1 MB, a
 100,000-line file, NULs, invalid UTF-8 and mixed line endings.
 

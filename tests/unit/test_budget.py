@@ -1,4 +1,4 @@
-"""The key-wide budget (SPEC §7): ceiling order, window gate, learned rate, AIMD, fairness.
+"""The key-wide budget (DESIGN §7): ceiling order, window gate, learned rate, AIMD, fairness.
 
 Everything runs on a fake clock and an injected random source, so every cooldown is exact.
 """

@@ -347,7 +347,7 @@ def test_chunk_settings_reject_an_overlap_that_is_not_smaller_than_the_window(
         ChunkingSettings(window_lines=window, overlap_lines=overlap)
 
 
-# --- issue 14: line splitting, byte caps, merged spans, generated files -------------------
+# --- line splitting, byte caps, merged spans, generated files -----------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The durable config store (SPEC §8): atomic writes, backup recovery, no key, no lost update.
+"""The durable config store (DESIGN §8): atomic writes, backup recovery, no key, no lost update.
 
 Crash and concurrency tests run real child processes (SIGKILL at random moments, four writers on
 one file); everything else is plain file I/O in tmp_path.

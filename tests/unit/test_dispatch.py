@@ -501,7 +501,7 @@ def test_single_calls_reuse_a_young_discovery_and_rediscover_when_its_providers_
     assert reused == 1 and after == 2 and provider == "gpu-b"
 
 
-# -- the gate's spot checks through the whole dispatch (issue 14 §7) --------------------------------
+# -- the gate's spot checks through the whole dispatch -----------------------------------------------
 
 
 GATE_WIDTH = 8

@@ -155,7 +155,7 @@ def test_the_http_fallback_never_creates_an_entry_but_keeps_a_known_host_alive()
     assert fleet.http_heartbeat("a1b2c3d4e5f6", parse_frame("[]"))["type"] == "error"
 
 
-# --- identity (issue 14 §6) -----------------------------------------------------------------------
+# --- identity --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -193,7 +193,7 @@ def test_agent_urls_with_credentials_or_extras_are_refused_without_echoing_them(
 
 
 def test_the_three_spellings_of_one_host_port_never_share_a_provider_or_its_verdict() -> None:
-    """Issue 14: `http://ws17.lan:9100`, `…/zzz` and `ws://x@…` all became `sidecar-ws17.lan:9100-…`, and
+    """`http://ws17.lan:9100`, `…/zzz` and `ws://x@…` once all became `sidecar-ws17.lan:9100-…`, and
     the last one took the traffic and the first one's `verified` verdict without being probed."""
     clock = VirtualClock()
     fleet = fleet_with(clock)

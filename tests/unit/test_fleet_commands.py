@@ -1,4 +1,4 @@
-"""Commands to sidecars (issue 9): correlation by id, failure on disconnect, and sidecar providers."""
+"""Commands to sidecars: correlation by id, failure on disconnect, and sidecar providers."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The sidecar registry on disk (issue 9): written through the config store, never torn, never
+"""The sidecar registry on disk: written through the config store, never torn, never
 at the cost of another setting — with the writer killed at random moments, as the peer's
-`atomicWriteConfigFile`/`readConfigFileWithRecovery` pair was meant to survive (fantom.md §6.4)."""
+`atomicWriteConfigFile`/`readConfigFileWithRecovery` pair was meant to survive."""
 
 from __future__ import annotations
 

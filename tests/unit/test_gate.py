@@ -1,4 +1,4 @@
-"""The compatibility gate (SPEC §5): probe order, verdicts, the ledger and its backoff.
+"""The compatibility gate (DESIGN §5): probe order, verdicts, the ledger and its backoff.
 
 Fake providers return crafted rows; one module fixture loads the packaged MiniLM to show the
 real model against itself passes and a perturbed copy at the peer's ~0.976 is refused.

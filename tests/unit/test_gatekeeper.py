@@ -162,7 +162,7 @@ def test_a_sidecar_joins_under_local_never_becomes_the_reference_and_is_spot_che
         asyncio.run(guarded(["y"]))
 
 
-# -- spot checks on real texts (issue 14 §7) --------------------------------------------------------
+# -- spot checks on real texts -----------------------------------------------------------------------
 
 
 class ProbeExact(FakeEmbed):

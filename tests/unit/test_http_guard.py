@@ -1,4 +1,4 @@
-"""The HTTP guard (issue 14 §3): Host, Origin and the serve token, on every route, before any route runs."""
+"""The HTTP guard: Host, Origin and the serve token, on every route, before any route runs."""
 
 from __future__ import annotations
 

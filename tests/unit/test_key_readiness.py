@@ -1,4 +1,4 @@
-"""A lost key, said once and clearly (issue 14 §9): which roles need it, and the one paragraph."""
+"""A lost key, said once and clearly: which roles need it, and the one paragraph."""
 
 from __future__ import annotations
 

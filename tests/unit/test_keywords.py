@@ -78,9 +78,9 @@ def test_identifier_queries_are_recognised(query: str, name: str | None) -> None
     assert identifier_query(query) == name
 
 
-# --- issue 14: linear time, the same names --------------------------------------------------
+# --- linear time, the same names ------------------------------------------------------------
 
-# The pre-issue-14 method-line pattern (quadratic on long lines): `method_name` must agree with it.
+# The old method-line pattern (quadratic on long lines): `method_name` must agree with it.
 REFERENCE_METHOD_LINE = re.compile(
     r"^\s*(?:(?:public|private|protected|static|async|readonly|override|abstract|final|export|default|"
     r"virtual|inline|pub|unsafe|get|set)\s+)*(?:[\w<>\[\],.?]+\s+)?([A-Za-z_$][A-Za-z0-9_$]*)\s*(?:<[^>]*>)?"
@@ -163,7 +163,7 @@ def test_a_line_past_the_cap_is_no_method_declaration() -> None:
     ],
 )
 def test_keyword_extraction_stays_linear_on_hostile_text(text: str) -> None:
-    """Each of these took from seconds to hours before issue 14; the timeout is the check."""
+    """Each of these once took from seconds to hours; the timeout is the check."""
     assert defined_names(text, None) == []  # none of them declares anything
     assert len(chunk_keywords(text, "hostile.js", None).indices) >= 2  # its own terms and the path's
     assert len(identifier_tokens(text)) <= len(text)

@@ -1,5 +1,5 @@
-"""No single file can fail or stall a reindex (issue 14 §4): the chunker and the keyword leg on
-a generated pathological corpus, and the cases measured in the issue one by one."""
+"""No single file can fail or stall a reindex: the chunker and the keyword leg on
+a generated pathological corpus, and the cases that once did, one by one."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_tiny_caps_hold_for_every_corpus_file_read_with_surrogate_escapes(corpus
 
 
 def nested_namespaces(depth: int) -> str:
-    """The issue's 16 KB C++ file: shallow definitions, then `depth` namespaces, one per line."""
+    """A 16 KB C++ file that once raised RecursionError: shallow definitions, then `depth` namespaces, one per line."""
     shallow = "int top_level(int x) { return x + 1; }\nnamespace outer {\nint shallow() { return 2; }\n"
     return shallow + "namespace n {\n" * depth + "int innermost() { return 1; }\n" + "}\n" * (depth + 1)
 
@@ -79,7 +79,7 @@ def nested_namespaces(depth: int) -> str:
 @pytest.mark.parametrize("depth", [1_000, 10_000])
 def test_a_deeply_nested_cpp_file_chunks_and_keeps_its_shallow_definitions(depth: int) -> None:
     text = nested_namespaces(depth)
-    chunks = chunk_file("deep.cpp", text, SETTINGS)  # raised RecursionError before issue 14
+    chunks = chunk_file("deep.cpp", text, SETTINGS)  # once raised RecursionError
     symbols = {c.symbol for c in chunks if c.kind == "function"}
     assert {"top_level", "shallow"} <= symbols
     assert_bounded("deep.cpp", text, chunks, SETTINGS)

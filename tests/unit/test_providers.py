@@ -1,4 +1,4 @@
-"""Which providers serve under each policy: the pool, the reserve, the excluded (SPEC §3)."""
+"""Which providers serve under each policy: the pool, the reserve, the excluded (DESIGN §3)."""
 
 from __future__ import annotations
 

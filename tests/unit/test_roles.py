@@ -1,4 +1,4 @@
-"""Every (role, policy) pair's effective behaviour, table-driven (SPEC §3)."""
+"""Every (role, policy) pair's effective behaviour, table-driven (DESIGN §3)."""
 
 from __future__ import annotations
 

@@ -582,7 +582,7 @@ async def test_reconnects_with_growing_backoff_reset_after_register(master: WsMa
 async def test_a_reconnect_presents_the_id_and_credential_the_master_issued(
     master: WsMaster, upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 14 §6: the master refuses a second registration of a live agent's URL unless it carries
+    """The master refuses a second registration of a live agent's URL unless it carries
     that agent's id and credential; the reference sidecar keeps them and presents them again."""
     caplog.set_level(logging.DEBUG)
     master.script = ["close-after-register"]

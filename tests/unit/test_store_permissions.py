@@ -1,4 +1,4 @@
-"""The embedded store's data dir is private: 0700 folders, 0600 files (issue 14 §2).
+"""The embedded store's data dir is private: 0700 folders, 0600 files.
 
 The real Qdrant Edge engine writes here, under the umask the index actor sets before it opens
 the store.

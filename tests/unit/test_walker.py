@@ -124,7 +124,7 @@ def test_files_come_in_a_deterministic_sorted_path_order(tmp_path: Path) -> None
 
 
 # ---------------------------------------------------------------------------------------------
-# issue 14: secrets never walked, git's other ignore files, .samespaceignore, symlinks, skips
+# Secrets never walked, git's other ignore files, .samespaceignore, symlinks, skips
 
 
 DENIED = [
