@@ -38,7 +38,8 @@ _WORD = re.compile(r"\w+")
 
 def run_ours(root: Path) -> dict[str, Any]:
     from cluster import walker
-    from cluster.chunking import chunk_file, generated_reason
+    from cluster.chunking import chunk_file
+    from cluster.generated import generated_reason
     from cluster.keywords import chunk_keywords
     from cluster.settings import load_settings
 

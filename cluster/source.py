@@ -16,7 +16,8 @@ from cluster.chunking import split_lines
 from cluster.errors import ReadRefused
 from cluster.secret_scan import redact
 from cluster.types import Strict
-from cluster.walker import DenyList, decode_source
+from cluster.secret_files import DenyList
+from cluster.walker import decode_source
 
 
 class SourceLines(Strict):

@@ -13,7 +13,7 @@ Which paths are walked. The first rule that applies decides:
    subfolders), which have the last word over every git rule: a pattern keeps a path out of the
    index only, and ``!pattern`` re-includes a path git ignores. ``WalkSettings.extra_ignores`` come
    last of all. An ignored path is skipped silently: ignoring is normal, it is not recorded.
-4. The secret deny-list (SECRET_DENY plus ``settings.ingest.extra_deny``): a matching file is never
+4. The secret deny-list (cluster.secret_files.SECRET_DENY plus ``settings.ingest.extra_deny``): a matching file is never
    opened and a matching folder never entered; each is recorded as SkipReason.SECRET_FILE. A
    repository's own ``.samespaceignore`` cannot lift it (the repository is content, not
    configuration); only ``ingest.reinclude`` can.
@@ -39,18 +39,18 @@ Only paths are recorded, never contents.
 from __future__ import annotations
 
 import os
-import re
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pathspec import GitIgnoreSpec
 
 from cluster.errors import ScanError
+from cluster.git_files import excludes_file, info_exclude, read_small_text, read_up_to
+from cluster.secret_files import SECRET_DENY, DenyList
 from cluster.skips import SkipLog, SkipReason
 
 if TYPE_CHECKING:
@@ -58,10 +58,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_FILE_BYTES = 1_000_000
 MAX_INVALID_UTF8_SHARE = 0.02  # more undecodable bytes than this share of the file: binary
-MAX_IGNORE_FILE_BYTES = 1_000_000  # an ignore file or git config is read up to this size
 GITIGNORE_NAME = ".gitignore"
 SAMESPACEIGNORE_NAME = ".samespaceignore"
-GIT_DIR_NAME = ".git"
 ALWAYS_SKIPPED_DIRS = frozenset(
     {
         ".git",
@@ -77,61 +75,6 @@ ALWAYS_SKIPPED_DIRS = frozenset(
         ".tox",
     }
 )
-
-# The secret deny-list: files and folders that hold credentials far more often than not. Gitignore
-# syntax, matched against repository-relative paths (a pattern without "/" matches at any depth;
-# "**/" anchors a two-part path anywhere). Extend it with settings.ingest.extra_deny; lift one entry
-# for one path with settings.ingest.reinclude (for example ".env.example").
-SECRET_DENY: tuple[str, ...] = (
-    # environment files: .env, .env.local, .env.production, prod.env, direnv's .envrc
-    ".env",
-    ".env.*",
-    "*.env",
-    ".envrc",
-    # SSH private keys (id_rsa, id_ed25519, id_work, deploy_rsa...), but not id_rsa.pub nor id_map.py
-    "id_*",
-    "!id_*.*",
-    "*_rsa",
-    "*_dsa",
-    "*_ecdsa",
-    "*_ed25519",
-    # private keys, key stores and password databases
-    "*.pem",
-    "*.key",
-    "*.p8",
-    "*.p12",
-    "*.pfx",
-    "*.jks",
-    "*.keystore",
-    "*.ppk",
-    "*.keytab",
-    "*.kdbx",
-    # credential folders of common tools
-    ".ssh/",
-    ".aws/",
-    ".gnupg/",
-    ".azure/",
-    "**/.config/gcloud/",
-    "**/.docker/config.json",
-    ".dockercfg",
-    "**/.kube/config",
-    # token and password files
-    ".npmrc",
-    ".pypirc",
-    ".netrc",
-    "_netrc",
-    ".git-credentials",
-    ".htpasswd",
-    ".pgpass",
-    ".my.cnf",
-    ".s3cfg",
-    ".vault-token",
-    "credentials.tfrc.json",
-    # Terraform state holds every secret of the resources it manages
-    "*.tfstate",
-    "*.tfstate.*",
-)
-
 
 @dataclass(frozen=True)
 class WalkSettings:
@@ -169,67 +112,6 @@ class SourceFile:
     abs_path: Path
     text: str
     size: int  # bytes on disk
-
-
-class DenyList:
-    """The secret deny-list with its re-includes, for one repository-relative path at a time.
-
-    A path is refused when it, or a folder above it, matches the deny-list and is not re-included,
-    or when it lies in a ``.git`` folder. Used by the walker and, as defence in depth, by reads.
-    """
-
-    def __init__(self, deny: Sequence[str] = SECRET_DENY, reinclude: Sequence[str] = ()) -> None:
-        self._deny = GitIgnoreSpec.from_lines(deny)
-        self._could_deny = _any_positive(self._deny)
-        self._reinclude = GitIgnoreSpec.from_lines(reinclude)
-        self._has_reinclude = bool(reinclude)
-
-    @staticmethod
-    @cache
-    def default() -> DenyList:
-        return DenyList()
-
-    def denies(self, rel_path: str) -> bool:
-        """This one path ("a/b" for a file, "a/b/" for a folder) is denied and not re-included."""
-        if self._could_deny is not None and not self._could_deny.match(rel_path):
-            return False  # the common case, decided by one regex instead of one per pattern
-        return bool(self._deny.match_file(rel_path)) and not self.reincluded(rel_path)
-
-    def reincluded(self, rel_path: str) -> bool:
-        return self._has_reinclude and bool(self._reinclude.match_file(rel_path))
-
-    def refuses(self, rel_path: str) -> bool:
-        """The file at ``rel_path`` lies in ``.git`` or is denied, itself or through a folder above it."""
-        parts = rel_path.split("/")
-        for i, part in enumerate(parts[:-1]):
-            if part == GIT_DIR_NAME or self.denies("/".join(parts[: i + 1]) + "/"):
-                return True
-        return parts[-1] == GIT_DIR_NAME or self.denies(rel_path)
-
-
-def _any_positive(spec: GitIgnoreSpec) -> re.Pattern[str] | None:
-    """One regex matching whatever any non-negated pattern of ``spec`` matches: a fast pre-check.
-
-    Built from pathspec's compiled patterns; None (no pre-check) if they cannot be combined.
-    """
-    anywhere = "^(?:.+/)?"  # how pathspec starts a pattern that matches at any depth
-    floating: list[str] = []
-    anchored: list[str] = []
-    for pattern in spec.patterns:
-        regex = getattr(pattern, "regex", None)
-        if not getattr(pattern, "include", None) or regex is None:
-            continue
-        text = re.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(?:", regex.pattern)  # names repeat across patterns
-        if text.startswith(anywhere):
-            floating.append("(?:" + text[len(anywhere) :] + ")")
-        else:
-            anchored.append("(?:" + text + ")")
-    if floating:
-        anchored.append(anywhere + "(?:" + "|".join(floating) + ")")
-    try:
-        return re.compile("|".join(anchored)) if anchored else re.compile(r"(?!)")
-    except (re.error, TypeError):
-        return None
 
 
 def decode_source(data: bytes) -> str | None:
@@ -386,24 +268,12 @@ def _read_regular(path: Path | str, limit: int) -> bytes:
             raise _NotRegular()
         if info.st_size > limit:
             raise _TooLarge()
-        data = _read_up_to(fd, limit + 1)
+        data = read_up_to(fd, limit + 1)
     finally:
         os.close(fd)
     if len(data) > limit:  # grew since fstat
         raise _TooLarge()
     return data
-
-
-def _read_up_to(fd: int, size: int) -> bytes:
-    chunks: list[bytes] = []
-    left = size
-    while left > 0:
-        chunk = os.read(fd, left)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,8 +308,8 @@ class _Policy:
         top = tuple(
             rules
             for rules in (
-                _load_rules(_excludes_file(real_root, settings), "", in_tree=False),
-                _load_rules(_info_exclude(real_root), "", in_tree=False),
+                _load_rules(excludes_file(real_root, settings.home, settings.xdg_config_home), "", in_tree=False),
+                _load_rules(info_exclude(real_root), "", in_tree=False),
             )
             if rules is not None
         )
@@ -527,157 +397,7 @@ class _Policy:
 def _load_rules(path: Path | None, base: str, *, in_tree: bool) -> _IgnoreRules | None:
     if path is None:
         return None
-    text = _read_small_text(path, follow_symlinks=not in_tree)
+    text = read_small_text(path, follow_symlinks=not in_tree)
     if text is None:
         return None
     return _IgnoreRules(base=base, spec=GitIgnoreSpec.from_lines(text.splitlines()))
-
-
-def _read_small_text(path: Path, *, follow_symlinks: bool) -> str | None:
-    """A small config or ignore file as text, or None when it is missing, unreadable or not a file."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    if not follow_symlinks:
-        flags |= os.O_NOFOLLOW
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = _read_up_to(fd, MAX_IGNORE_FILE_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data.decode("utf-8", errors="replace")
-
-
-# ---------------------------------------------------------------------------------------------
-# git's own files: .git/info/exclude and core.excludesFile
-
-
-def _git_common_dir(real_root: Path) -> Path | None:
-    """The repository's git folder holding info/ and config: .git itself, or where a .git file
-    (a worktree or submodule) points, following its commondir."""
-    dot_git = real_root / GIT_DIR_NAME
-    if dot_git.is_dir():
-        git_dir = dot_git
-    else:
-        text = _read_small_text(dot_git, follow_symlinks=False)
-        if text is None or not text.startswith("gitdir:"):
-            return None
-        git_dir = (real_root / text[len("gitdir:") :].strip()).resolve()
-    common = _read_small_text(git_dir / "commondir", follow_symlinks=False)
-    if common is not None and common.strip():
-        return (git_dir / common.strip()).resolve()
-    return git_dir
-
-
-def _info_exclude(real_root: Path) -> Path | None:
-    common = _git_common_dir(real_root)
-    return None if common is None else common / "info" / "exclude"
-
-
-def _excludes_file(real_root: Path, settings: WalkSettings) -> Path | None:
-    """core.excludesFile from the repository config, else ~/.gitconfig, else $XDG_CONFIG_HOME/git/config;
-    git's default ($XDG_CONFIG_HOME/git/ignore, or ~/.config/git/ignore) when none sets it.
-
-    The system config and ``[include]`` directives are not read.
-    """
-    xdg = settings.xdg_config_home or (settings.home / ".config" if settings.home else None)
-    configs: list[Path] = []
-    common = _git_common_dir(real_root)
-    if common is not None:
-        configs.append(common / "config")
-    if settings.home is not None:
-        configs.append(settings.home / ".gitconfig")
-    if xdg is not None:
-        configs.append(xdg / "git" / "config")
-    for config in configs:
-        text = _read_small_text(config, follow_symlinks=True)
-        value = None if text is None else git_config_value(text, "core", "excludesfile")
-        if value is not None:
-            return _expand_git_path(value, real_root, settings.home)
-    return None if xdg is None else xdg / "git" / "ignore"
-
-
-def _expand_git_path(value: str, real_root: Path, home: Path | None) -> Path | None:
-    if not value:
-        return None  # an empty value turns the file off
-    if value == "~" or value.startswith("~/"):
-        return None if home is None else home / value[2:]
-    if value.startswith("~"):
-        return None  # ~user/ is not resolved
-    path = Path(value)
-    return path if path.is_absolute() else real_root / path
-
-
-def git_config_value(text: str, section: str, key: str) -> str | None:
-    """The last value of ``section.key`` (no subsection) in git-config text, or None.
-
-    Tolerant: a line it cannot parse is skipped. Handles ``[section]`` headers (also followed by a
-    key on the same line), case-insensitive names, quoted values, backslash escapes, ``#`` and
-    ``;`` comments and continuation lines.
-    """
-    want_section, want_key = section.lower(), key.lower()
-    current: str | None = None
-    found: str | None = None
-    lines = iter(text.splitlines())
-    for raw in lines:
-        line = raw.strip()
-        if line.startswith("["):
-            close = line.find("]")
-            if close < 0:
-                current = None
-                continue
-            header = line[1:close].strip()
-            current = header.lower() if header.replace("-", "").replace(".", "").isalnum() else None
-            line = line[close + 1 :].strip()
-        if not line or line[0] in "#;" or current != want_section:
-            continue
-        name, eq, rest = line.partition("=")
-        if name.strip().lower() != want_key:
-            continue
-        if not eq:
-            found = "true"  # a bare key is a boolean true
-            continue
-        while _continues(rest):
-            rest = rest[:-1] + next(lines, "")
-        found = _config_value(rest)
-    return found
-
-
-def _continues(value: str) -> bool:
-    """A line ending in an odd number of backslashes continues on the next line."""
-    trailing = len(value) - len(value.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "b": "\b", "\\": "\\", '"': '"'}
-
-
-def _config_value(raw: str) -> str:
-    out: list[str] = []
-    quoted = False
-    pending_space = ""
-    i = 0
-    raw = raw.strip()
-    while i < len(raw):
-        ch = raw[i]
-        if ch == "\\" and i + 1 < len(raw):
-            out.append(pending_space + _ESCAPES.get(raw[i + 1], raw[i + 1]))
-            pending_space = ""
-            i += 2
-            continue
-        if ch == '"':
-            quoted = not quoted
-        elif not quoted and ch in "#;":
-            break
-        elif not quoted and ch in " \t":
-            pending_space += ch  # kept only when more value follows
-        else:
-            out.append(pending_space + ch)
-            pending_space = ""
-        i += 1
-    return "".join(out)

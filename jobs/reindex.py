@@ -33,7 +33,8 @@ from ray.actor import ActorHandle
 
 from actors import get_index_actor
 from actors.dispatcher import get_dispatcher
-from cluster.chunking import chunk_file, generated_reason
+from cluster.chunking import chunk_file
+from cluster.generated import generated_reason
 from cluster.errors import CloudKeyMissing, NoProviderLeft, SamespaceError, ScanError, ShrinkRefused
 from cluster.dispatch import LandedBatch
 from cluster.gate import Verdict

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from cluster.chunking import KNOWN_LANGUAGES
+from cluster.languages import KNOWN_LANGUAGES
 from cluster.code_map import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import NoProviderLeft, UnknownLanguage
 from cluster.index import IndexRecord, definitions_filter, path_prefixes

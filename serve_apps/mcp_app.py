@@ -23,7 +23,7 @@ from ray.actor import ActorHandle
 from ray.serve import Application
 
 from cluster.ask import AskRequest, AskResult
-from cluster.chunking import KNOWN_LANGUAGES
+from cluster.languages import KNOWN_LANGUAGES
 from cluster.code_map import Neighbors, RepoOverview
 from cluster.errors import SamespaceError
 from cluster.settings import SamespaceSettings, load_settings

@@ -13,9 +13,8 @@ from cluster.fleet import (
     FleetSettings,
     HostRecord,
     RegistrationRefused,
-    credential_digest,
-    normalise_agent_url,
 )
+from cluster.fleet_identity import credential_digest, normalise_agent_url
 from cluster.naming import sidecar_provider_name
 from cluster.roles import Role
 from cluster.sidecar_protocol import RegisterFrame, RoleCapability, parse_frame

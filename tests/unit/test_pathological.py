@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.chunking import chunk_file, generated_reason, split_lines
+from cluster.chunking import chunk_file, split_lines
+from cluster.generated import generated_reason
 from cluster.keywords import chunk_keywords, defined_names, method_name
 from cluster.settings import ChunkingSettings
 from cluster.types import Chunk

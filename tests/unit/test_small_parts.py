@@ -11,7 +11,7 @@ from cluster.errors import ConfigError, ReadRefused
 from cluster.progress import ProgressMeter
 from cluster.chunking import split_lines
 from cluster.source import read_source_lines
-from cluster.walker import SECRET_DENY, DenyList
+from cluster.secret_files import SECRET_DENY, DenyList
 
 
 class FakeClock:

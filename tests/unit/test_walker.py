@@ -16,14 +16,9 @@ from pathspec import GitIgnoreSpec
 from cluster.errors import ScanError
 from cluster.settings import ChunkingSettings, IngestSettings, SamespaceSettings
 from cluster.skips import SkipLog, SkipReason
-from cluster.walker import (
-    SECRET_DENY,
-    DenyList,
-    WalkSettings,
-    git_config_value,
-    walk_repository,
-    walk_settings,
-)
+from cluster.git_files import git_config_value
+from cluster.secret_files import SECRET_DENY, DenyList
+from cluster.walker import WalkSettings, walk_repository, walk_settings
 
 SECRET_TEXT = "canary" + "-" + "d41d8cd98f00b204e980"  # a marker that must never leave a denied file
 
