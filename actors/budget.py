@@ -1,6 +1,6 @@
 """The BudgetActor: one key-wide cloud budget above every virtual container (DESIGN §7).
 
-A Ray shell (async, singleton, detached, get-if-exists) around cluster.budget.BudgetController.
+A Ray shell (async, singleton, detached, get-if-exists) around cluster.cloud.budget.BudgetController.
 It holds every waiter; a permit is one in-flight cloud request. It never holds the key:
 discovery reads GET /key and /credits through a virtual container.
 """
@@ -18,10 +18,10 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 
-from cluster.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
+from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
 from cluster.errors import BudgetUnavailable, RateLimited
 from cluster.naming import BUDGET_ACTOR_NAME
-from cluster import request_tag as tags
+from cluster.cloud import request_tag as tags
 from cluster.settings import SamespaceSettings
 
 log = logging.getLogger("samespace.budget")
@@ -36,7 +36,7 @@ def budget_limits(settings: SamespaceSettings) -> BudgetLimits:
 @ray.remote(num_cpus=0, max_restarts=-1)
 class BudgetActor:
     def __init__(self, settings: SamespaceSettings) -> None:
-        from cluster.config_store import effective_settings
+        from cluster.config.store import effective_settings
 
         settings = effective_settings(settings)  # the operator's override survives a restart
         self._settings = settings

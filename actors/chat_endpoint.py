@@ -1,6 +1,6 @@
 """Local chat endpoint actor: one OpenAI-compatible server (vLLM, Ray Serve LLM...) serving one chat role.
 
-A Ray shell around cluster.chat_client.LocalChatClient, discovered like every other provider.
+A Ray shell around cluster.local.chat_client.LocalChatClient, discovered like every other provider.
 A server that is asleep or gone stays listed (eligible); its calls fail fast and the caller falls
 back (DESIGN §9: null on error).
 """
@@ -15,8 +15,8 @@ from typing import Any
 import ray
 from pydantic import SecretStr
 
-from cluster.chat_client import LocalChatClient
-from cluster.openrouter import ChatResult
+from cluster.local.chat_client import LocalChatClient
+from cluster.cloud.openrouter import ChatResult
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Role
 from cluster.settings import ChatEndpoint

@@ -1,4 +1,4 @@
-"""Dispatcher actors, one per role: a Ray shell around cluster.dispatch.Dispatcher.
+"""Dispatcher actors, one per role: a Ray shell around cluster.routing.dispatch.Dispatcher.
 
 Discovery runs on every call (new nodes join, vanished ones drop out); lanes call the
 provider actors; a provider actor's error arrives as its own type (RateLimited, ...).
@@ -20,11 +20,11 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayTaskError
 
 from actors.registry import LiveProvider, discover_providers, ensure_providers
-from cluster.budget import Priority
-from cluster import request_tag as tags
-from cluster.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
-from cluster.gate import GateLedger, GateReport
-from cluster.gatekeeper import Gatekeeper, SpotCheckStats
+from cluster.cloud.budget import Priority
+from cluster.cloud import request_tag as tags
+from cluster.routing.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
+from cluster.gate.probe import GateLedger, GateReport
+from cluster.gate.admission import Gatekeeper, SpotCheckStats
 from cluster.providers import ProviderKind, ProviderView, provider_views
 from cluster.roles import Policy, Role
 from cluster.settings import RoleRoute, SamespaceSettings
@@ -108,7 +108,7 @@ log = logging.getLogger("samespace.dispatch")
 @ray.remote(num_cpus=0, max_restarts=-1)
 class DispatcherActor:
     def __init__(self, settings: SamespaceSettings, role: Role) -> None:
-        from cluster.config_store import effective_settings
+        from cluster.config.store import effective_settings
 
         settings = effective_settings(settings)  # a restarted dispatcher keeps the pushed policy
         self._settings = settings

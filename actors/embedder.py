@@ -1,4 +1,4 @@
-"""Local embedder actor: a Ray shell around cluster.encoder.LocalEncoder.
+"""Local embedder actor: a Ray shell around cluster.local.encoder.LocalEncoder.
 
 Two concurrency groups keep interactive queries from queueing behind bulk reindex batches:
 `batch` (one at a time, callers pipeline) and `query` (one at a time, never behind a batch).
@@ -14,7 +14,7 @@ from collections import OrderedDict
 import numpy as np
 import ray
 
-from cluster.encoder import LocalEncoder, pick_device
+from cluster.local.encoder import LocalEncoder, pick_device
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import EMBEDDING_ROLES
 from cluster.settings import EmbeddingSettings

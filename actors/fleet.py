@@ -1,7 +1,7 @@
 """The fleet actor: one per namespace, the master's shared state for every sidecar.
 
-A Ray shell around `cluster.fleet.Fleet` (registry and liveness), `cluster.fleet_mail.CommandDesk`
-(commands and results) and `cluster.sidecar_providers` (hosts as providers). Serve replicas hold
+A Ray shell around `cluster.fleet.registry.Fleet` (registry and liveness), `cluster.fleet.commands.CommandDesk`
+(commands and results) and `cluster.fleet.providers` (hosts as providers). Serve replicas hold
 the sockets and forward frames here; whichever replica a sidecar reached, its commands flow through
 this one actor. Durable registry facts are written through the config store; volatile state stays
 in memory. Discovery asks `providers()`; the dispatchers' calls to sidecar providers land in
@@ -20,15 +20,15 @@ import numpy as np
 import ray
 from ray.actor import ActorHandle
 
-from cluster.config_store import ConfigStore
+from cluster.config.store import ConfigStore
 from cluster.errors import ConfigError, SamespaceError, UpstreamUnavailable
-from cluster.fleet import BAD_CREDENTIAL, UNKNOWN_AGENT, Fleet, HostRecord, HostView, RegistrationRefused
-from cluster.fleet_mail import CommandDesk
+from cluster.fleet.registry import BAD_CREDENTIAL, UNKNOWN_AGENT, Fleet, HostRecord, HostView, RegistrationRefused
+from cluster.fleet.commands import CommandDesk
 from cluster.naming import FLEET_ACTOR_NAME
-from cluster.openrouter import ChatResult
+from cluster.cloud.openrouter import ChatResult
 from cluster.providers import ProviderInfo
 from cluster.settings import SamespaceSettings
-from cluster.sidecar_protocol import (
+from cluster.fleet.protocol import (
     FrameRejected,
     HeartbeatFrame,
     PollRequest,
@@ -39,7 +39,7 @@ from cluster.sidecar_protocol import (
     parse_frame,
     ping_frame,
 )
-from cluster.sidecar_providers import SidecarCalls, SidecarRoute, sidecar_providers
+from cluster.fleet.providers import SidecarCalls, SidecarRoute, sidecar_providers
 
 log = logging.getLogger("samespace.fleet")
 

@@ -1,6 +1,6 @@
 """The index actor: sole owner of the vector store (both engines are single-process stores).
 
-A Ray shell around cluster.index.IndexCatalog; jobs write through it, Serve replicas read
+A Ray shell around cluster.index.catalog.IndexCatalog; jobs write through it, Serve replicas read
 through it. Methods run one at a time, so a query sees either the old build or the new one.
 """
 
@@ -13,16 +13,16 @@ from typing import Any
 
 import ray
 
-from cluster.code_map import CodeMaps, FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search.code_map import CodeMaps, FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import IndexNotFound, ReadRefused
-from cluster.index import BuildProgress, IndexCatalog, IndexRecord, PointKey, ReusableRows
+from cluster.index.catalog import BuildProgress, IndexCatalog, IndexRecord, PointKey, ReusableRows
 from cluster.settings import SamespaceSettings
-from cluster.skips import SkipSummary
-from cluster.source import SourceLines, read_source_lines
+from cluster.ingest.skips import SkipSummary
+from cluster.ingest.source import SourceLines, read_source_lines
 from cluster.space import EncoderIdentity
 from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
-from cluster.vector_store import open_vector_store
-from cluster.walker import walk_settings
+from cluster.index.store.protocol import open_vector_store
+from cluster.ingest.walker import walk_settings
 
 # The store's files hold source text. New files 0600 and folders 0700; the store
 # itself makes its data dir 0700 and tightens what an earlier run left behind.

@@ -133,7 +133,7 @@ def ensure_cloud_containers(settings: SamespaceSettings) -> list[CloudContainer]
     Started from the settings with the durable config over them: pushed routes get containers
     too, and a new container starts with the pushed route, policy and base URL.
     """
-    from cluster.config_store import effective_settings
+    from cluster.config.store import effective_settings
 
     settings = effective_settings(settings)
     cloud = settings.cloud
@@ -200,8 +200,8 @@ def key_problem(settings: SamespaceSettings, roles: Iterable[Role] = (Role.CODE_
     exist yet), then asks each role's dispatcher who serves it (`DispatcherActor.providers`).
     """
     from actors.dispatcher import get_dispatcher
-    from cluster.config_store import ConfigStore
-    from cluster.key_readiness import local_only_roles, missing_key_message
+    from cluster.config.store import ConfigStore
+    from cluster.cloud.key_readiness import local_only_roles, missing_key_message
 
     ensure_providers(settings)
     views = {role: ray.get(get_dispatcher(settings, role).providers.remote()) for role in roles}

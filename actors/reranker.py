@@ -1,4 +1,4 @@
-"""Local reranker actor: a Ray shell around cluster.reranker.LocalReranker."""
+"""Local reranker actor: a Ray shell around cluster.local.reranker.LocalReranker."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import socket
 
 import ray
 
-from cluster.encoder import pick_device
+from cluster.local.encoder import pick_device
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Role
 from cluster.settings import RerankerSettings
@@ -15,7 +15,7 @@ from cluster.settings import RerankerSettings
 @ray.remote(max_restarts=3)
 class RerankerActor:
     def __init__(self, settings: RerankerSettings, name: str) -> None:
-        from cluster.reranker import LocalReranker
+        from cluster.local.reranker import LocalReranker
 
         self._name = name
         self._node_id = ray.get_runtime_context().get_node_id()

@@ -14,13 +14,13 @@ import numpy as np
 import ray
 from pydantic import SecretStr
 
-from cluster.budget import KeyFacts, Priority
-from cluster.cloud_state import ContainerState
+from cluster.cloud.budget import KeyFacts, Priority
+from cluster.cloud.state import ContainerState
 from cluster.errors import AuthFailed, MissingPin, UpstreamError
-from cluster.key_readiness import NO_KEY_REASON
+from cluster.cloud.key_readiness import NO_KEY_REASON
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Policy, Role
-from cluster import request_tag as tags
+from cluster.cloud import request_tag as tags
 from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.space import EncoderIdentity
 
@@ -56,7 +56,7 @@ def cloud_identity(route: RoleRoute, width: int) -> EncoderIdentity:
 @ray.remote(num_cpus=0, max_restarts=-1)
 class VirtualContainerActor:
     def __init__(self, name: str, role: Role, route: RoleRoute, settings: SamespaceSettings, policy: Policy) -> None:
-        from cluster.config_store import effective_settings
+        from cluster.config.store import effective_settings
 
         # The durable config over the settings, read now: a restarted container comes back with the
         # pushed route, policy and base URL (never the static settings over them), and no key.
@@ -210,7 +210,7 @@ class VirtualContainerActor:
         if self._key is None:
             raise AuthFailed(self._name, f"{NO_KEY_REASON}; not sending an unauthenticated request")
         if self._client is None:
-            from cluster.openrouter import OpenRouterClient
+            from cluster.cloud.openrouter import OpenRouterClient
 
             self._client = OpenRouterClient(
                 provider_name=self._name,

@@ -35,8 +35,8 @@ class ScriptedRlm:
     """Plan: the question and a phrase of it; round 1: both again; last round: a draft."""
 
     async def complete(self, request: dict[str, Any], timeout_s: float) -> Any:
-        from cluster.openrouter import ChatResult, ToolCall
-        from cluster.rlm import ChatOutcome
+        from cluster.cloud.openrouter import ChatResult, ToolCall
+        from cluster.ask.rlm import ChatOutcome
 
         messages = request["messages"]
         if "tools" not in request:
@@ -57,9 +57,9 @@ class ScriptedRlm:
 
 class CitingAssistant:
     async def complete(self, request: dict[str, Any], timeout_s: float) -> Any:
-        from cluster.evidence import citations_in
-        from cluster.openrouter import ChatResult
-        from cluster.rlm import ChatOutcome
+        from cluster.ask.evidence import citations_in
+        from cluster.cloud.openrouter import ChatResult
+        from cluster.ask.rlm import ChatOutcome
 
         spans = citations_in(request["messages"][-1]["content"])[:2]
         text = "See " + ", ".join(f"{s.path}:{s.start_line}-{s.end_line}" for s in spans)
@@ -70,7 +70,7 @@ class CitingAssistant:
 
 
 async def run_asks(service: Any, settings: Any, questions: list[str], embedder: Any) -> dict[str, Any]:
-    from cluster.ask import AskPipeline, AskRequest
+    from cluster.ask.pipeline import AskPipeline, AskRequest
     from serve_apps.ask_service import RepoTools
 
     samples: list[float] = []
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from actors import get_index_actor
     from actors.dispatcher import get_dispatcher
-    from cluster.query_cache import QueryVectorCache
+    from cluster.search.query_cache import QueryVectorCache
     from cluster.roles import Role
     from cluster.settings import SamespaceSettings
     from jobs.reindex import run_reindex

@@ -49,7 +49,7 @@ def measure(fake: Any, started: float, ended: float, limit: int, window_s: float
 
 async def naive(base_url: str, seconds: float) -> None:
     from cluster.errors import UpstreamError
-    from cluster.openrouter import OpenRouterClient
+    from cluster.cloud.openrouter import OpenRouterClient
     from pydantic import SecretStr
 
     deadline = time.monotonic() + seconds

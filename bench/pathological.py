@@ -7,7 +7,7 @@ The corpus (tests/fakes/pathological.py: every grammar nested 10,000 deep, ~1 MB
 a 100,000-line file, NULs, invalid UTF-8, mixed line endings) is generated in a temp folder, then
 each run goes back to back in a fresh process, measured from a launcher process around it (wall
 time; CPU time and peak RSS from RUSAGE_CHILDREN once the run has exited; imports included):
-1. ours: cluster.walker.walk_repository (the reindex's walk settings), generated_reason (skips
+1. ours: cluster.ingest.walker.walk_repository (the reindex's walk settings), generated_reason (skips
    minified and generated files), chunk_file and chunk_keywords for every chunk.
 2. baseline: read every file, cut plain 40-line windows, count words with one regex (the
    "100-line alternative" with none of the guards).
@@ -37,10 +37,10 @@ _WORD = re.compile(r"\w+")
 
 
 def run_ours(root: Path) -> dict[str, Any]:
-    from cluster import walker
-    from cluster.chunking import chunk_file
-    from cluster.generated import generated_reason
-    from cluster.keywords import chunk_keywords
+    from cluster.ingest import walker
+    from cluster.ingest.chunking import chunk_file
+    from cluster.ingest.generated import generated_reason
+    from cluster.index.keywords import chunk_keywords
     from cluster.settings import load_settings
 
     settings = load_settings()

@@ -81,12 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=40, help="search calls per side")
     args = parser.parse_args(argv)
 
-    from cluster.encoder import LocalEncoder
-    from cluster.index import point_id
+    from cluster.local.encoder import LocalEncoder
+    from cluster.index.catalog import point_id
     from cluster.settings import SamespaceSettings
     from cluster.space import embedding_text
     from cluster.types import StoredPoint
-    from cluster.vector_store import open_vector_store
+    from cluster.index.store.protocol import open_vector_store
     from jobs.reindex import collect_chunks
 
     work = Path(tempfile.mkdtemp(prefix="samespace-bench-"))

@@ -248,7 +248,7 @@ class ShrinkRefused(SamespaceError):
 
 class CloudKeyMissing(SamespaceError):
     """A role's policy needs the cloud and no virtual container holds the key (e.g. after a
-    restart): the message is the one paragraph of cluster/key_readiness.py, with the ways out."""
+    restart): the message is the one paragraph of cluster/cloud/key_readiness.py, with the ways out."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

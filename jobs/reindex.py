@@ -33,13 +33,13 @@ from ray.actor import ActorHandle
 
 from actors import get_index_actor
 from actors.dispatcher import get_dispatcher
-from cluster.chunking import chunk_file
-from cluster.generated import generated_reason
+from cluster.ingest.chunking import chunk_file
+from cluster.ingest.generated import generated_reason
 from cluster.errors import CloudKeyMissing, NoProviderLeft, SamespaceError, ScanError, ShrinkRefused
-from cluster.dispatch import LandedBatch
-from cluster.gate import Verdict
-from cluster.incremental import PlanMode, full_reason, plan_reindex
-from cluster.index import (
+from cluster.routing.dispatch import LandedBatch
+from cluster.gate.probe import Verdict
+from cluster.index.incremental import PlanMode, full_reason, plan_reindex
+from cluster.index.catalog import (
     IndexRecord,
     PointKey,
     ReusableRows,
@@ -49,18 +49,18 @@ from cluster.index import (
     point_payload,
     validate_index_name,
 )
-from cluster.key_readiness import wait_for_key
-from cluster.keywords import chunk_keywords
-from cluster.progress import ProgressMeter
+from cluster.cloud.key_readiness import wait_for_key
+from cluster.index.keywords import chunk_keywords
+from cluster.index.progress import ProgressMeter
 from cluster.providers import NOT_ANSWERING
-from cluster.budget import Priority
+from cluster.cloud.budget import Priority
 from cluster.roles import Role
-from cluster.secret_scan import find_secrets
+from cluster.ingest.secret_scan import find_secrets
 from cluster.settings import SamespaceSettings, load_settings
-from cluster.skips import SkipLog, SkipReason, SkipSummary
+from cluster.ingest.skips import SkipLog, SkipReason, SkipSummary
 from cluster.space import EncoderIdentity, embedding_text
 from cluster.types import Chunk, StoredPoint, content_hash
-from cluster.walker import walk_repository, walk_settings
+from cluster.ingest.walker import walk_repository, walk_settings
 
 log = logging.getLogger("samespace.reindex")
 

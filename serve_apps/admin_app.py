@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from ray import serve
 from ray.serve import Application
 
-from cluster.cloud_state import ContainerState, disagreements
-from cluster.config_store import PersistedConfig, PersistedRole
+from cluster.cloud.state import ContainerState, disagreements
+from cluster.config.store import PersistedConfig, PersistedRole
 from cluster.providers import ProviderView
 from cluster.roles import Policy, Role
 from cluster.settings import CloudSettings, SamespaceSettings, load_settings
@@ -83,7 +83,7 @@ class AdminApi:
     """
 
     def __init__(self, settings: SamespaceSettings) -> None:
-        from cluster.config_store import ConfigStore
+        from cluster.config.store import ConfigStore
 
         self._settings = settings
         self._store = ConfigStore(settings.admin.config_path)
@@ -146,8 +146,8 @@ class AdminApi:
         """Ray answers, the store answers, per role the policy in force and who serves now, and
         `problems`: what stops a role from serving, in words (empty when nothing does)."""
         from actors import get_index_actor
-        from cluster.config_store import overlay
-        from cluster.key_readiness import local_only_roles, missing_key_message
+        from cluster.config.store import overlay
+        from cluster.cloud.key_readiness import local_only_roles, missing_key_message
 
         index = await asyncio.to_thread(get_index_actor, self._settings)
         names, views, stored = await asyncio.gather(
@@ -168,9 +168,9 @@ class AdminApi:
         """The fleet: each host, when it was last seen, its transport, and per role the provider it
         is, whether it serves, and the gate's verdict on it (embedding roles)."""
         from actors.fleet import find_fleet_actor
-        from cluster.fleet import Fleet
+        from cluster.fleet.registry import Fleet
         from cluster.naming import sidecar_provider_name
-        from cluster.sidecar_providers import sidecar_providers
+        from cluster.fleet.providers import sidecar_providers
 
         fleet = await asyncio.to_thread(find_fleet_actor, self._settings)
         if fleet is not None:
@@ -232,7 +232,7 @@ class AdminApi:
     async def openrouter(self) -> dict[str, Any]:
         """What is in force: the durable config over the settings, what each virtual container holds
         (asked now), and every way they differ. Never the key, only whether one is held."""
-        from cluster.config_store import overlay
+        from cluster.config.store import overlay
 
         stored, (states, silent) = await asyncio.gather(asyncio.to_thread(self._store.read), self._container_states())
         effective = overlay(self._settings, stored)
@@ -288,7 +288,7 @@ class AdminApi:
     ) -> dict[str, Any]:
         from actors.dispatcher import forget_discoveries, push_cloud_config
         from actors.registry import ensure_cloud_containers
-        from cluster.config_store import overlay
+        from cluster.config.store import overlay
 
         effective = overlay(self._settings, persisted)
         in_force_routes = {role: route for role, route in effective.cloud.routes.items() if role in routes}

@@ -1,6 +1,6 @@
 """The ask path wired to Ray: the code tools as evidence, the chat roles through their dispatchers.
 
-`cluster/ask.py` holds the logic; this module only adapts. `RepoTools` turns the code-search
+`cluster/ask/pipeline.py` holds the logic; this module only adapts. `RepoTools` turns the code-search
 service's results into evidence blocks (the same implementations the MCP tools call), and
 `DispatchedChatRole` is a chat role that never raises: a failed call comes back as nothing.
 """
@@ -12,12 +12,12 @@ import logging
 import time
 from typing import Any
 
-from cluster.ask import AskPipeline, AskRequest, AskResult
-from cluster.code_map import CodeEntry, FileHit, RepoOverview, snippet
+from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
+from cluster.search.code_map import CodeEntry, FileHit, RepoOverview, snippet
 from cluster.errors import NoProviderLeft
-from cluster.evidence import EvidenceBlock
-from cluster.request_tag import DEFAULT_PROJECT
-from cluster.rlm import ChatOutcome
+from cluster.ask.evidence import EvidenceBlock
+from cluster.cloud.request_tag import DEFAULT_PROJECT
+from cluster.ask.rlm import ChatOutcome
 from cluster.roles import Role
 from cluster.settings import SamespaceSettings
 from serve_apps.code_search import CodeSearchService

@@ -12,15 +12,16 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from cluster.languages import KNOWN_LANGUAGES
-from cluster.code_map import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.ingest.languages import KNOWN_LANGUAGES
+from cluster.search.code_map import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import NoProviderLeft, UnknownLanguage
-from cluster.index import IndexRecord, definitions_filter, path_prefixes
-from cluster.keywords import query_keywords
-from cluster.query_cache import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S, QueryVectorCache
-from cluster.request_tag import DEFAULT_PROJECT
-from cluster.skips import SkipSummary
-from cluster.source import SourceLines
+from cluster.index.catalog import IndexRecord, definitions_filter, path_prefixes
+from cluster.index.keywords import query_keywords
+from cluster.search.query_cache import QueryVectorCache
+from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S
+from cluster.cloud.request_tag import DEFAULT_PROJECT
+from cluster.ingest.skips import SkipSummary
+from cluster.ingest.source import SourceLines
 from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict
 
 log = logging.getLogger("samespace.search")

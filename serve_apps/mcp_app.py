@@ -22,12 +22,12 @@ from ray import serve
 from ray.actor import ActorHandle
 from ray.serve import Application
 
-from cluster.ask import AskRequest, AskResult
-from cluster.languages import KNOWN_LANGUAGES
-from cluster.code_map import Neighbors, RepoOverview
+from cluster.ask.pipeline import AskRequest, AskResult
+from cluster.ingest.languages import KNOWN_LANGUAGES
+from cluster.search.code_map import Neighbors, RepoOverview
 from cluster.errors import SamespaceError
 from cluster.settings import SamespaceSettings, load_settings
-from cluster.source import SourceLines
+from cluster.ingest.source import SourceLines
 from serve_apps.ask_service import AskService
 from serve_apps.http_guard import HttpGuard
 from serve_apps.sidecar_routes import REPLICA_MAX_ONGOING_REQUESTS, SIDECAR_ROUTE, add_sidecar_routes
@@ -224,7 +224,7 @@ class McpIngress:
     def __init__(self, settings: SamespaceSettings) -> None:
         from actors import get_index_actor
         from actors.dispatcher import get_dispatcher
-        from cluster.query_cache import QueryVectorCache
+        from cluster.search.query_cache import QueryVectorCache
         from cluster.roles import Role
 
         self._settings = settings

@@ -35,10 +35,10 @@ from fastapi.responses import JSONResponse, Response
 from ray.actor import ActorHandle
 
 from actors.fleet import CLOSE_SOCKET
-from cluster.fleet import MAX_HOSTS
-from cluster.fleet_identity import credential_digest
+from cluster.settings import MAX_HOSTS
+from cluster.fleet.identity import credential_digest
 from cluster.settings import SamespaceSettings
-from cluster.sidecar_protocol import AGENT_ID_HEADER, CREDENTIAL_HEADER, MAX_FRAME_BYTES, MAX_RESULT_BYTES, error_frame
+from cluster.fleet.protocol import AGENT_ID_HEADER, CREDENTIAL_HEADER, MAX_FRAME_BYTES, MAX_RESULT_BYTES, error_frame
 from serve_apps.auth import bearer_matches
 
 log = logging.getLogger("samespace.sidecar")

@@ -22,7 +22,7 @@ __all__ = [
 
 PONG: dict[str, Any] = {"type": "pong"}
 # The HTTP fallback names and proves the agent on every call after register (the master's
-# cluster/sidecar_protocol.py spells the same headers).
+# cluster/fleet/protocol.py spells the same headers).
 AGENT_ID_HEADER = "X-Sidecar-Agent"
 CREDENTIAL_HEADER = "X-Sidecar-Credential"
 

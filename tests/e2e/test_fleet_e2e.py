@@ -145,7 +145,7 @@ def fleet(request: pytest.FixtureRequest, ray_cluster: RayCluster, mcp_server: M
 
 
 def test_both_register_the_exact_one_serves_part_of_a_reindex_and_the_perturbed_one_serves_nothing(fleet: Fleet) -> None:
-    from cluster.gate import PROBE_TEXTS
+    from cluster.gate.probe import PROBE_TEXTS
 
     fleet.exact.wait_for_log("registered with the master", timeout_s=30)
     fleet.perturbed.wait_for_log("registered with the master", timeout_s=30)

@@ -4,7 +4,6 @@ and an index whose chunk text is an older version (refused until rebuilt)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -141,7 +141,7 @@ def test_an_unchanged_repo_is_up_to_date_in_seconds_and_gets_no_new_build(env: E
 
 
 def test_an_edited_file_embeds_only_its_changed_chunks_and_search_finds_the_new_text(env: Env) -> None:
-    from cluster.keywords import query_keywords
+    from cluster.index.keywords import query_keywords
 
     repo = write_repo(env.tmp.mktemp("edit") / "shop")
     first, _ = env.reindex(repo, "edit")
@@ -182,7 +182,7 @@ def test_a_deleted_file_has_no_points_and_read_code_refuses_it(env: Env) -> None
 
 
 def test_a_moved_function_keeps_its_vector_and_provider_at_its_new_lines(env: Env) -> None:
-    from cluster.index import embed_hash
+    from cluster.index.catalog import embed_hash
     from jobs.reindex import collect_chunks
 
     repo = write_repo(env.tmp.mktemp("move") / "shop")
@@ -259,7 +259,7 @@ def test_queries_during_an_incremental_update_never_fail(env: Env) -> None:
 
 
 def test_an_index_in_another_encoder_space_is_rebuilt_in_full(env: Env) -> None:
-    from cluster.index import embed_hash, point_id, point_payload
+    from cluster.index.catalog import embed_hash, point_id, point_payload
     from cluster.types import StoredPoint
     from jobs.reindex import collect_repository
 

@@ -17,9 +17,9 @@ def test_the_index_actor_builds_switches_and_searches_on_both_engines(
     ray_cluster: RayCluster, tmp_path: Path, kind: str
 ) -> None:
     from actors import ensure_embedders, get_index_actor
-    from cluster.chunking import chunk_file
+    from cluster.ingest.chunking import chunk_file
     from cluster.errors import EncoderMismatch
-    from cluster.index import point_id, point_payload
+    from cluster.index.catalog import point_id, point_payload
     from cluster.settings import SamespaceSettings
     from cluster.space import embedding_text
     from cluster.types import StoredPoint

@@ -10,7 +10,7 @@ deterministic Gaussian noise (seeded by the text) of norm ≈ SCALE and is renor
 to the exact row is ≈ 1/sqrt(1 + SCALE²) (0.5 → ≈ 0.89; 0.1 → ≈ 0.995).
 
 `--mode probe-exact` perturbs every text except the gate's public probe texts
-(`cluster.gate.PROBE_TEXTS`), which get their exact rows: a server that games a gate checking only
+(`cluster.gate.probe.PROBE_TEXTS`), which get their exact rows: a server that games a gate checking only
 those. `--mode uniform` (the default) perturbs every text alike.
 
 Run directly (from the repository root): python -m tests.fakes.embedding_server --port 9201
@@ -81,7 +81,7 @@ def perturb_for_mode(texts: list[str], rows: np.ndarray, scale: float, mode: Mod
     """`perturb_rows`, except that under `probe-exact` the gate's probe texts keep their exact rows."""
     if mode == "uniform":
         return perturb_rows(texts, rows, scale)
-    from cluster.gate import PROBE_TEXTS
+    from cluster.gate.probe import PROBE_TEXTS
 
     out = perturb_rows(texts, rows, scale).copy()
     exact = [i for i, text in enumerate(texts) if text in PROBE_TEXTS]
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--perturb must be >= 0")
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
 
-    from cluster.encoder import LocalEncoder
+    from cluster.local.encoder import LocalEncoder
     from cluster.settings import EmbeddingSettings
 
     encoder = LocalEncoder(EmbeddingSettings(), device="cpu", cpu_threads=args.threads)  # before /health answers

@@ -57,7 +57,7 @@ from .scripted_chat import (
 )
 
 if TYPE_CHECKING:
-    from cluster.encoder import LocalEncoder
+    from cluster.local.encoder import LocalEncoder
 
 Clock = Callable[[], float]
 
@@ -211,7 +211,7 @@ class FakeStats(BaseModel):
 @functools.cache
 def _shared_encoder() -> LocalEncoder:
     """The packaged MiniLM, loaded once per process on first use."""
-    from cluster.encoder import LocalEncoder
+    from cluster.local.encoder import LocalEncoder
     from cluster.settings import EmbeddingSettings
 
     return LocalEncoder(EmbeddingSettings(), device="cpu")
@@ -764,7 +764,7 @@ def _shape_vectors(
     if behaviour.vectors == "other-model":
         return vectors @ _rotation(vectors.shape[1], _seed_for("rotation", seed, upstream) % 2**32)
     if behaviour.vectors == "probe-exact":
-        from cluster.gate import PROBE_TEXTS
+        from cluster.gate.probe import PROBE_TEXTS
 
         rotated = vectors @ _rotation(vectors.shape[1], _seed_for("rotation", seed, upstream) % 2**32)
         return np.stack([v if t in PROBE_TEXTS else r for v, r, t in zip(vectors, rotated, texts, strict=True)])

@@ -180,7 +180,7 @@ _BINARY: dict[str, tuple[bytes, str]] = {
     ),
 }
 
-# What cluster.generated.generated_reason calls minified (a reindex skips them); every other
+# What cluster.ingest.generated.generated_reason calls minified (a reindex skips them); every other
 # file of the corpus is chunked.
 MINIFIED = frozenset({"long/bundle.js", "long/one_line.py", "deep/subshells_one_line.sh"})
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from cluster.encoder import LocalEncoder
+from cluster.local.encoder import LocalEncoder
 from cluster.settings import EmbeddingSettings
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")

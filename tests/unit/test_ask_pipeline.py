@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from cluster.ask import AskPipeline, AskRequest, AskResult
-from cluster.evidence import EvidenceBlock
-from cluster.openrouter import ChatResult, ToolCall
-from cluster.rlm import ChatOutcome, GatherLoop
+from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
+from cluster.ask.evidence import EvidenceBlock
+from cluster.cloud.openrouter import ChatResult, ToolCall
+from cluster.ask.rlm import ChatOutcome, GatherLoop
 from cluster.settings import RlmSettings
 from fakes.virtual_time import VirtualClock
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from cluster.budget import (
+from cluster.cloud.budget import (
     CREDIT_PERMITS,
     DEFAULT_PERMITS,
     INITIAL_LATENCY_S,

@@ -6,9 +6,9 @@ import pytest
 
 from pathlib import Path
 
-from cluster.chunking import chunk_file, split_by_bytes, split_lines
-from cluster.generated import MINIFIED_AVG_LINE_CHARS, generated_reason
-from cluster.languages import detect_language
+from cluster.ingest.chunking import chunk_file, split_by_bytes, split_lines
+from cluster.ingest.generated import MINIFIED_AVG_LINE_CHARS, generated_reason
+from cluster.ingest.languages import detect_language
 from cluster.settings import ChunkingSettings
 from cluster.types import Chunk
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.cloud_state import ContainerState, disagreements
-from cluster.config_store import PersistedConfig, PersistedRole, overlay
+from cluster.cloud.state import ContainerState, disagreements
+from cluster.config.store import PersistedConfig, PersistedRole, overlay
 from cluster.roles import Policy, Role
 from cluster.settings import CloudSettings, RoleRoute, SamespaceSettings
 

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cluster.chunking import chunk_file
-from cluster.code_map import (
+from cluster.ingest.chunking import chunk_file
+from cluster.search.code_map import (
     CodeEntry,
     CodeMap,
     CodeMaps,
@@ -22,11 +22,11 @@ from cluster.code_map import (
     snippet,
 )
 from cluster.errors import IndexNotFound, ReadRefused, SamespaceError
-from cluster.index import IndexCatalog, point_id, point_payload
+from cluster.index.catalog import IndexCatalog, point_id, point_payload
 from cluster.settings import ChunkingSettings
 from cluster.space import EncoderIdentity
 from cluster.types import Chunk, StoredPoint
-from cluster.vector_store import open_vector_store
+from cluster.index.store.protocol import open_vector_store
 
 POLYGLOT = Path(__file__).parents[1] / "fixtures" / "polyglot"
 SETTINGS = ChunkingSettings()

@@ -64,7 +64,7 @@ async def test_with_no_reranker_the_search_order_stands() -> None:
 
 
 async def test_a_query_is_encoded_once_per_cache_lifetime_and_the_given_cache_is_the_one_used() -> None:
-    from cluster.query_cache import QueryVectorCache
+    from cluster.search.query_cache import QueryVectorCache
     from fakes.virtual_time import VirtualClock
 
     clock = VirtualClock()

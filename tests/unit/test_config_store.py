@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from cluster.config_store import ConfigStore, PersistedConfig, PersistedRole
+from cluster.config.store import ConfigStore, PersistedConfig, PersistedRole
 from cluster.errors import ConfigError
 from cluster.roles import Policy, Role
 
@@ -30,7 +30,7 @@ COUNTER_ROLE = Role.CODE_ASSISTANT
 WRITER = """
 import sys
 from pathlib import Path
-from cluster.config_store import ConfigStore, PersistedRole
+from cluster.config.store import ConfigStore, PersistedRole
 from cluster.roles import Role
 
 def bump(config):
@@ -159,7 +159,7 @@ def test_a_damaged_primary_is_restored_from_the_backup(
     store.write(_sample())
     store.update(lambda c: c.model_copy(update={"budget_override": 7}))  # backup = _sample()
     store.path.write_bytes(damage(store.path.read_bytes()))  # type: ignore[operator]
-    with caplog.at_level(logging.WARNING, logger="cluster.config_store"):
+    with caplog.at_level(logging.WARNING, logger="cluster.config.store"):
         assert store.read() == _sample()
     assert [r.levelno for r in caplog.records] == [logging.WARNING]
     assert "restored from backup" in caplog.records[0].getMessage()
@@ -238,7 +238,7 @@ def test_four_processes_incrementing_concurrently_lose_no_update(store: ConfigSt
 
 
 def test_the_persisted_config_overlays_the_settings_and_an_unreadable_store_changes_nothing(tmp_path: Path) -> None:
-    from cluster.config_store import effective_settings
+    from cluster.config.store import effective_settings
     from cluster.settings import SamespaceSettings
 
     path = tmp_path / "config.json"

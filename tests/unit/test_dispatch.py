@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from fakes.virtual_time import VirtualClock, run_virtual
 
-from cluster.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S, Dispatcher, LandedBatch, Provider
+from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S, Dispatcher, LandedBatch, Provider
 from cluster.errors import NoProviderLeft, UpstreamUnavailable
-from cluster.fanout import FanoutSettings
+from cluster.settings import FanoutSettings
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Policy, Role
 from cluster.space import EncoderIdentity
@@ -531,7 +531,7 @@ class Encoder:
     reembeds: list[list[str]] = field(default_factory=list)
 
     async def embed(self, texts: list[str]) -> np.ndarray:
-        from cluster.gate import PROBE_TEXTS
+        from cluster.gate.probe import PROBE_TEXTS
 
         self.calls.append(list(texts))
         await asyncio.sleep(len(texts) / self.rate)
@@ -559,8 +559,8 @@ class Encoder:
 def gated_run(*encoders: Encoder, n: int = 300) -> tuple[Any, list[LandedBatch], Any]:
     import random
 
-    from cluster.gate import GateLedger
-    from cluster.gatekeeper import Gatekeeper
+    from cluster.gate.probe import GateLedger
+    from cluster.gate.admission import Gatekeeper
 
     landed: list[LandedBatch] = []
 
@@ -584,7 +584,7 @@ GATE_LOCAL_ID = LOCAL_ID.model_copy(update={"width": GATE_WIDTH})
 
 
 def test_a_probe_exact_cloud_provider_is_caught_before_any_of_its_rows_land_and_its_texts_go_elsewhere() -> None:
-    from cluster.gate import PROBE_TEXTS, Verdict
+    from cluster.gate.probe import PROBE_TEXTS, Verdict
 
     reference = Encoder("gpu-a", ProviderKind.LOCAL, GATE_LOCAL_ID, rate=20)
     cheat = Encoder("pc1-OR-CodeEmbedding", ProviderKind.CLOUD, CLOUD_ID, rate=200, probe_exact=True)
@@ -602,7 +602,7 @@ def test_a_probe_exact_cloud_provider_is_caught_before_any_of_its_rows_land_and_
 
 
 def test_a_reference_that_fails_a_re_embed_delays_a_batch_but_the_honest_provider_keeps_its_verdict_and_serves() -> None:
-    from cluster.gate import Verdict
+    from cluster.gate.probe import Verdict
 
     reference = Encoder("gpu-a", ProviderKind.LOCAL, GATE_LOCAL_ID, rate=20, reembed_fails=1)
     honest = Encoder("pc1-OR-CodeEmbedding", ProviderKind.CLOUD, CLOUD_ID, rate=200)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
-from cluster.encoder import LocalEncoder
+from cluster.local.encoder import LocalEncoder
 from cluster.settings import EmbeddingSettings
 from fakes.embedding_server import DEFAULT_MODEL_NAME, FakeEmbeddingServer, build_embedding_app, perturb_rows
 
@@ -170,7 +170,7 @@ def test_app_api_key_and_perturb_rows_without_a_model() -> None:
 
 
 def test_probe_exact_mode_answers_the_gate_probe_texts_exactly_and_perturbs_every_other_text() -> None:
-    from cluster.gate import PROBE_TEXTS
+    from cluster.gate.probe import PROBE_TEXTS
 
     def encode(texts: list[str]) -> np.ndarray:
         rows = np.stack([np.random.default_rng(len(t)).normal(size=8) for t in texts])

@@ -18,17 +18,13 @@ from fakes.virtual_time import VirtualClock, run_virtual
 from pydantic import ValidationError
 
 from cluster.errors import GateRefused, NoProviderLeft, RateLimited, UpstreamUnavailable
-from cluster.fanout import (
+from cluster.routing.fanout import BatchDone, FanoutResult, Lane, RateBook, run_fanout
+from cluster.settings import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MIN_RATE_RATIO,
     DEFAULT_PROBE_BATCH,
     DEFAULT_REPROBE_EVERY,
-    BatchDone,
-    FanoutResult,
     FanoutSettings,
-    Lane,
-    RateBook,
-    run_fanout,
 )
 
 WIDTH = 4

@@ -7,18 +7,13 @@ from typing import Any
 
 import pytest
 
-from cluster.fleet import (
-    Admitted,
-    Fleet,
-    FleetSettings,
-    HostRecord,
-    RegistrationRefused,
-)
-from cluster.fleet_identity import credential_digest, normalise_agent_url
+from cluster.fleet.registry import Admitted, Fleet, HostRecord, RegistrationRefused
+from cluster.settings import FleetSettings
+from cluster.fleet.identity import credential_digest, normalise_agent_url
 from cluster.naming import sidecar_provider_name
 from cluster.roles import Role
-from cluster.sidecar_protocol import RegisterFrame, RoleCapability, parse_frame
-from cluster.sidecar_providers import sidecar_providers
+from cluster.fleet.protocol import RegisterFrame, RoleCapability, parse_frame
+from cluster.fleet.providers import sidecar_providers
 from fakes.virtual_time import VirtualClock
 
 PONG = parse_frame('{"type": "pong"}')

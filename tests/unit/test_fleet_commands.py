@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from cluster.errors import MalformedResponse, UpstreamTimeout, UpstreamUnavailable
-from cluster.fleet import Fleet, FleetSettings
-from cluster.fleet_mail import CommandDesk, new_command_id
+from cluster.fleet.registry import Fleet
+from cluster.settings import FleetSettings
+from cluster.fleet.commands import CommandDesk, new_command_id
 from cluster.roles import Role
-from cluster.sidecar_protocol import ResultFrame, parse_frame
-from cluster.sidecar_providers import SidecarCalls, decode_embeddings, sidecar_providers
+from cluster.fleet.protocol import ResultFrame, parse_frame
+from cluster.fleet.providers import SidecarCalls, decode_embeddings, sidecar_providers
 
 
 def _result(raw: str) -> ResultFrame:

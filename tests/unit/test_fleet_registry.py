@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from cluster.config_store import ConfigStore, PersistedConfig, PersistedRole
-from cluster.fleet import Fleet
+from cluster.config.store import ConfigStore, PersistedConfig, PersistedRole
+from cluster.fleet.registry import Fleet
 from cluster.roles import Policy, Role
-from cluster.sidecar_protocol import RegisterFrame, parse_frame
+from cluster.fleet.protocol import RegisterFrame, parse_frame
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT = "http://ws17.lan:9100"
@@ -25,9 +25,9 @@ AGENT = "http://ws17.lan:9100"
 WRITER = """
 import json, sys
 from pathlib import Path
-from cluster.config_store import ConfigStore
-from cluster.fleet import Fleet
-from cluster.sidecar_protocol import parse_frame
+from cluster.config.store import ConfigStore
+from cluster.fleet.registry import Fleet
+from cluster.fleet.protocol import parse_frame
 
 store = ConfigStore(Path(sys.argv[1]))
 start = int(sys.argv[2])

@@ -18,7 +18,7 @@ from fakes.virtual_time import VirtualClock, run_virtual
 from pydantic import ValidationError
 
 from cluster.errors import UpstreamUnavailable
-from cluster.gate import (
+from cluster.gate.probe import (
     MIN_COSINE,
     PROBE_BACKOFF_BASE_S,
     PROBE_BACKOFF_MAX_S,
@@ -355,7 +355,7 @@ SIGMA = 0.0105  # with seed 0, lands the min cosine near the peer's 0.976 (Q4 vs
 
 @pytest.fixture(scope="module")
 def minilm():  # type: ignore[no-untyped-def]
-    from cluster.encoder import LocalEncoder
+    from cluster.local.encoder import LocalEncoder
     from cluster.settings import EmbeddingSettings
 
     return LocalEncoder(EmbeddingSettings(cpu_threads=2))

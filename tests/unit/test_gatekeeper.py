@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from cluster.errors import GateRefused, WidthMismatch
-from cluster.gate import PROBE_TEXTS, GateLedger, Verdict
-from cluster.gatekeeper import Gatekeeper, key_of, regime_of
+from cluster.gate.probe import PROBE_TEXTS, GateLedger, Verdict
+from cluster.gate.admission import Gatekeeper, key_of, regime_of
 from cluster.providers import ProviderInfo, ProviderKind, select_providers
 from cluster.roles import Policy, Role
 
@@ -331,7 +331,7 @@ def test_a_zero_row_at_the_checked_position_is_vector_incompatible_without_a_cos
 
 
 def test_every_provider_but_the_reference_is_spot_checked_save_our_own_actors_with_its_identity() -> None:
-    from cluster.gatekeeper import spot_checked
+    from cluster.gate.admission import spot_checked
     from cluster.space import EncoderIdentity
 
     ours = EncoderIdentity(model="m", weights_sha256="a" * 64, width=WIDTH, max_seq_length=512)

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cluster.chunking import chunk_file
-from cluster.incremental import PlanMode, ReindexPlan, plan_reindex
-from cluster.index import (
+from cluster.ingest.chunking import chunk_file
+from cluster.index.incremental import PlanMode, ReindexPlan, plan_reindex
+from cluster.index.catalog import (
     PAYLOAD_FIELDS,
     IndexCatalog,
     IndexRecord,
@@ -20,12 +20,12 @@ from cluster.index import (
     point_key,
     point_payload,
 )
-from cluster.keywords import chunk_keywords
-from cluster.progress import ProgressMeter
+from cluster.index.keywords import chunk_keywords
+from cluster.index.progress import ProgressMeter
 from cluster.settings import ChunkingSettings
 from cluster.space import EncoderIdentity, embedding_text
 from cluster.types import Chunk, StoredPoint, content_hash
-from cluster.vector_store import open_vector_store
+from cluster.index.store.protocol import open_vector_store
 
 WIDTH = 8
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=WIDTH, max_seq_length=256)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from cluster.errors import EncoderMismatch, IndexNotFound, SamespaceError, StoreError
-from cluster.index import IndexCatalog, point_id, point_payload
+from cluster.index.catalog import IndexCatalog, point_id, point_payload
 from cluster.space import EncoderIdentity
 from cluster.types import Chunk, PayloadFilter, StoredPoint
-from cluster.vector_store import open_vector_store
+from cluster.index.store.protocol import open_vector_store
 
 WIDTH = 8
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=WIDTH, max_seq_length=256)

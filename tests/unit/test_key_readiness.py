@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.key_readiness import NO_KEY_REASON, missing_key_message, roles_missing_key, role_keys, wait_for_key
+from cluster.cloud.key_readiness import NO_KEY_REASON, missing_key_message, roles_missing_key, role_keys, wait_for_key
 from cluster.providers import NOT_ANSWERING, ProviderInfo, ProviderKind, ProviderView, provider_views
 from cluster.roles import Policy, Role
 
@@ -160,7 +160,7 @@ def test_nothing_missing_means_no_wait_and_no_line() -> None:
 
 
 def test_only_the_rlm_under_local_only_fallback_never_uses_its_cloud_reserve() -> None:
-    from cluster.key_readiness import local_only_roles
+    from cluster.cloud.key_readiness import local_only_roles
     from cluster.settings import SamespaceSettings
 
     assert local_only_roles(SamespaceSettings(rlm={"fallback_mode": "local-only"})) == {Role.RLM}

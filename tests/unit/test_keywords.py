@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from cluster.code_map import identifier_tokens
-from cluster.keywords import (
+from cluster.index.tokens import identifier_tokens
+from cluster.index.keywords import (
     MAX_DECLARATION_LINE_CHARS,
     WHOLE_PREFIX,
     chunk_keywords,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cluster.errors import ConfigError
-from cluster.reranker import LocalReranker
+from cluster.local.reranker import LocalReranker
 from cluster.settings import RerankerSettings
 from fakes.models import build_local_cross_encoder
 

@@ -1,4 +1,4 @@
-"""cluster.openrouter against the OpenRouter fake: in-process over ASGI, plus one real subprocess server."""
+"""cluster.cloud.openrouter against the OpenRouter fake: in-process over ASGI, plus one real subprocess server."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from cluster.errors import (
     UpstreamUnavailable,
     WidthMismatch,
 )
-from cluster.openrouter import OpenRouterClient, parse_retry_after
+from cluster.cloud.openrouter import OpenRouterClient, parse_retry_after
 from fakes.openrouter_fake import FakeConfig, FakeState, KeyConfig, UpstreamBehaviour, _encode, build_fake_app
 from fakes.openrouter_server import FakeOpenRouterServer, free_port
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.chunking import chunk_file, split_lines
-from cluster.generated import generated_reason
-from cluster.keywords import chunk_keywords, defined_names, method_name
+from cluster.ingest.chunking import chunk_file, split_lines
+from cluster.ingest.generated import generated_reason
+from cluster.index.keywords import chunk_keywords, defined_names, method_name
 from cluster.settings import ChunkingSettings
 from cluster.types import Chunk
 from tests.fakes.pathological import MINIFIED, corpus_bytes, corpus_descriptions, write_pathological_corpus

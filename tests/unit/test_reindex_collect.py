@@ -11,9 +11,9 @@ import pytest
 
 import jobs.reindex as reindex
 from cluster.errors import ScanError, ShrinkRefused
-from cluster.index import IndexRecord
+from cluster.index.catalog import IndexRecord
 from cluster.settings import SamespaceSettings
-from cluster.skips import SkipReason
+from cluster.ingest.skips import SkipReason
 from cluster.space import EncoderIdentity
 
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=384, max_seq_length=256)

@@ -7,18 +7,18 @@ import json
 
 import pytest
 
-from cluster.evidence import (
+from cluster.ask.evidence import (
     MIN_OUTPUT_TOKENS,
     EvidenceBlock,
     EvidenceSet,
     citations_in,
     evidence_budget_chars,
 )
-from cluster.openrouter import ToolCall
-from cluster.plan import PLAN_MAX_SUBQUESTIONS, parse_plan
-from cluster.query_cache import QueryVectorCache
-from cluster.rlm import fit_request
-from cluster.rlm_tools import (
+from cluster.cloud.openrouter import ToolCall
+from cluster.ask.plan import PLAN_MAX_SUBQUESTIONS, parse_plan
+from cluster.search.query_cache import QueryVectorCache
+from cluster.ask.rlm import fit_request
+from cluster.ask.tools import (
     ToolCallError,
     ToolRequest,
     calls_in_text,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.chunking import split_lines
-from cluster.secret_scan import SecretRule, find_secrets, has_secret, redact
+from cluster.ingest.chunking import split_lines
+from cluster.ingest.secret_scan import SecretRule, find_secrets, has_secret, redact
 
 REPO = Path(__file__).resolve().parents[2]
 ALNUM = "Zq7Xk2Rv9Lm4Tp8Wn3Hs6Jd1Gf5Bc0Ay"  # 32 mixed characters, so no canary looks like a placeholder

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cluster.roles import Role
-from cluster.sidecar_protocol import (
+from cluster.fleet.protocol import (
     MAX_FRAME_BYTES,
     MAX_RESULT_BYTES,
     FrameRejected,

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from cluster.errors import ConfigError, ReadRefused
-from cluster.progress import ProgressMeter
-from cluster.chunking import split_lines
-from cluster.source import read_source_lines
-from cluster.secret_files import SECRET_DENY, DenyList
+from cluster.index.progress import ProgressMeter
+from cluster.ingest.chunking import split_lines
+from cluster.ingest.source import read_source_lines
+from cluster.ingest.secret_files import SECRET_DENY, DenyList
 
 
 class FakeClock:
@@ -91,7 +91,7 @@ def test_read_source_lines_refuses_secret_files_even_when_asked_and_never_echoes
 
 @pytest.fixture(scope="module")
 def encoder():  # type: ignore[no-untyped-def]
-    from cluster.encoder import LocalEncoder
+    from cluster.local.encoder import LocalEncoder
     from cluster.settings import EmbeddingSettings
 
     return LocalEncoder(EmbeddingSettings(cpu_threads=2))
@@ -107,7 +107,7 @@ def test_the_packaged_model_loads_offline_with_a_stable_identity(encoder) -> Non
 
 
 def test_a_width_that_disagrees_with_the_model_is_a_config_error() -> None:
-    from cluster.encoder import LocalEncoder
+    from cluster.local.encoder import LocalEncoder
     from cluster.settings import EmbeddingSettings
 
     with pytest.raises(ConfigError, match="embedding.width"):

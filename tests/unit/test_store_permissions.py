@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from actors.index_actor import STORE_UMASK
-from cluster._edge_store import EdgeStore
+from cluster.index.store.edge import EdgeStore
 from cluster.types import SparseTerms, StoredPoint
 
 WIDTH = 8

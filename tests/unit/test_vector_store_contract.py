@@ -12,7 +12,7 @@ import pytest
 
 from cluster.errors import CollectionNotFound, ConfigError, StoreError, WidthMismatch
 from cluster.types import PayloadFilter, StoredPoint
-from cluster.vector_store import VectorStore, open_vector_store
+from cluster.index.store.protocol import VectorStore, open_vector_store
 
 WIDTH = 16
 POINT_COUNT = 200
@@ -320,7 +320,7 @@ KEYWORD_DOCS = [
 
 
 def _keyword_points() -> list[StoredPoint]:
-    from cluster.keywords import chunk_keywords
+    from cluster.index.keywords import chunk_keywords
 
     vectors = _vectors(len(KEYWORD_DOCS), seed=3)
     return [
@@ -334,7 +334,7 @@ def _keyword_points() -> list[StoredPoint]:
 @pytest.mark.parametrize(("query", "first"), [("parse_config", "src/config.py"), ("getUserById", "src/users.ts"),
                                               ("get user by id", "src/users.ts"), ("retry attempts", "lib/retry.py")])
 def test_the_keyword_leg_ranks_the_defining_chunk_first(store: VectorStore, query: str, first: str) -> None:
-    from cluster.keywords import query_keywords
+    from cluster.index.keywords import query_keywords
 
     store.create_collection("kw", WIDTH, KEYWORDS)
     store.upsert("kw", _keyword_points())
@@ -343,7 +343,7 @@ def test_the_keyword_leg_ranks_the_defining_chunk_first(store: VectorStore, quer
 
 
 def test_hybrid_fuses_both_legs_by_weighted_rrf_under_one_filter(store: VectorStore) -> None:
-    from cluster.keywords import query_keywords
+    from cluster.index.keywords import query_keywords
     from cluster.types import FusionParams
 
     store.create_collection("kw", WIDTH, KEYWORDS)

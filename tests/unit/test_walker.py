@@ -15,10 +15,10 @@ from pathspec import GitIgnoreSpec
 
 from cluster.errors import ScanError
 from cluster.settings import ChunkingSettings, IngestSettings, SamespaceSettings
-from cluster.skips import SkipLog, SkipReason
-from cluster.git_files import git_config_value
-from cluster.secret_files import SECRET_DENY, DenyList
-from cluster.walker import WalkSettings, walk_repository, walk_settings
+from cluster.ingest.skips import SkipLog, SkipReason
+from cluster.ingest.git_files import git_config_value
+from cluster.ingest.secret_files import SECRET_DENY, DenyList
+from cluster.ingest.walker import WalkSettings, walk_repository, walk_settings
 
 SECRET_TEXT = "canary" + "-" + "d41d8cd98f00b204e980"  # a marker that must never leave a denied file
 

@@ -1,0 +1,24 @@
+"""Who a cloud call is for: the project (repository) and its priority, carried implicitly.
+
+A dispatcher sets the tag for the duration of one request; every task it starts inherits it
+(contextvars), so the virtual container's permit request names the right project and priority
+without threading them through every scheduler signature.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from cluster.cloud.budget import Priority
+
+DEFAULT_PROJECT = "default"
+
+
+@dataclass(frozen=True)
+class RequestTag:
+    project: str = DEFAULT_PROJECT
+    priority: Priority = Priority.BULK
+
+
+current_tag: ContextVar[RequestTag] = ContextVar("samespace_request_tag", default=RequestTag())

@@ -1,0 +1,448 @@
+"""The index catalogue: staged builds, atomic switch, provenance, space-guarded search.
+
+Pure logic over a VectorStore (cluster/index/store/protocol.py); the index actor owns one catalogue.
+An index is named by its repo name and is an alias (Qdrant) / atomic pointer (Edge) to one
+build collection. A build writes into a new collection and becomes visible only at commit.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from pydantic import Field, ValidationError
+
+from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
+from cluster.index.keywords import defined_names, identifier_query
+from cluster.ingest.skips import SkipSummary
+from cluster.space import CHUNK_TEXT_VERSION, EncoderIdentity, embedding_text, require_same_space
+from cluster.types import (
+    Chunk,
+    Clock,
+    FusionParams,
+    Payload,
+    PayloadFilter,
+    ScoredHit,
+    SparseTerms,
+    StoredPoint,
+    Strict,
+    content_hash,
+)
+from cluster.index.store.protocol import VectorStore
+
+INDEX_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+BUILD_SEPARATOR = "__b"
+DEFINES_FIELD = "defines"  # the names a chunk defines: the definition leg of hybrid search filters on it
+KEYWORD_FIELDS = ("repo", "path", "path_prefixes", "language", "symbol", "kind", "content_hash", "space", DEFINES_FIELD)
+_POINT_NAMESPACE = uuid.UUID("5a3e5ba0-0000-4c0d-9e00-5a3e5ba0c0de")
+
+
+class IndexRecord(Strict):
+    """What a committed index says about itself (stored with its collection)."""
+
+    name: str
+    build: str = Field(description="The collection holding this build.")
+    repo_root: str = Field(description="Absolute path the repository was indexed from.")
+    identity: EncoderIdentity = Field(description="The encoder space every row lives in.")
+    probe_vectors: list[list[float]] | None = Field(
+        default=None, description="The reference's vectors of the gate's probe texts, for the drift sentinel."
+    )
+    providers: list[str] = Field(default_factory=list, description="Providers that wrote rows.")
+    files: int = 0
+    chunks: int = 0
+    skipped: SkipSummary = Field(
+        default_factory=SkipSummary, description="What the reindex left out and why: counts per reason, paths."
+    )
+    started_at: float
+    built_at: float | None = None
+
+
+class BuildProgress(Strict):
+    files_done: int = 0
+    files_total: int = 0
+    chunks_done: int = 0
+    chunks_total: int = 0
+    chunks_per_s: float = 0.0
+    eta_s: float | None = None
+
+
+class BuildState(Strict):
+    index: str
+    build: str
+    state: str = Field(description="'building', 'failed' or 'committed'.")
+    job_id: str | None = Field(default=None, description="Ray job that runs the build (see `ray list jobs`).")
+    started_at: float
+    progress: BuildProgress = Field(default_factory=BuildProgress)
+    error: str | None = None
+
+
+def validate_index_name(name: str) -> str:
+    if not INDEX_NAME_PATTERN.match(name) or BUILD_SEPARATOR in name:
+        raise SamespaceError(
+            f"invalid index name {name!r}: use letters, digits, '_', '.', '-' (max 63, not containing "
+            f"{BUILD_SEPARATOR!r})"
+        )
+    return name
+
+
+def path_prefixes(path: str) -> list[str]:
+    """'src/a/b.py' → ['src', 'src/a', 'src/a/b.py']: lets a keyword match filter by folder."""
+    parts = path.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def point_id(repo: str, chunk: Chunk) -> str:
+    key = f"{repo}\0{chunk.path}\0{chunk.start_line}\0{chunk.end_line}\0{chunk.content_hash}"
+    return str(uuid.uuid5(_POINT_NAMESPACE, key))
+
+
+def embed_hash(chunk: Chunk) -> str:
+    """sha256 of the text embedded for a chunk (`embedding_text`): equal hashes, equal vectors."""
+    return content_hash(embedding_text(chunk))
+
+
+def definitions_filter(query: str) -> PayloadFilter | None:
+    """The definition leg of a query that is one bare identifier: the chunks that define it."""
+    name = identifier_query(query)
+    return PayloadFilter(equals={DEFINES_FIELD: name}) if name else None
+
+
+def point_payload(
+    repo: str,
+    chunk: Chunk,
+    space: EncoderIdentity,
+    writer: EncoderIdentity | dict[str, Any],
+    provider: str,
+    build: str,
+    *,
+    file_hash: str | None = None,
+    hashed: str | None = None,
+) -> Payload:
+    """Provenance of one row (DESIGN §10): where it came from, the space it lives in, who wrote it,
+    what was embedded (`embed_hash`; `hashed` when the caller has it) and the file it was cut from
+    (`file_hash`, sha256 of the file's text). `writer` may be an identity's dump (a reused row keeps
+    the writer of its vector)."""
+    return {
+        "repo": repo,
+        "path": chunk.path,
+        "path_prefixes": path_prefixes(chunk.path),
+        "start_line": chunk.start_line,
+        "end_line": chunk.end_line,
+        "language": chunk.language,
+        "symbol": chunk.symbol,
+        "kind": chunk.kind,
+        "content_hash": chunk.content_hash,
+        "text": chunk.text,
+        "space": space.space_id,
+        "encoder": writer if isinstance(writer, dict) else writer.model_dump(),
+        "provider": provider,
+        "build": build,
+        "embed_hash": hashed if hashed is not None else embed_hash(chunk),
+        "file_hash": file_hash,
+        DEFINES_FIELD: defined_names(chunk.text, chunk.symbol),
+    }
+
+
+PAYLOAD_FIELDS = frozenset({
+    "repo", "path", "path_prefixes", "start_line", "end_line", "language", "symbol", "kind", "content_hash",
+    "text", "space", "encoder", "provider", "build", "embed_hash", "file_hash", DEFINES_FIELD,
+})  # the keys of point_payload: a row lacking one is rewritten by the next reindex
+
+
+class PointKey(Strict):
+    """Everything of a row that a reindex of unchanged sources would write again the same way
+    (not its build, provider or vector). Equal keys for every row: the index is up to date."""
+
+    id: str
+    path: str
+    start_line: int
+    end_line: int
+    language: str
+    symbol: str | None
+    kind: str
+    content_hash: str
+    embed_hash: str
+    file_hash: str | None
+    complete: bool = Field(default=True, description="The row carries every payload field of this version.")
+
+    @classmethod
+    def from_payload(cls, point_id: str, payload: Payload) -> PointKey | None:
+        """The key of a stored row; None when its payload cannot say what was embedded. A row
+        written before `embed_hash` existed gets it recomputed from its text (the index's
+        identity pins the chunk-text version), and `complete=False`: it is rewritten."""
+        try:
+            hashed = payload.get("embed_hash") or embed_hash(_payload_chunk(payload))
+            return cls(
+                id=point_id, path=payload["path"], start_line=payload["start_line"],
+                end_line=payload["end_line"], language=payload["language"], symbol=payload.get("symbol"),
+                kind=payload["kind"], content_hash=payload["content_hash"], embed_hash=hashed,
+                file_hash=payload.get("file_hash"), complete=PAYLOAD_FIELDS.issubset(payload),
+            )
+        except (KeyError, TypeError, ValidationError):
+            return None
+
+
+def point_key(repo: str, chunk: Chunk, file_hash: str | None, hashed: str | None = None) -> PointKey:
+    """The key the row of `chunk` gets in a build of `repo` (see PointKey)."""
+    return PointKey(
+        id=point_id(repo, chunk), path=chunk.path, start_line=chunk.start_line, end_line=chunk.end_line,
+        language=chunk.language, symbol=chunk.symbol, kind=chunk.kind, content_hash=chunk.content_hash,
+        embed_hash=hashed if hashed is not None else embed_hash(chunk), file_hash=file_hash,
+    )
+
+
+def _payload_chunk(payload: Payload) -> Chunk:
+    return Chunk(
+        path=payload["path"], start_line=payload["start_line"], end_line=payload["end_line"],
+        language=payload["language"], symbol=payload.get("symbol"), kind=payload["kind"], text=payload["text"],
+    )
+
+
+@dataclass(frozen=True)
+class ReusableRows:
+    """One page of a build's dense vectors by embed hash, with who wrote each (for reuse)."""
+
+    embed_hashes: list[str]
+    vectors: np.ndarray  # float32, one row per hash
+    writers: list[tuple[str, dict[str, Any]]]  # distinct (provider, encoder dump) pairs
+    writer_of: list[int]  # per row: its index in `writers`
+
+
+class IndexCatalog:
+    """Staged builds and guarded search over one VectorStore. Not thread-safe: one owner."""
+
+    def __init__(self, store: VectorStore, clock: Clock = time.time) -> None:
+        self._store = store
+        self._clock = clock
+        self._builds: dict[str, BuildState] = {}
+        self._records: dict[str, IndexRecord] = {}  # by build collection; records are immutable
+
+    # ---- builds ---------------------------------------------------------------------------
+    def begin_build(
+        self,
+        name: str,
+        identity: EncoderIdentity,
+        repo_root: str,
+        job_id: str | None = None,
+        probe_vectors: list[list[float]] | None = None,
+    ) -> str:
+        """Create a fresh build collection; drop leftovers of earlier killed or failed builds.
+
+        Last writer wins: a build of the same name still running elsewhere loses its
+        collection here and fails on its next write ("not in progress").
+        """
+        validate_index_name(name)
+        self.cleanup_partial(name)
+        started = self._clock()
+        stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%d%H%M%S")
+        build = f"{name}{BUILD_SEPARATOR}{stamp}{uuid.uuid4().hex[:6]}"
+        self._store.create_collection(build, identity.width, KEYWORD_FIELDS)
+        record = IndexRecord(
+            name=name, build=build, repo_root=repo_root, identity=identity, probe_vectors=probe_vectors,
+            started_at=started,
+        )
+        self._store.put_metadata(build, {"state": "building", "record": record.model_dump(mode="json")})
+        self._builds[name] = BuildState(
+            index=name, build=build, state="building", job_id=job_id, started_at=started
+        )
+        return build
+
+    def write(self, build: str, points: Sequence[StoredPoint]) -> None:
+        self._require_active(build)
+        self._store.upsert(build, points)
+
+    def report_progress(self, build: str, progress: BuildProgress) -> None:
+        state = self._require_active(build)
+        self._builds[state.index] = state.model_copy(update={"progress": progress})
+
+    def commit_build(
+        self, build: str, *, files: int, providers: Sequence[str], skipped: SkipSummary | None = None
+    ) -> IndexRecord:
+        """Make the build the index's serving collection in one atomic switch; drop the old one."""
+        state = self._require_active(build)
+        record = self._load_record(build).model_copy(
+            update={
+                "files": files,
+                "chunks": self._store.count(build),
+                "providers": sorted(set(providers)),
+                "skipped": skipped or SkipSummary(),
+                "built_at": self._clock(),
+            }
+        )
+        self._store.put_metadata(build, {"state": "committed", "record": record.model_dump(mode="json")})
+        self._store.flush()
+        previous = self._store.resolve_alias(state.index)
+        self._store.set_alias(state.index, build)
+        if previous and previous != build:
+            self._store.drop_collection(previous)
+            self._records.pop(previous, None)
+        self._records[build] = record
+        self._builds[state.index] = state.model_copy(update={"state": "committed"})
+        return record
+
+    def fail_build(self, build: str, error: str) -> None:
+        """Record a failed build and drop its partial collection; the old index keeps serving."""
+        state = self._builds.get(self._index_of(build))
+        self._store.drop_collection(build)
+        if state is not None and state.build == build:
+            self._builds[state.index] = state.model_copy(update={"state": "failed", "error": error})
+
+    def cleanup_partial(self, name: str) -> list[str]:
+        """Drop every build collection of `name` that is not the serving one."""
+        serving = self._store.resolve_alias(name)
+        dropped = []
+        for collection in self._store.list_collections():
+            if self._index_of(collection) == name and collection != serving:
+                self._store.drop_collection(collection)
+                dropped.append(collection)
+        return dropped
+
+    # ---- reuse (incremental reindex) ------------------------------------------------------
+    def point_keys(
+        self, build: str, offset: str | None = None, limit: int = 1024
+    ) -> tuple[list[PointKey | None], str | None]:
+        """One page of the keys of a build's rows (payloads only, no vectors) and the next offset.
+        None stands for a row whose payload cannot say what was embedded."""
+        page, next_offset = self._store.scroll(build, None, limit, offset)
+        return [PointKey.from_payload(hit.id, hit.payload) for hit in page], next_offset
+
+    def reusable_vectors(
+        self, build: str, offset: str | None = None, limit: int = 512
+    ) -> tuple[ReusableRows, str | None]:
+        """One page of a build's dense vectors keyed by embed hash, each with the provider and
+        encoder that wrote it, and the next offset. Rows that cannot say what was embedded are
+        left out; so is a hash already in the page."""
+        page, next_offset = self._store.scroll_points(build, None, limit, offset)
+        hashes: list[str] = []
+        rows: list[list[float]] = []
+        writers: dict[tuple[str, str], int] = {}
+        table: list[tuple[str, dict[str, Any]]] = []
+        writer_of: list[int] = []
+        seen: set[str] = set()
+        for point in page:
+            key = PointKey.from_payload(point.id, point.payload)
+            if key is None or key.embed_hash in seen or not point.vector:
+                continue
+            seen.add(key.embed_hash)
+            provider = str(point.payload.get("provider", ""))
+            encoder = point.payload.get("encoder") or {}
+            slot = (provider, repr(sorted(encoder.items())))
+            if slot not in writers:
+                writers[slot] = len(table)
+                table.append((provider, dict(encoder)))
+            hashes.append(key.embed_hash)
+            rows.append(point.vector)
+            writer_of.append(writers[slot])
+        width = len(rows[0]) if rows else 0
+        vectors = np.asarray(rows, dtype=np.float32).reshape(len(rows), width)
+        return ReusableRows(hashes, vectors, table, writer_of), next_offset
+
+    # ---- reads ----------------------------------------------------------------------------
+    def names(self) -> list[str]:
+        return sorted(self._store.aliases())
+
+    def record(self, name: str) -> IndexRecord:
+        build = self._store.resolve_alias(name)
+        if build is None:
+            raise IndexNotFound(name, self.names())
+        return self._load_record(build)
+
+    def builds(self) -> dict[str, BuildState]:
+        return dict(self._builds)
+
+    def search(
+        self,
+        name: str,
+        vector: Sequence[float] | None,
+        query_identity: EncoderIdentity | None,
+        limit: int,
+        filter: PayloadFilter | None = None,
+        keywords: SparseTerms | None = None,
+        fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
+    ) -> list[ScoredHit]:
+        """Search one index: dense, keyword or both fused (DESIGN §10). A query vector from another
+        encoder space is refused; so is a keyword-only query of an index whose chunk text is not
+        the current version (its rows were cut and weighted differently: rebuild it)."""
+        record = self.record(name)
+        if vector is not None:
+            if query_identity is None:
+                raise SamespaceError("a query vector needs the identity of the encoder that produced it")
+            require_same_space(name, record.identity, query_identity)
+        elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
+            raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
+        return self._store.query(record.build, vector=vector, keywords=keywords, limit=limit, filter=filter,
+                                 fusion=fusion, definitions=definitions)
+
+    def search_all(
+        self,
+        vector: Sequence[float] | None,
+        query_identity: EncoderIdentity | None,
+        limit: int,
+        filter: PayloadFilter | None = None,
+        keywords: SparseTerms | None = None,
+        fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
+    ) -> tuple[list[ScoredHit], list[EncoderMismatch]]:
+        """Search every index in the query's space; indexes in another space are refused, listed.
+        Fused scores of different indexes are comparable: each is a weighted sum over ranks."""
+        hits: list[ScoredHit] = []
+        refused: list[EncoderMismatch] = []
+        for name in self.names():
+            try:
+                hits.extend(self.search(name, vector, query_identity, limit, filter, keywords, fusion, definitions))
+            except EncoderMismatch as exc:
+                refused.append(exc)
+        hits.sort(key=lambda hit: hit.score, reverse=True)
+        return hits[:limit], refused
+
+    def has_path(self, name: str, path: str) -> bool:
+        """True when the serving build holds rows of that file (read_code serves indexed files only)."""
+        build = self.record(name).build
+        return self._store.count(build, PayloadFilter(equals={"path": path})) > 0
+
+    def collections(self) -> list[str]:
+        return self._store.list_collections()
+
+    def scroll(self, name: str, filter: PayloadFilter, limit: int) -> list[ScoredHit]:
+        build = self.record(name).build
+        rows: list[ScoredHit] = []
+        offset: str | None = None
+        while len(rows) < limit:
+            page, offset = self._store.scroll(build, filter, min(256, limit - len(rows)), offset)
+            rows.extend(page)
+            if offset is None:
+                break
+        return rows
+
+    # ---- internals ------------------------------------------------------------------------
+    @staticmethod
+    def _index_of(collection: str) -> str:
+        return collection.split(BUILD_SEPARATOR, 1)[0] if BUILD_SEPARATOR in collection else ""
+
+    def _require_active(self, build: str) -> BuildState:
+        state = self._builds.get(self._index_of(build))
+        if state is None or state.build != build or state.state != "building":
+            raise StoreError("write", f"build {build!r} is not in progress (superseded, failed or committed)")
+        return state
+
+    def _load_record(self, build: str) -> IndexRecord:
+        cached = self._records.get(build)
+        if cached is not None:
+            return cached
+        try:
+            meta = self._store.get_metadata(build)
+        except CollectionNotFound:
+            meta = None
+        if not meta or "record" not in meta:
+            raise StoreError("read", f"collection {build!r} carries no index record")
+        record = IndexRecord.model_validate(meta["record"])
+        if meta.get("state") == "committed":
+            self._records[build] = record
+        return record

@@ -1,0 +1,473 @@
+"""`EdgeStore`: the embedded engine, one Qdrant Edge shard per collection.
+
+Layout under `data_dir`:
+
+    aliases.json                          {"alias": "collection", ...}
+    collections/<name>/collection.json    {"width": 16, "keyword_fields": [...]}, written last
+    collections/<name>/meta.json          the caller's metadata dict
+    collections/<name>/shard/             the EdgeShard
+
+`collection.json` is the commit marker: a directory without it (or without `shard/`) is a
+torn create, treated as absent and removed by the next create or drop of that name. Every
+JSON file is replaced atomically. An EdgeShard directory can be opened by one process only.
+
+The files hold source text, so `data_dir` is private: opening the store creates it
+0700 and strips group and other access from whatever an earlier run left under it. Files the
+engine writes afterwards are private only under a restrictive umask, which the owning process
+sets before it opens the store (actors/index_actor.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from cluster.config.atomic_file import fsync_dir, write_bytes_atomic
+from cluster.errors import CollectionNotFound, StoreError
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
+from cluster.index.store.protocol import (
+    KEYWORD_VECTOR,
+    canonical_id,
+    check_query_legs,
+    check_limit,
+    check_name,
+    check_query_width,
+    check_vector_widths,
+    check_width,
+    filter_items,
+    hit,
+    stored_point,
+    with_condition,
+)
+
+COLLECTIONS_DIR = "collections"
+ALIASES_FILE = "aliases.json"
+CONFIG_FILE = "collection.json"
+METADATA_FILE = "meta.json"
+SHARD_DIR = "shard"
+TOMBSTONE_PREFIX = ".dropping-"
+PRIVATE_DIR_MODE = 0o700
+NOT_OWNER = 0o077  # group and other permission bits
+
+
+def make_private(root: Path) -> None:
+    """Create `root` 0700 (parents as the umask says) and take group/other access off its tree."""
+    try:
+        root.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        os.chmod(root, PRIVATE_DIR_MODE)
+        for directory, dirnames, filenames in os.walk(root):  # symlinks are listed, never followed
+            for name in (*dirnames, *filenames):
+                path = os.path.join(directory, name)
+                mode = os.lstat(path).st_mode
+                if not stat.S_ISLNK(mode) and mode & NOT_OWNER:
+                    os.chmod(path, stat.S_IMODE(mode) & ~NOT_OWNER)
+    except OSError as exc:
+        raise StoreError("open", f"cannot make {root} private: {exc}") from exc
+
+
+def write_json_atomic(path: Path, value: Any, operation: str) -> None:
+    """Write JSON to a temp file beside `path`, fsync it, rename over `path`, fsync the dir."""
+    try:
+        data = json.dumps(value, sort_keys=True, indent=1).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise StoreError(operation, f"not JSON-able: {exc}") from exc
+    try:
+        write_bytes_atomic(path, data)
+    except OSError as exc:
+        raise StoreError(operation, f"cannot write {path}: {exc}") from exc
+
+
+def _read_json(path: Path) -> Any | None:
+    """Parsed JSON, or None when the file is missing or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
+    items = filter_items(filter)
+    if not items:
+        return None
+    return qe.Filter(must=[qe.FieldCondition(key=key, match=qe.MatchValue(value)) for key, value in items])
+
+
+def _edge_vectors(point: StoredPoint) -> Any:
+    """The default dense vector, plus the keyword vector when the point has terms."""
+    if point.sparse is None:
+        return list(point.vector)
+    return {"": list(point.vector), KEYWORD_VECTOR: qe.SparseVector(list(point.sparse.indices), list(point.sparse.values))}
+
+
+@contextmanager
+def _engine_errors(operation: str) -> Iterator[None]:
+    """Translate the bare Exceptions qdrant_edge raises into StoreError."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(operation, f"qdrant edge: {exc}") from exc
+
+
+class EdgeStore:
+    """A `VectorStore` on Qdrant Edge shards in one directory; thread-safe, one process."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._root = Path(data_dir)
+        self._collections = self._root / COLLECTIONS_DIR
+        self._lock = threading.RLock()
+        self._shards: dict[str, qe.EdgeShard] = {}
+        self._widths: dict[str, int] = {}
+        self._closed = False
+        make_private(self._root)
+        try:
+            self._collections.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+        except OSError as exc:
+            raise StoreError("open", f"cannot create {self._collections}: {exc}") from exc
+        self._remove_tombstones()
+        self._aliases = self._load_aliases()
+
+    # --- collections ------------------------------------------------------------
+
+    def create_collection(self, name: str, width: int, keyword_fields: Sequence[str]) -> None:
+        check_name(name, "create_collection")
+        check_width(width)
+        with self._lock:
+            self._check_open()
+            if self._exists(name):
+                raise StoreError("create_collection", f"collection {name!r} already exists")
+            if name in self._aliases:
+                raise StoreError("create_collection", f"{name!r} is already an alias")
+            directory = self._collections / name
+            if directory.exists():
+                self._remove_dir(directory)
+            config = qe.EdgeConfig(
+                vectors=qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine),
+                sparse_vectors={KEYWORD_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            )
+            with _engine_errors("create_collection"):
+                directory.mkdir(parents=True)
+                shard = qe.EdgeShard.create(str(directory / SHARD_DIR), config)
+                try:
+                    for field in keyword_fields:
+                        shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+                    shard.flush()
+                    # The commit marker goes last: until it exists the directory is a torn create.
+                    write_json_atomic(
+                        directory / CONFIG_FILE,
+                        {"width": width, "keyword_fields": list(keyword_fields)},
+                        "create_collection",
+                    )
+                except BaseException:
+                    shard.close()
+                    raise
+            self._shards[name] = shard
+            self._widths[name] = width
+
+    def drop_collection(self, name: str) -> None:
+        check_name(name, "drop_collection")
+        with self._lock:
+            self._check_open()
+            shard = self._shards.pop(name, None)
+            self._widths.pop(name, None)
+            if shard is not None:
+                with _engine_errors("drop_collection"):
+                    shard.close()
+            remaining = {alias: target for alias, target in self._aliases.items() if target != name}
+            if remaining != self._aliases:
+                self._write_aliases(remaining)
+            directory = self._collections / name
+            if directory.exists():
+                self._remove_dir(directory)
+
+    def list_collections(self) -> list[str]:
+        with self._lock:
+            self._check_open()
+            return sorted(entry.name for entry in self._collections.iterdir() if self._is_valid(entry))
+
+    def collection_width(self, name: str) -> int:
+        with self._lock:
+            self._check_open()
+            return self._width(self._resolve(name))
+
+    # --- points -----------------------------------------------------------------
+
+    def upsert(self, collection: str, points: Sequence[StoredPoint]) -> None:
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection)
+            check_vector_widths(collection, self._width(name), points)
+            if not points:
+                return
+            edge_points = [qe.Point(canonical_id(p.id), _edge_vectors(p), dict(p.payload)) for p in points]
+            with _engine_errors("upsert"):
+                self._shard(name).update(qe.UpdateOperation.upsert_points(edge_points))
+
+    def search(
+        self,
+        collection_or_alias: str,
+        vector: Sequence[float],
+        limit: int,
+        filter: PayloadFilter | None = None,
+    ) -> list[ScoredHit]:
+        check_limit(limit, "search")
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection_or_alias)
+            check_query_width(collection_or_alias, self._width(name), vector)
+            request = qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest([float(x) for x in vector]),
+                with_payload=True,
+                filter=_edge_filter(filter),
+            )
+            with _engine_errors("search"):
+                found = self._shard(name).query(request)
+            return [hit(point.id, point.score, point.payload) for point in found]
+
+    def query(
+        self,
+        collection_or_alias: str,
+        *,
+        vector: Sequence[float] | None,
+        keywords: SparseTerms | None,
+        limit: int,
+        filter: PayloadFilter | None = None,
+        fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
+    ) -> list[ScoredHit]:
+        check_limit(limit, "query")
+        check_query_legs(vector, keywords)
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection_or_alias)
+            if vector is not None:
+                check_query_width(collection_or_alias, self._width(name), vector)
+            params = fusion or FusionParams()
+            legs: list[tuple[Any, PayloadFilter | None, float]] = []
+            if vector is not None:
+                legs.append((qe.Query.Nearest([float(x) for x in vector]), filter, params.dense_weight))
+            if keywords is not None:
+                sparse = qe.SparseVector(list(keywords.indices), list(keywords.values))
+                legs.append((qe.Query.Nearest(sparse, using=KEYWORD_VECTOR), filter, params.keyword_weight))
+            if definitions is not None:
+                legs.append((legs[0][0], with_condition(filter, definitions), params.definition_weight))
+            if len(legs) == 1:
+                request = qe.QueryRequest(limit=limit, query=legs[0][0], with_payload=True, filter=_edge_filter(filter))
+            else:
+                request = qe.QueryRequest(
+                    limit=limit,
+                    prefetches=[qe.Prefetch(limit=max(limit, params.candidates), query=leg, filter=_edge_filter(where))
+                                for leg, where, _ in legs],
+                    query=qe.Fusion.Rrf(k=params.k, weights=[weight for _, _, weight in legs]),
+                    with_payload=True,
+                    filter=_edge_filter(filter),
+                )
+            with _engine_errors("query"):
+                found = self._shard(name).query(request)
+            return [hit(point.id, point.score, point.payload) for point in found]
+
+    def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection_or_alias)
+            with _engine_errors("count"):
+                return int(self._shard(name).count(qe.CountRequest(exact=True, filter=_edge_filter(filter))))
+
+    def scroll(
+        self,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+    ) -> tuple[list[ScoredHit], str | None]:
+        records, next_offset = self._scroll("scroll", collection_or_alias, filter, limit, offset, with_vector=False)
+        return [hit(record.id, 0.0, record.payload) for record in records], next_offset
+
+    def scroll_points(
+        self,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+    ) -> tuple[list[StoredPoint], str | None]:
+        records, next_offset = self._scroll("scroll_points", collection_or_alias, filter, limit, offset, with_vector=True)
+        return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
+
+    def _scroll(
+        self,
+        operation: str,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+        *,
+        with_vector: bool,
+    ) -> tuple[list[Any], str | None]:
+        check_limit(limit, operation)
+        start = canonical_id(offset) if offset is not None else None
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection_or_alias)
+            request = qe.ScrollRequest(
+                offset=start, limit=limit, filter=_edge_filter(filter), with_payload=True, with_vector=with_vector
+            )
+            with _engine_errors(operation):
+                records, next_offset = self._shard(name).scroll(request)
+            return list(records), (str(next_offset) if next_offset is not None else None)
+
+    # --- aliases ----------------------------------------------------------------
+
+    def set_alias(self, alias: str, collection: str) -> None:
+        check_name(alias, "set_alias")
+        check_name(collection, "set_alias")
+        with self._lock:
+            self._check_open()
+            if not self._exists(collection):
+                raise CollectionNotFound(collection)
+            if self._exists(alias):
+                raise StoreError("set_alias", f"{alias!r} is a collection, not an alias")
+            # One atomic file replace, then one dict swap: readers see old or new, never none.
+            self._write_aliases({**self._aliases, alias: collection})
+
+    def resolve_alias(self, alias: str) -> str | None:
+        with self._lock:
+            self._check_open()
+            return self._aliases.get(alias)
+
+    def aliases(self) -> dict[str, str]:
+        with self._lock:
+            self._check_open()
+            return dict(self._aliases)
+
+    def delete_alias(self, alias: str) -> None:
+        with self._lock:
+            self._check_open()
+            if alias in self._aliases:
+                self._write_aliases({k: v for k, v in self._aliases.items() if k != alias})
+
+    # --- metadata ---------------------------------------------------------------
+
+    def put_metadata(self, collection: str, metadata: dict[str, Any]) -> None:
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection)
+            if not isinstance(metadata, dict):
+                raise StoreError("put_metadata", f"metadata must be a dict, got {type(metadata).__name__}")
+            write_json_atomic(self._collections / name / METADATA_FILE, metadata, "put_metadata")
+
+    def get_metadata(self, collection: str) -> dict[str, Any] | None:
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection)
+            path = self._collections / name / METADATA_FILE
+            if not path.exists():
+                return None
+            value = _read_json(path)
+            if not isinstance(value, dict):
+                raise StoreError("get_metadata", f"metadata of {name!r} is unreadable")
+            return value
+
+    # --- lifecycle --------------------------------------------------------------
+
+    def flush(self) -> None:
+        with self._lock:
+            self._check_open()
+            with _engine_errors("flush"):
+                for shard in self._shards.values():
+                    shard.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            shards, self._shards = self._shards, {}
+            failures: list[str] = []
+            for name, shard in shards.items():
+                try:
+                    shard.flush()
+                    shard.close()
+                except Exception as exc:  # keep closing the others, report them all
+                    failures.append(f"{name}: {exc}")
+            if failures:
+                raise StoreError("close", "qdrant edge: " + "; ".join(failures))
+
+    # --- internals (call with the lock held) ------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("use", "the embedded vector store is closed")
+
+    def _is_valid(self, directory: Path) -> bool:
+        if directory.name.startswith(".") or not (directory / SHARD_DIR).is_dir():
+            return False
+        config = _read_json(directory / CONFIG_FILE)
+        return isinstance(config, dict) and isinstance(config.get("width"), int)
+
+    def _exists(self, name: str) -> bool:
+        return name in self._shards or self._is_valid(self._collections / name)
+
+    def _resolve(self, collection_or_alias: str) -> str:
+        """The collection behind a name or alias; CollectionNotFound if there is none."""
+        name = self._aliases.get(collection_or_alias, collection_or_alias)
+        check_name(name, "lookup")
+        if not self._exists(name):
+            raise CollectionNotFound(collection_or_alias)
+        return name
+
+    def _width(self, name: str) -> int:
+        if name not in self._widths:
+            config = _read_json(self._collections / name / CONFIG_FILE)
+            if not isinstance(config, dict) or not isinstance(config.get("width"), int):
+                raise CollectionNotFound(name)
+            self._widths[name] = config["width"]
+        return self._widths[name]
+
+    def _shard(self, name: str) -> qe.EdgeShard:
+        """The open shard of a collection, loaded on first use and kept open."""
+        shard = self._shards.get(name)
+        if shard is None:
+            with _engine_errors("open_collection"):
+                shard = qe.EdgeShard.load(str(self._collections / name / SHARD_DIR))
+            self._shards[name] = shard
+        return shard
+
+    def _load_aliases(self) -> dict[str, str]:
+        path = self._root / ALIASES_FILE
+        if not path.exists():
+            return {}
+        loaded = _read_json(path)
+        if not isinstance(loaded, dict):
+            raise StoreError("open", f"alias file {path} is unreadable")
+        return {str(alias): str(target) for alias, target in loaded.items()}
+
+    def _write_aliases(self, aliases: dict[str, str]) -> None:
+        write_json_atomic(self._root / ALIASES_FILE, aliases, "set_alias")
+        self._aliases = aliases
+
+    def _remove_dir(self, directory: Path) -> None:
+        """Rename aside (atomic: never half a collection under its name), then delete."""
+        tombstone = directory.with_name(f"{TOMBSTONE_PREFIX}{directory.name}-{uuid.uuid4().hex}")
+        try:
+            os.replace(directory, tombstone)
+            fsync_dir(directory.parent)
+            shutil.rmtree(tombstone)
+        except OSError as exc:
+            raise StoreError("drop_collection", f"cannot remove {directory}: {exc}") from exc
+
+    def _remove_tombstones(self) -> None:
+        for entry in self._collections.iterdir():
+            if entry.name.startswith(TOMBSTONE_PREFIX):
+                shutil.rmtree(entry, ignore_errors=True)

@@ -1,0 +1,241 @@
+"""The storage seam: one `VectorStore` protocol, two engines behind `open_vector_store`.
+
+"embedded" is Qdrant Edge in-process (`_edge_store.EdgeStore`); "server" is a Qdrant
+server through qdrant-client (`_qdrant_store.QdrantServerStore`). Both keep the same
+contract: cosine distance, UUID-string ids, keyword filters, atomic aliases, and a small
+JSON metadata dict that lives and dies with its collection.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from cluster.errors import ConfigError, StoreError, WidthMismatch
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
+
+KEYWORD_VECTOR = "keywords"  # the sparse vector of every collection (BM25 weights, IDF by the store)
+EMBEDDED = "embedded"
+SERVER = "server"
+STORE_KINDS = (EMBEDDED, SERVER)
+
+_NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+MAX_NAME_LENGTH = 200
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Collections of (UUID id, vector, payload) points with cosine search and aliases.
+
+    `collection_or_alias` arguments accept either a collection name or an alias.
+    Unknown names raise `CollectionNotFound`; other refusals raise `StoreError`.
+    """
+
+    def create_collection(self, name: str, width: int, keyword_fields: Sequence[str]) -> None:
+        """Create an empty collection: a cosine vector of `width`, the sparse `keywords` vector with
+        the IDF modifier, and keyword payload indexes; StoreError if the name is taken."""
+        ...
+
+    def drop_collection(self, name: str) -> None:
+        """Delete a collection, its metadata and the aliases pointing at it; no-op if absent."""
+        ...
+
+    def list_collections(self) -> list[str]:
+        """Names of the real collections, sorted."""
+        ...
+
+    def collection_width(self, name: str) -> int:
+        """Vector width of a collection (or of an alias's target)."""
+        ...
+
+    def upsert(self, collection: str, points: Sequence[StoredPoint]) -> None:
+        """Insert or replace points; WidthMismatch (nothing written) if any vector has the wrong width."""
+        ...
+
+    def search(
+        self,
+        collection_or_alias: str,
+        vector: Sequence[float],
+        limit: int,
+        filter: PayloadFilter | None = None,
+    ) -> list[ScoredHit]:
+        """Top `limit` points by cosine similarity, best first."""
+        ...
+
+    def query(
+        self,
+        collection_or_alias: str,
+        *,
+        vector: Sequence[float] | None,
+        keywords: SparseTerms | None,
+        limit: int,
+        filter: PayloadFilter | None = None,
+        fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
+    ) -> list[ScoredHit]:
+        """Dense, keyword (IDF-weighted dot product) or both fused by weighted RRF in the engine's
+        query API, every leg under the same filter; best first. At least one leg is required.
+        `definitions` adds a third fused leg: the points matching it (e.g. `defines == name`),
+        ranked like the first leg."""
+        ...
+
+    def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
+        """Exact number of points matching `filter` (all points without one)."""
+        ...
+
+    def scroll_points(
+        self,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+    ) -> tuple[list[StoredPoint], str | None]:
+        """Like `scroll`, with the dense vector and keyword terms of every point (to copy points)."""
+        ...
+
+    def scroll(
+        self,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+    ) -> tuple[list[ScoredHit], str | None]:
+        """One page of matching points (score 0.0) and the offset of the next page, None at the end."""
+        ...
+
+    def set_alias(self, alias: str, collection: str) -> None:
+        """Point `alias` at `collection` atomically: readers see the old or the new target, never none."""
+        ...
+
+    def resolve_alias(self, alias: str) -> str | None:
+        """The collection an alias points at, or None."""
+        ...
+
+    def aliases(self) -> dict[str, str]:
+        """Every alias and its target collection."""
+        ...
+
+    def delete_alias(self, alias: str) -> None:
+        """Remove an alias; no-op if absent."""
+        ...
+
+    def put_metadata(self, collection: str, metadata: dict[str, Any]) -> None:
+        """Replace the JSON-able metadata dict stored with a collection."""
+        ...
+
+    def get_metadata(self, collection: str) -> dict[str, Any] | None:
+        """The collection's metadata dict, or None if none was put."""
+        ...
+
+    def flush(self) -> None:
+        """Make every acknowledged write durable."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release files, locks and connections; the store is unusable afterwards."""
+        ...
+
+
+def open_vector_store(
+    kind: str,
+    *,
+    data_dir: Path | None,
+    url: str | None,
+    api_key: str | None = None,
+) -> VectorStore:
+    """Open the engine named by `kind`: "embedded" at `data_dir`, or "server" at `url`.
+
+    For "server", `url` may be ":memory:" or "path:/some/dir" to run qdrant-client's local
+    mode as a stand-in for a real server.
+    """
+    if kind == EMBEDDED:
+        if data_dir is None:
+            raise ConfigError("data_dir", "required for the embedded vector store")
+        from cluster.index.store.edge import EdgeStore
+
+        return EdgeStore(Path(data_dir))
+    if kind == SERVER:
+        if not url:
+            raise ConfigError("url", "required for the server vector store")
+        from cluster.index.store.qdrant import QdrantServerStore
+
+        return QdrantServerStore(url, api_key=api_key)
+    raise ConfigError("kind", f"unknown vector store kind {kind!r}; expected one of {STORE_KINDS}")
+
+
+# --- helpers shared by both engines -------------------------------------------------
+
+
+def check_name(name: str, operation: str) -> str:
+    """Refuse collection/alias names outside `[A-Za-z0-9_.-]+` (no leading dot, no path tricks)."""
+    if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not _NAME_PATTERN.fullmatch(name):
+        raise StoreError(operation, f"invalid collection or alias name {name!r}")
+    return name
+
+
+def check_width(width: int) -> int:
+    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+        raise StoreError("create_collection", f"vector width must be a positive integer, got {width!r}")
+    return width
+
+
+def check_limit(limit: int, operation: str) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise StoreError(operation, f"limit must be a positive integer, got {limit!r}")
+    return limit
+
+
+def canonical_id(raw: str) -> str:
+    """A point id as the canonical lowercase UUID string; StoreError if it is not a UUID."""
+    try:
+        return str(uuid.UUID(str(raw)))
+    except ValueError as exc:
+        raise StoreError("upsert", f"point id {raw!r} is not a UUID") from exc
+
+
+def check_vector_widths(collection: str, width: int, points: Sequence[StoredPoint]) -> None:
+    """WidthMismatch on the first vector whose length is not `width`."""
+    for point in points:
+        if len(point.vector) != width:
+            raise WidthMismatch(f"upsert into {collection!r}", width, len(point.vector))
+
+
+def check_query_width(collection: str, width: int, vector: Sequence[float]) -> None:
+    if len(vector) != width:
+        raise WidthMismatch(f"search in {collection!r}", width, len(vector))
+
+
+def filter_items(filter: PayloadFilter | None) -> list[tuple[str, str]]:
+    """The (field, value) pairs a filter requires, empty when there is no filter."""
+    return sorted(filter.equals.items()) if filter is not None else []
+
+
+def hit(raw_id: Any, score: float, payload: dict[str, Any] | None) -> ScoredHit:
+    """A ScoredHit with the id normalised to a string (engines return UUID or str)."""
+    return ScoredHit(id=str(raw_id), score=float(score), payload=dict(payload or {}))
+
+
+def check_query_legs(vector: Sequence[float] | None, keywords: SparseTerms | None) -> None:
+    if vector is None and keywords is None:
+        raise StoreError("query", "a query needs a dense vector, keyword terms, or both")
+
+
+def stored_point(raw_id: Any, vectors: Any, payload: dict[str, Any] | None) -> StoredPoint:
+    """A point read back from an engine: the unnamed dense vector and the keyword vector (both
+    engines return `{"": dense, "keywords": sparse}` for named vectors, a bare list otherwise)."""
+    dense: Any = vectors
+    sparse = None
+    if isinstance(vectors, dict):
+        dense = vectors.get("")
+        keyword = vectors.get(KEYWORD_VECTOR)
+        if keyword is not None:
+            sparse = SparseTerms(indices=list(keyword.indices), values=list(keyword.values))
+    return StoredPoint(id=str(raw_id), vector=[float(x) for x in dense or []], payload=dict(payload or {}), sparse=sparse)
+
+
+def with_condition(filter: PayloadFilter | None, extra: PayloadFilter) -> PayloadFilter:
+    """`filter` and `extra` together (both must hold)."""
+    return PayloadFilter(equals={**(filter.equals if filter is not None else {}), **extra.equals})

@@ -1,0 +1,334 @@
+"""`QdrantServerStore`: the server engine on qdrant-client.
+
+`url` is a server address, or ":memory:" / "path:/dir" for qdrant-client's local mode (the
+stand-in for a server in tests). Aliases are real Qdrant aliases, switched with one
+delete+create request (atomic on the server). Metadata rides in the collection's own
+`metadata` config under one key, so a put replaces it whole (Qdrant merges top-level keys)
+and it is dropped with the collection. Local mode keeps no payload indexes; that is fine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from cluster.errors import CollectionNotFound, StoreError, WidthMismatch
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
+from cluster.index.store.protocol import (
+    KEYWORD_VECTOR,
+    canonical_id,
+    check_query_legs,
+    check_limit,
+    check_name,
+    check_query_width,
+    check_vector_widths,
+    check_width,
+    filter_items,
+    hit,
+    stored_point,
+    with_condition,
+)
+
+MEMORY_URL = ":memory:"
+PATH_URL_PREFIX = "path:"
+METADATA_KEY = "samespace"
+HTTP_NOT_FOUND = 404
+
+
+def _qdrant_filter(filter: PayloadFilter | None) -> models.Filter | None:
+    items = filter_items(filter)
+    if not items:
+        return None
+    return models.Filter(
+        must=[models.FieldCondition(key=key, match=models.MatchValue(value=value)) for key, value in items]
+    )
+
+
+def _vectors(point: StoredPoint) -> Any:
+    """The unnamed dense vector, plus the keyword vector when the point has terms."""
+    if point.sparse is None:
+        return list(point.vector)
+    return {"": list(point.vector),
+            KEYWORD_VECTOR: models.SparseVector(indices=list(point.sparse.indices), values=list(point.sparse.values))}
+
+
+def _is_not_found(exc: Exception) -> bool:
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code == HTTP_NOT_FOUND
+    return isinstance(exc, ValueError) and "not found" in str(exc).lower()
+
+
+class QdrantServerStore:
+    """A `VectorStore` on a Qdrant server (or qdrant-client local mode)."""
+
+    def __init__(self, url: str, *, api_key: str | None = None) -> None:
+        self._local = url == MEMORY_URL or url.startswith(PATH_URL_PREFIX)
+        # Local mode is not safe for concurrent callers; a server is.
+        self._lock: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if self._local else contextlib.nullcontext()
+        )
+        try:
+            if url == MEMORY_URL:
+                self._client = QdrantClient(location=MEMORY_URL)
+            elif url.startswith(PATH_URL_PREFIX):
+                path = url[len(PATH_URL_PREFIX) :]
+                self._client = QdrantClient(path=path, force_disable_check_same_thread=True)
+            else:
+                self._client = QdrantClient(url=url, api_key=api_key)
+        except (RuntimeError, ValueError, OSError, ResponseHandlingException) as exc:
+            raise StoreError("open", f"cannot open qdrant at {url!r}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _call(self, operation: str, name: str | None = None) -> Iterator[None]:
+        """Serialise local-mode calls and translate qdrant-client errors at this boundary."""
+        with self._lock:
+            try:
+                yield
+            except (StoreError, WidthMismatch):
+                raise
+            except Exception as exc:
+                if name is not None and _is_not_found(exc):
+                    raise CollectionNotFound(name) from exc
+                raise StoreError(operation, f"qdrant: {exc}") from exc
+
+    # --- collections ------------------------------------------------------------
+
+    def create_collection(self, name: str, width: int, keyword_fields: Sequence[str]) -> None:
+        check_name(name, "create_collection")
+        check_width(width)
+        with self._call("create_collection", name):
+            if self._client.collection_exists(name):
+                raise StoreError("create_collection", f"collection {name!r} already exists")
+            if name in self._alias_map():
+                raise StoreError("create_collection", f"{name!r} is already an alias")
+            self._client.create_collection(
+                name,
+                vectors_config=models.VectorParams(size=width, distance=models.Distance.COSINE),
+                sparse_vectors_config={KEYWORD_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            )
+            with warnings.catch_warnings():
+                if self._local:  # "Payload indexes have no effect in the local Qdrant"
+                    warnings.simplefilter("ignore", UserWarning)
+                for field in keyword_fields:
+                    self._client.create_payload_index(name, field, models.PayloadSchemaType.KEYWORD, wait=True)
+
+    def drop_collection(self, name: str) -> None:
+        check_name(name, "drop_collection")
+        with self._call("drop_collection"):
+            self._client.delete_collection(name)
+
+    def list_collections(self) -> list[str]:
+        with self._call("list_collections"):
+            return sorted(c.name for c in self._client.get_collections().collections)
+
+    def collection_width(self, name: str) -> int:
+        with self._call("collection_width", name):
+            vectors = self._client.get_collection(self._target(name)).config.params.vectors
+        if not isinstance(vectors, models.VectorParams):
+            raise StoreError("collection_width", f"collection {name!r} does not have one unnamed vector")
+        return vectors.size
+
+    # --- points -----------------------------------------------------------------
+
+    def upsert(self, collection: str, points: Sequence[StoredPoint]) -> None:
+        check_vector_widths(collection, self.collection_width(collection), points)
+        if not points:
+            return
+        structs = [models.PointStruct(id=canonical_id(p.id), vector=_vectors(p), payload=dict(p.payload)) for p in points]
+        with self._call("upsert", collection):
+            self._client.upsert(collection, points=structs, wait=True)
+
+    def search(
+        self,
+        collection_or_alias: str,
+        vector: Sequence[float],
+        limit: int,
+        filter: PayloadFilter | None = None,
+    ) -> list[ScoredHit]:
+        check_limit(limit, "search")
+        try:
+            with self._call("search", collection_or_alias):
+                found = self._client.query_points(
+                    collection_or_alias,
+                    query=[float(x) for x in vector],
+                    limit=limit,
+                    query_filter=_qdrant_filter(filter),
+                    with_payload=True,
+                    with_vectors=False,
+                ).points
+        except CollectionNotFound:
+            raise
+        except StoreError:
+            # Diagnose after the fact, so a good query costs no extra round trip.
+            check_query_width(collection_or_alias, self.collection_width(collection_or_alias), vector)
+            raise
+        return [hit(point.id, point.score, point.payload) for point in found]
+
+    def query(
+        self,
+        collection_or_alias: str,
+        *,
+        vector: Sequence[float] | None,
+        keywords: SparseTerms | None,
+        limit: int,
+        filter: PayloadFilter | None = None,
+        fusion: FusionParams | None = None,
+        definitions: PayloadFilter | None = None,
+    ) -> list[ScoredHit]:
+        check_limit(limit, "query")
+        check_query_legs(vector, keywords)
+        if vector is not None:
+            check_query_width(collection_or_alias, self.collection_width(collection_or_alias), vector)
+        params = fusion or FusionParams()
+        legs: list[tuple[Any, str | None, PayloadFilter | None, float]] = []
+        if vector is not None:
+            legs.append(([float(x) for x in vector], None, filter, params.dense_weight))
+        if keywords is not None:
+            sparse = models.SparseVector(indices=list(keywords.indices), values=list(keywords.values))
+            legs.append((sparse, KEYWORD_VECTOR, filter, params.keyword_weight))
+        if definitions is not None:
+            legs.append((legs[0][0], legs[0][1], with_condition(filter, definitions), params.definition_weight))
+        with self._call("query", collection_or_alias):
+            if len(legs) == 1:
+                (leg, using, _, _), = legs
+                found = self._client.query_points(
+                    collection_or_alias, query=leg, using=using, limit=limit, query_filter=_qdrant_filter(filter),
+                    with_payload=True, with_vectors=False,
+                ).points
+            else:
+                found = self._client.query_points(
+                    collection_or_alias,
+                    prefetch=[models.Prefetch(query=leg, using=using, limit=max(limit, params.candidates),
+                                              filter=_qdrant_filter(where)) for leg, using, where, _ in legs],
+                    query=models.RrfQuery(rrf=models.Rrf(k=params.k, weights=[weight for *_, weight in legs])),
+                    limit=limit,
+                    query_filter=_qdrant_filter(filter),
+                    with_payload=True,
+                    with_vectors=False,
+                ).points
+        return [hit(point.id, point.score, point.payload) for point in found]
+
+    def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
+        with self._call("count", collection_or_alias):
+            result = self._client.count(collection_or_alias, count_filter=_qdrant_filter(filter), exact=True)
+        return int(result.count)
+
+    def scroll(
+        self,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+    ) -> tuple[list[ScoredHit], str | None]:
+        records, next_offset = self._scroll("scroll", collection_or_alias, filter, limit, offset, with_vectors=False)
+        return [hit(record.id, 0.0, record.payload) for record in records], next_offset
+
+    def scroll_points(
+        self,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+    ) -> tuple[list[StoredPoint], str | None]:
+        records, next_offset = self._scroll("scroll_points", collection_or_alias, filter, limit, offset, with_vectors=True)
+        return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
+
+    def _scroll(
+        self,
+        operation: str,
+        collection_or_alias: str,
+        filter: PayloadFilter | None,
+        limit: int,
+        offset: str | None,
+        *,
+        with_vectors: bool,
+    ) -> tuple[list[Any], str | None]:
+        check_limit(limit, operation)
+        start = canonical_id(offset) if offset is not None else None
+        with self._call(operation, collection_or_alias):
+            records, next_offset = self._client.scroll(
+                collection_or_alias,
+                scroll_filter=_qdrant_filter(filter),
+                limit=limit,
+                offset=start,
+                with_payload=True,
+                with_vectors=with_vectors,
+            )
+        return list(records), (str(next_offset) if next_offset is not None else None)
+
+    # --- aliases ----------------------------------------------------------------
+
+    def set_alias(self, alias: str, collection: str) -> None:
+        check_name(alias, "set_alias")
+        check_name(collection, "set_alias")
+        with self._call("set_alias", collection):
+            if not self._client.collection_exists(collection):
+                raise CollectionNotFound(collection)
+            if self._client.collection_exists(alias) and alias not in self._alias_map():
+                raise StoreError("set_alias", f"{alias!r} is a collection, not an alias")
+            operations: list[models.DeleteAliasOperation | models.CreateAliasOperation] = []
+            if alias in self._alias_map():
+                operations.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias)))
+            operations.append(
+                models.CreateAliasOperation(
+                    create_alias=models.CreateAlias(collection_name=collection, alias_name=alias)
+                )
+            )
+            # One request: the server applies the delete and the create atomically.
+            self._client.update_collection_aliases(change_aliases_operations=operations)
+
+    def resolve_alias(self, alias: str) -> str | None:
+        with self._call("resolve_alias"):
+            return self._alias_map().get(alias)
+
+    def aliases(self) -> dict[str, str]:
+        with self._call("aliases"):
+            return self._alias_map()
+
+    def delete_alias(self, alias: str) -> None:
+        with self._call("delete_alias"):
+            if alias not in self._alias_map():
+                return
+            self._client.update_collection_aliases(
+                change_aliases_operations=[
+                    models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias))
+                ]
+            )
+
+    # --- metadata ---------------------------------------------------------------
+
+    def put_metadata(self, collection: str, metadata: dict[str, Any]) -> None:
+        if not isinstance(metadata, dict):
+            raise StoreError("put_metadata", f"metadata must be a dict, got {type(metadata).__name__}")
+        with self._call("put_metadata", collection):
+            self._client.update_collection(self._target(collection), metadata={METADATA_KEY: metadata})
+
+    def get_metadata(self, collection: str) -> dict[str, Any] | None:
+        with self._call("get_metadata", collection):
+            stored = self._client.get_collection(self._target(collection)).config.metadata
+        value = (stored or {}).get(METADATA_KEY)
+        return dict(value) if isinstance(value, dict) else None
+
+    # --- lifecycle --------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Nothing to do: every write is sent with wait=True."""
+
+    def close(self) -> None:
+        with self._call("close"):
+            self._client.close()
+
+    # --- internals --------------------------------------------------------------
+
+    def _alias_map(self) -> dict[str, str]:
+        return {a.alias_name: a.collection_name for a in self._client.get_aliases().aliases}
+
+    def _target(self, collection_or_alias: str) -> str:
+        """The collection behind an alias (local mode does not resolve aliases everywhere)."""
+        return self._alias_map().get(collection_or_alias, collection_or_alias)

@@ -1,0 +1,77 @@
+"""Reading exact source lines of an indexed repository: bounded, confined to its root, never a secret.
+
+Lines are numbered as the chunker numbers them (cluster.ingest.chunking.split_lines) and decoded as the
+walker decodes them, so a chunk's line range reads back its own lines. Credentials in the text are
+redacted (cluster.ingest.secret_scan) and a path on the secret deny-list is refused even when asked for
+by name: a file whose clean chunks are indexed never serves its credential line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from cluster.ingest.chunking import split_lines
+from cluster.errors import ReadRefused
+from cluster.ingest.secret_scan import redact
+from cluster.types import Strict
+from cluster.ingest.secret_files import DenyList
+from cluster.ingest.walker import decode_source
+
+
+class SourceLines(Strict):
+    repo: str
+    path: str
+    start_line: int
+    end_line: int = Field(description="Last line returned (may be below the requested end at end of file).")
+    total_lines: int
+    truncated: bool = Field(description="True when the request was cut to the per-call line limit.")
+    text: str
+
+
+def read_source_lines(
+    repo: str,
+    root: Path,
+    path: str,
+    start_line: int,
+    end_line: int,
+    max_lines: int,
+    deny: DenyList | None = None,
+) -> SourceLines:
+    """Lines start..end (1-based, inclusive) of root/path; never leaves root, never more than max_lines.
+
+    ``deny`` is the walk's deny-list with its re-includes (WalkSettings.deny_list()); the default
+    deny-list when None. The path asked for and the file it resolves to must both pass it.
+    """
+    if start_line < 1 or end_line < start_line:
+        raise ReadRefused(repo, path, f"invalid line range {start_line}..{end_line}")
+    rules = DenyList.default() if deny is None else deny
+    base = root.resolve()
+    target = (base / path).resolve()
+    if not target.is_relative_to(base) or target == base:
+        raise ReadRefused(repo, path, "path is outside the repository")
+    if rules.refuses(Path(path).as_posix()) or rules.refuses(target.relative_to(base).as_posix()):
+        raise ReadRefused(repo, path, "a secret file (on the deny-list) or inside .git is never served")
+    if not target.is_file():
+        raise ReadRefused(repo, path, "no such file in the repository")
+    try:
+        data = target.read_bytes()
+    except OSError as exc:
+        raise ReadRefused(repo, path, f"cannot be read ({exc.strerror or type(exc).__name__})") from exc
+    text = decode_source(data)
+    if text is None:
+        raise ReadRefused(repo, path, "not a text file")
+    lines = split_lines(redact(text))
+    if start_line > len(lines):
+        raise ReadRefused(repo, path, f"file has {len(lines)} lines, start_line is {start_line}")
+    last = min(end_line, len(lines), start_line + max_lines - 1)
+    return SourceLines(
+        repo=repo,
+        path=path,
+        start_line=start_line,
+        end_line=last,
+        total_lines=len(lines),
+        truncated=last < min(end_line, len(lines)),
+        text="\n".join(lines[start_line - 1 : last]),
+    )

@@ -1,0 +1,95 @@
+"""One settings model for the whole cluster (env prefix SAMESPACE_, optional YAML file).
+
+Read once at an entry point (job, Serve app builder, CLI) and passed down; actors receive
+the parsed model, never the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+
+from cluster.errors import ConfigError
+from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
+from cluster.settings.sections import (
+    CONFIG_FILE_ENV,
+    RaySettings,
+    EmbeddingSettings,
+    RerankerSettings,
+    CloudSettings,
+    LlmSettings,
+    RlmSettings,
+    GateSettings,
+    BudgetSettings,
+    AdminSettings,
+    StoreSettings,
+    ChunkingSettings,
+    IngestSettings,
+    ServeSettings,
+    FanoutSettings,
+    FleetSettings,
+)
+from cluster.types import FusionParams
+
+
+class SamespaceSettings(BaseSettings):
+    """Everything configurable. Precedence: init args > SAMESPACE_* env > YAML file > defaults."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SAMESPACE_", env_nested_delimiter="__", extra="forbid", frozen=True, hide_input_in_errors=True
+    )
+
+    ray: RaySettings = Field(default_factory=RaySettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
+    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
+    search: FusionParams = Field(
+        default_factory=FusionParams, description="Hybrid search: candidates per leg, leg weights, RRF k."
+    )
+    cloud: CloudSettings = Field(default_factory=CloudSettings)
+    fanout: FanoutSettings = Field(default_factory=FanoutSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    admin: AdminSettings = Field(default_factory=AdminSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    rlm: RlmSettings = Field(default_factory=RlmSettings)
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
+    fleet_token: SecretStr | None = Field(
+        default=None, description="Bearer token every sidecar of the fleet presents (SAMESPACE_FLEET_TOKEN)."
+    )
+    policies: dict[Role, Policy] = Field(
+        default_factory=dict, description=f"Routing policy per role; a missing role means {DEFAULT_POLICY.value!r}."
+    )
+
+    def policy(self, role: Role) -> Policy:
+        return fill_policies(self.policies)[role]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(CONFIG_FILE_ENV)
+        if config_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=Path(config_file)))
+        return tuple(sources)
+
+
+def load_settings(**overrides: Any) -> SamespaceSettings:
+    """The one place settings are read (env + optional YAML named by SAMESPACE_CONFIG_FILE)."""
+    config_file = os.environ.get(CONFIG_FILE_ENV)
+    if config_file and not Path(config_file).is_file():
+        raise ConfigError(CONFIG_FILE_ENV, f"file {config_file!r} does not exist")
+    return SamespaceSettings(**overrides)
