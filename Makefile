@@ -10,8 +10,6 @@ NAME ?= $(notdir $(abspath $(REPO)))
 QUERY ?= reindex a repository into a new collection and switch the alias
 # keep in step with serve_config.yaml
 MCP_PORT := 8000
-DASHBOARD := http://127.0.0.1:8265
-MCP_URL := http://127.0.0.1:$(MCP_PORT)/mcp/
 STATE := $(CURDIR)/.samespace
 # The Ray cluster token: made once, 0600. Ray reads it from the file that
 # RAY_AUTH_TOKEN_PATH names, so it is never on a command line, never printed, never in ~/.ray.
@@ -25,7 +23,7 @@ export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
 # `make test` and `make bench` start their own throwaway local Ray in-process (cluster/environment.py):
 # auth off there, explicitly, so a stray ~/.ray/auth_token cannot flip it. The cluster `make run`
-# starts, and every command that talks to it, use the token (target-specific exports below).
+# starts, and every command that talks to it, use the token (`samespace` sets it for its children).
 export RAY_AUTH_MODE := disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export SAMESPACE_STORE__DATA_DIR ?= $(STATE)/data
@@ -33,10 +31,7 @@ export SAMESPACE_SERVE__PORT := $(MCP_PORT)
 export SAMESPACE_ADMIN__TOKEN_FILE ?= $(STATE)/admin-token
 export SAMESPACE_ADMIN__CONFIG_PATH ?= $(STATE)/config.json
 
-.PHONY: help venv ray-token run stop test test-fast bench status push-key set-policy
-
-run stop: export RAY_AUTH_MODE := token
-run stop: export RAY_AUTH_TOKEN_PATH := $(RAY_TOKEN)
+.PHONY: help venv ray-token run stop lint test test-fast bench status push-key set-policy
 
 help:
 	@echo "make run   [REPO=/path NAME=name]  local Ray + MCP server, index REPO (default: this repo)"
@@ -46,6 +41,7 @@ help:
 	@echo "make test                         the whole test suite"
 	@echo "make test-fast                    unit and contract tests, random order (about 1.5 min)"
 	@echo "make bench                        reindex/search and cloud-budget benchmarks (bench/)"
+	@echo "samespace --help                  the same commands and more: search, ask, reindex, sidecar (.venv/bin)"
 
 # torch first, from the local CPU wheel: otherwise pip resolves a multi-GB CUDA build.
 $(STAMP): requirements.txt pyproject.toml
@@ -69,54 +65,35 @@ $(RAY_TOKEN): | $(STATE)
 
 ray-token: $(RAY_TOKEN)
 
-# Ray's own ports (GCS, raylet, object manager, agents, client server, dashboard) and the Serve
-# proxy listen on 127.0.0.1. Ray 2.60 binds each Serve replica's inter-deployment gRPC server
-# to [::] (every interface) with no setting to change it; the token is what guards that port.
-run: $(STAMP) $(RAY_TOKEN)
-	@chmod 700 $(STATE)
-	@test -s $(STATE)/admin-token || (umask 077; python -c "import secrets; print(secrets.token_urlsafe(32))" > $(STATE)/admin-token)
-	@if ! ray status --address 127.0.0.1:6379 >/dev/null 2>&1; then \
-	  echo "starting a local Ray head (token auth on, usage stats off, Ray's ports on 127.0.0.1)"; \
-	  ray start --head --num-cpus=$$(nproc) --disable-usage-stats --node-ip-address=127.0.0.1 \
-	    --dashboard-host=127.0.0.1 --port=6379 >$(STATE)/ray-start.log 2>&1 \
-	    || { cat $(STATE)/ray-start.log; exit 1; }; \
-	fi
-	@if [ "$$(curl -s -o /dev/null -w '%{http_code}' $(DASHBOARD)/api/version)" = 200 ]; then \
-	  echo "warning: the running Ray head has token auth off (started before it was on);" \
-	    "'make stop && make run' restarts it with the token"; \
-	fi
-	serve deploy --address $(DASHBOARD) serve_config.yaml
-	@echo "waiting for the MCP server at $(MCP_URL)"
-	@for i in $$(seq 1 120); do curl -sf http://127.0.0.1:$(MCP_PORT)/healthz >/dev/null && break; sleep 1; done; \
-	  curl -sf http://127.0.0.1:$(MCP_PORT)/healthz >/dev/null || { serve status --address $(DASHBOARD); exit 1; }
-	ray job submit --address $(DASHBOARD) --working-dir . -- \
-	  python -m jobs.reindex --repo "$(abspath $(REPO))" --name "$(NAME)"
-	@echo
-	@echo "MCP server: $(MCP_URL)"
-	@echo "Client config (Claude Code .mcp.json / Cursor .cursor/mcp.json):"
-	@python -m serve_apps.mcp_client --url $(MCP_URL) --print-config
-	@echo
-	@python -m serve_apps.mcp_client --url $(MCP_URL) -k 5 "$(QUERY)"
-	@echo
-	@echo "Admin API: http://127.0.0.1:$(MCP_PORT)/admin/ (bearer token in $(STATE)/admin-token)"
-	@echo "The cluster stays up: dashboard $(DASHBOARD) (token auth: the token is in $(RAY_TOKEN));"
-	@echo "'make stop' stops it. Other Ray commands need: export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$(RAY_TOKEN)"
+# `samespace run` (samespace/cluster_commands.py): a local Ray head with token auth (the token read from
+# $(RAY_TOKEN) through RAY_AUTH_TOKEN_PATH), `serve deploy serve_config.yaml`, /healthz, then the reindex job
+# with --working-dir. Ray's own ports (GCS, raylet, object manager, agents, client server, dashboard) and the
+# Serve proxy listen on 127.0.0.1. Ray 2.60 binds each Serve replica's inter-deployment gRPC server to [::]
+# (every interface) with no setting to change it; the token is what guards that port.
+run: $(STAMP)
+	samespace run --state-dir "$(STATE)" --repo "$(abspath $(REPO))" --name "$(NAME)" --query "$(QUERY)"
 
 status:
-	@python -m serve_apps.admin_client status
+	@samespace status --state-dir "$(STATE)"
 
 push-key:  # the key on stdin: make push-key < key.txt (never on the command line)
-	@python -m serve_apps.admin_client push-key
+	@samespace push-key --state-dir "$(STATE)"
 
 set-policy:  # make set-policy ROLE=code-embedding POLICY=backup
-	@python -m serve_apps.admin_client set-policy "$(ROLE)" "$(POLICY)"
+	@samespace set-policy "$(ROLE)" "$(POLICY)" --state-dir "$(STATE)"
 
+# Stops the head `make run` started (recorded in $(STATE)/ray-head.json), and only that one.
 stop:
-	-@serve shutdown --address $(DASHBOARD) -y >/dev/null 2>&1
-	-@ray stop >/dev/null 2>&1 && echo "ray stopped"
+	-@samespace stop --state-dir "$(STATE)"
 
-# The whole suite in file order (some e2e modules still share state across tests).
-test: $(STAMP)
+# Lint, format and types (pyproject.toml: [tool.ruff], [tool.mypy]); tests/unit/test_lint.py runs the same three.
+lint: $(STAMP)
+	ruff check
+	ruff format --check
+	mypy
+
+# The whole suite in file order (some e2e modules still share state across tests), after the lint.
+test: $(STAMP) lint
 	python -m pytest -q -p no:randomly
 
 # Unit and contract tests only, in random order (pytest-randomly; the seed is printed to rerun it).

@@ -21,7 +21,7 @@ from ray.exceptions import RayActorError
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
 from cluster.errors import BudgetUnavailable, RateLimited
 from cluster.naming import BUDGET_ACTOR_NAME
-from cluster.cloud import request_tag as tags
+from cluster.cloud.request_tag import current_tag
 from cluster.settings import SamespaceSettings
 
 log = logging.getLogger("samespace.budget")
@@ -143,7 +143,7 @@ async def with_permit(settings: SamespaceSettings, provider: str, call: Callable
     The permit goes back with the call's latency and outcome. A dead budget actor is recreated
     (timid again) and asked once more; a wait past the bound is a RateLimited for the lane.
     """
-    tag = tags.current_tag.get()
+    tag = current_tag.get()
     timeout_s = settings.budget.acquire_timeout_s
     ticket: int | None = None
     for attempt in range(2):

@@ -16,7 +16,7 @@ import ray
 from pydantic import SecretStr
 
 from cluster.local.chat_client import LocalChatClient
-from cluster.cloud.openrouter import ChatResult
+from cluster.cloud.wire import ChatResult
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Role
 from cluster.settings import ChatEndpoint

@@ -1,7 +1,8 @@
 """Dispatcher actors, one per role: a Ray shell around cluster.routing.dispatch.Dispatcher.
 
-Discovery runs on every call (new nodes join, vanished ones drop out); lanes call the
-provider actors; a provider actor's error arrives as its own type (RateLimited, ...).
+Discovery runs on every call (new nodes join, vanished ones drop out); lanes call the provider
+actors through the transport of their kind (actors/transports.py); a provider actor's error
+arrives as its own type (RateLimited, ...).
 """
 
 from __future__ import annotations
@@ -17,89 +18,28 @@ import numpy as np
 import ray
 from ray import ObjectRef
 from ray.actor import ActorHandle
-from ray.exceptions import RayTaskError
 
 from actors.registry import LiveProvider, discover_providers, ensure_providers
+from actors.transports import TRANSPORTS
+from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_tag
 from cluster.cloud.budget import Priority
-from cluster.cloud import request_tag as tags
-from cluster.routing.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
-from cluster.gate.probe import GateLedger, GateReport
 from cluster.gate.admission import Gatekeeper, SpotCheckStats
-from cluster.providers import ProviderKind, ProviderView, provider_views
+from cluster.gate.ledger import GateLedger
+from cluster.gate.probe import GateReport
+from cluster.gate.sentinel import sentinel_loop
+from cluster.providers import ProviderView, provider_views
 from cluster.roles import Policy, Role
+from cluster.routing.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
 from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.space import EncoderIdentity
 
 
-CHAT_ROLES = (Role.CODE_ASSISTANT, Role.RLM)
-
-
-async def _unwrap(ref: Any) -> Any:
-    """Await an actor call; re-raise the provider's own exception, not Ray's wrapper."""
-    try:
-        return await ref
-    except RayTaskError as exc:
-        cause = exc.cause
-        raise (cause if isinstance(cause, BaseException) else exc) from None
-
-
-def _tag() -> tuple[str, str]:
-    tag = tags.current_tag.get()
-    return tag.project, tag.priority.value
-
-
 def _calls(live: LiveProvider) -> Provider:
-    """The calls a discovered actor answers. Cloud calls carry the request's project and priority
-    (the budget serves them fairly); local calls never touch the budget."""
-    handle: ActorHandle | None = live.handle
-    info = live.info
-    if handle is None:
-        return Provider(info=info)
-    chat_role = any(role in CHAT_ROLES for role in info.roles)
-    context = (lambda: _unwrap(handle.context_window.remote())) if chat_role else None
-    if info.hosted == "sidecar":  # the handle is the fleet actor; calls name the provider
-        name = info.name
-        return Provider(
-            info=info,
-            embed=(lambda texts: _unwrap(handle.embed.remote(name, texts))) if info.identity is not None else None,
-            rerank=(lambda q, docs: _unwrap(handle.rerank.remote(name, q, docs))) if Role.RERANKER in info.roles else None,
-            call=(lambda **request: _unwrap(handle.chat.remote(name, **request))) if chat_role else None,
-            context=(lambda: _unwrap(handle.context_window.remote(name))) if chat_role else None,
-        )
-    if info.kind is ProviderKind.LOCAL:
-        embed = (lambda texts: _unwrap(handle.encode_batch.remote(texts))) if info.identity is not None else None
-        rerank = (lambda q, docs: _unwrap(handle.rerank.remote(q, docs))) if Role.RERANKER in info.roles else None
-        call = (lambda **request: _unwrap(handle.chat.remote(**request))) if chat_role else None
-
-        async def reembed(texts: list[str]) -> np.ndarray:
-            """The gate's spot-check texts through the query group: never behind a bulk batch."""
-            rows = await asyncio.gather(*(_unwrap(handle.encode_query.remote(text)) for text in texts))
-            return np.stack([vector for vector, _ in rows])
-
-        return Provider(
-            info=info, embed=embed, rerank=rerank, call=call, context=context,
-            reembed=reembed if embed is not None else None,
-        )
-    role = info.roles[0]
-
-    async def cloud_rerank(query: str, docs: list[str]) -> list[float]:
-        ranked = await _unwrap(handle.rerank.remote(query, docs, None, *_tag()))
-        scores = [float("-inf")] * len(docs)
-        for index, score in ranked:
-            scores[index] = score
-        return scores
-
-    async def cloud_chat(**request: Any) -> Any:
-        project, priority = _tag()
-        return await _unwrap(handle.chat.remote(**request, project=project, priority=priority))
-
-    return Provider(
-        info=info,
-        embed=(lambda texts: _unwrap(handle.embed.remote(texts, *_tag()))) if role.writes_index else None,
-        rerank=cloud_rerank if role is Role.RERANKER else None,
-        call=cloud_chat if chat_role else None,
-        context=context,
-    )
+    """The calls a discovered actor answers, through the transport of its kind (none if it did not answer)."""
+    if live.handle is None:
+        return Provider(info=live.info)
+    transport = TRANSPORTS[live.info.kind, live.info.hosted]
+    return transport(live.handle).provider(live.info)
 
 
 log = logging.getLogger("samespace.dispatch")
@@ -145,12 +85,8 @@ class DispatcherActor:
 
     async def _sentinel_loop(self) -> None:
         """DESIGN §12: re-probe the serving encoders every period while serving."""
-        while True:
-            await asyncio.sleep(self._settings.gate.sentinel_period_s)
-            try:
-                await self._dispatcher.sentinel()
-            except Exception as exc:  # noqa: BLE001 - the loop must outlive one failed round; logged
-                log.warning("%s: sentinel round failed: %s", self._role.value, exc)
+        period_s = self._settings.gate.sentinel_period_s
+        await sentinel_loop(self._dispatcher.sentinel, period_s=period_s, sleep=asyncio.sleep, role=self._role.value)
 
     def _ensure_sentinel(self) -> None:
         if self._dispatcher.gatekeeper is not None and self._sentinel_task is None:
@@ -191,18 +127,18 @@ class DispatcherActor:
         return await self._dispatcher.reference()
 
     async def embed(
-        self, texts: list[str], project: str = tags.DEFAULT_PROJECT, priority: Priority = Priority.BULK
+        self, texts: list[str], project: str = DEFAULT_PROJECT, priority: Priority = Priority.BULK
     ) -> EmbedOutcome:
         self._ensure_sentinel()
-        tags.current_tag.set(tags.RequestTag(project, Priority(priority)))
+        current_tag.set(RequestTag(project, Priority(priority)))
         return await self._dispatcher.embed(texts)
 
     async def embed_stream(
-        self, texts: list[str], project: str = tags.DEFAULT_PROJECT, priority: Priority = Priority.BULK
+        self, texts: list[str], project: str = DEFAULT_PROJECT, priority: Priority = Priority.BULK
     ) -> AsyncIterator[LandedBatch]:
         """Yield each batch as it lands (call with `.options(num_returns="streaming")`)."""
         self._ensure_sentinel()
-        tags.current_tag.set(tags.RequestTag(project, Priority(priority)))
+        current_tag.set(RequestTag(project, Priority(priority)))
         queue: asyncio.Queue[LandedBatch | None] = asyncio.Queue()
 
         async def run() -> EmbedOutcome:
@@ -220,24 +156,24 @@ class DispatcherActor:
             task.cancel()
 
     async def encode_query(
-        self, text: str, project: str = tags.DEFAULT_PROJECT
+        self, text: str, project: str = DEFAULT_PROJECT
     ) -> tuple[np.ndarray, EncoderIdentity, str]:
         self._ensure_sentinel()
-        tags.current_tag.set(tags.RequestTag(project, Priority.INTERACTIVE))
+        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.encode_query(text)
 
-    async def chat(self, project: str = tags.DEFAULT_PROJECT, reserve: bool = True, **request: Any) -> tuple[Any, str]:
+    async def chat(self, project: str = DEFAULT_PROJECT, reserve: bool = True, **request: Any) -> tuple[Any, str]:
         """messages, tools, tool_choice, max_tokens, temperature → (ChatResult, provider name)."""
-        tags.current_tag.set(tags.RequestTag(project, Priority.INTERACTIVE))
+        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.chat(reserve, **request)
 
     async def context_window(self, reserve: bool = True) -> int | None:
         return await self._dispatcher.context_window(reserve)
 
     async def rerank(
-        self, query: str, documents: list[str], project: str = tags.DEFAULT_PROJECT
+        self, query: str, documents: list[str], project: str = DEFAULT_PROJECT
     ) -> tuple[list[float], str]:
-        tags.current_tag.set(tags.RequestTag(project, Priority.INTERACTIVE))
+        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.rerank(query, documents)
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import ray
 
-from cluster.search.code_map import CodeMaps, FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search.maps import CodeMaps
+from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.index.catalog import BuildProgress, IndexCatalog, IndexRecord, PointKey, ReusableRows
 from cluster.settings import SamespaceSettings
@@ -21,7 +22,7 @@ from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
 from cluster.space import EncoderIdentity
 from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
-from cluster.index.store.protocol import open_vector_store
+from cluster.index.store.engines import open_vector_store
 from cluster.ingest.walker import walk_settings
 
 # The store's files hold source text. New files 0600 and folders 0700; the store

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
+from pydantic import SecretStr
 from ray import ObjectRef
 from ray.actor import ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -22,6 +23,7 @@ from actors.embedder import EmbedderActor
 from actors.fleet import find_fleet_actor
 from actors.reranker import RerankerActor
 from actors.virtual_container import VirtualContainerActor
+from cluster.admin.push_plan import PushPlan
 from cluster.naming import (
     CHAT_ENDPOINT_PREFIX,
     EMBEDDER_PREFIX,
@@ -173,6 +175,40 @@ def apply_to_containers(
         if route is not None or policy is not None or base_url is not None:
             refs.append(container.handle.apply.remote(route, policy, base_url))
     return refs
+
+
+async def put_in_force(
+    settings: SamespaceSettings, plan: PushPlan, key: SecretStr | None
+) -> tuple[list[CloudContainer], list[str]]:
+    """Send a push plan to the actors (DESIGN §8): each role's dispatcher its policy, each virtual
+    container what changed for its role, then the dispatchers of re-routed roles forget their
+    discovery, then every container takes `key` (last: no request goes out on the old route with
+    it). Nothing is persisted here. Returns the containers and each send that did not land."""
+    from actors.dispatcher import forget_discoveries, push_cloud_config
+
+    refs = await asyncio.to_thread(
+        lambda: push_cloud_config(settings, routes=plan.routes, policies=plan.policies, base_url=plan.base_url)
+    )
+    issues = [f"a push did not land: {type(r).__name__}" for r in await asyncio.gather(*refs, return_exceptions=True)
+              if isinstance(r, BaseException)]
+    if plan.routes:  # only once the routes landed: a discovery now sees the new model and pin
+        await asyncio.gather(*await asyncio.to_thread(forget_discoveries, settings, list(plan.routes)))
+    containers = await asyncio.to_thread(ensure_cloud_containers, settings)
+    if key is not None:
+        answers = await asyncio.gather(*(c.handle.set_key.remote(key) for c in containers), return_exceptions=True)
+        issues += [f"{c.name}: the key did not land ({type(a).__name__})"
+                   for c, a in zip(containers, answers, strict=True) if isinstance(a, BaseException)]
+    return containers, issues
+
+
+def actor_state(handle: ActorHandle) -> str | None:
+    """The actor's lifecycle state as this process last heard it from Ray ("ALIVE", "RESTARTING",
+    "DEAD", ...), or None when unknown. Ray tracks it per caller once a call was made; reading it
+    needs no dashboard."""
+    from ray.core.generated.gcs_pb2 import ActorTableData
+
+    state = handle._get_local_state()  # noqa: SLF001 - Ray's one read of an actor's state that needs no dashboard
+    return None if state is None else str(ActorTableData.ActorState.Name(state))
 
 
 def ensure_chat_endpoints(settings: SamespaceSettings) -> list[ActorHandle]:

@@ -20,7 +20,7 @@ from cluster.errors import AuthFailed, MissingPin, UpstreamError
 from cluster.cloud.key_readiness import NO_KEY_REASON
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Policy, Role
-from cluster.cloud import request_tag as tags
+from cluster.cloud.request_tag import RequestTag, current_tag
 from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.space import EncoderIdentity
 
@@ -225,8 +225,8 @@ class VirtualContainerActor:
         from actors.budget import with_permit
 
         if project is not None or priority is not None:
-            default = tags.current_tag.get()
-            tags.current_tag.set(tags.RequestTag(project or default.project, Priority(priority or default.priority)))
+            default = current_tag.get()
+            current_tag.set(RequestTag(project or default.project, Priority(priority or default.priority)))
         try:
             result = await with_permit(self._settings, self._name, call)
         except Exception as exc:

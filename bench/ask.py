@@ -35,7 +35,7 @@ class ScriptedRlm:
     """Plan: the question and a phrase of it; round 1: both again; last round: a draft."""
 
     async def complete(self, request: dict[str, Any], timeout_s: float) -> Any:
-        from cluster.cloud.openrouter import ChatResult, ToolCall
+        from cluster.cloud.wire import ChatResult, ToolCall
         from cluster.ask.rlm import ChatOutcome
 
         messages = request["messages"]
@@ -58,7 +58,7 @@ class ScriptedRlm:
 class CitingAssistant:
     async def complete(self, request: dict[str, Any], timeout_s: float) -> Any:
         from cluster.ask.evidence import citations_in
-        from cluster.cloud.openrouter import ChatResult
+        from cluster.cloud.wire import ChatResult
         from cluster.ask.rlm import ChatOutcome
 
         spans = citations_in(request["messages"][-1]["content"])[:2]

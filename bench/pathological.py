@@ -37,18 +37,17 @@ _WORD = re.compile(r"\w+")
 
 
 def run_ours(root: Path) -> dict[str, Any]:
-    from cluster.ingest import walker
+    from cluster.ingest.walker import walk_repository, walk_settings
     from cluster.ingest.chunking import chunk_file
     from cluster.ingest.generated import generated_reason
     from cluster.index.keywords import chunk_keywords
     from cluster.settings import load_settings
 
     settings = load_settings()
-    make_walk_settings = getattr(walker, "walk_settings", None)
-    walk = make_walk_settings(settings) if make_walk_settings is not None else walker.WalkSettings()
+    walk = walk_settings(settings)
     files = chunks = chunk_bytes = terms = 0
     generated: dict[str, str] = {}
-    for source in walker.walk_repository(root, walk):
+    for source in walk_repository(root, walk):
         files += 1
         reason = generated_reason(source.path, source.text)
         if reason is not None:

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.settings import SamespaceSettings
     from cluster.space import embedding_text
     from cluster.types import StoredPoint
-    from cluster.index.store.protocol import open_vector_store
+    from cluster.index.store.engines import open_vector_store
     from jobs.reindex import collect_chunks
 
     work = Path(tempfile.mkdtemp(prefix="samespace-bench-"))

@@ -16,7 +16,6 @@ from cluster.roles import Policy, Role, effective_behaviour
 from cluster.space import EncoderIdentity
 from cluster.types import Strict
 
-
 # The reason discovery gives a provider actor that did not describe itself in time (often: still
 # loading its model). A job may wait for it; anything else ineligible is final for the call.
 NOT_ANSWERING = "did not answer"

@@ -37,7 +37,7 @@ from cluster.ingest.chunking import chunk_file
 from cluster.ingest.generated import generated_reason
 from cluster.errors import CloudKeyMissing, NoProviderLeft, SamespaceError, ScanError, ShrinkRefused
 from cluster.routing.dispatch import LandedBatch
-from cluster.gate.probe import Verdict
+from cluster.gate.sentinel import reference_drifted, stored_baseline
 from cluster.index.incremental import PlanMode, full_reason, plan_reindex
 from cluster.index.catalog import (
     IndexRecord,
@@ -69,7 +69,6 @@ WRITES_IN_FLIGHT = 4
 PROGRESS_INTERVAL_S = 2.0
 STARTUP_POLL_S = 2.0
 REUSE_BATCH = 256  # reused rows per write, like a landed batch
-DRIFT_VERDICTS = (Verdict.VECTOR_INCOMPATIBLE, Verdict.DIMENSION_MISMATCH)  # of the reference vs the index
 KEY_PAGE = 2048  # serving rows per page read (keys only)
 VECTOR_PAGE = 512  # serving rows per page read with vectors (512 x 2560 floats: 5 MB)
 
@@ -287,13 +286,13 @@ def _check_drift(
     serving record and whether the reference itself (or the cloud anchor) no longer reproduces
     the index's probe vectors: then none of the index's vectors may be reused."""
     current: IndexRecord | None = ray.get(index.record.remote(name))
-    if current is None or current.probe_vectors is None:
+    stored = stored_baseline(current.probe_vectors) if current is not None else None
+    if current is None or stored is None:
         return current, False
-    stored = np.asarray(current.probe_vectors, dtype=np.float32)
-    drifted = False
-    for report in ray.get(dispatcher.sentinel.remote(stored)):
+    reports = ray.get(dispatcher.sentinel.remote(stored))
+    for report in reports:
         emit(f"sentinel: {report.line()}")
-        drifted |= report.reference is None and report.verdict in DRIFT_VERDICTS
+    drifted = reference_drifted(reports)
     if current.identity != reference:
         emit(f"the encoder changed since {name!r} was built ({current.identity.space_id} → {reference.space_id}): "
              "this reindex replaces it")

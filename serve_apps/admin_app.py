@@ -13,62 +13,49 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
+from ray.actor import ActorHandle
+from ray.exceptions import ActorUnavailableError, RayActorError
 from ray.serve import Application
 
 from cluster.cloud.state import ContainerState, disagreements
-from cluster.config.store import PersistedConfig, PersistedRole
+from cluster.admin.push_plan import (
+    NO_KEY_YET,
+    OpenRouterPush,
+    PushPlan,
+    key_check_needed,
+    merged,
+    plan_push,
+    plan_repush,
+)
+from cluster.admin.role_status import CallFailure, RoleAnswer, RoleStatus, role_answer
+from cluster.naming import dispatcher_actor_name
 from cluster.providers import ProviderView
-from cluster.roles import Policy, Role
-from cluster.settings import CloudSettings, SamespaceSettings, load_settings
+from cluster.roles import Role
+from cluster.settings import SamespaceSettings, load_settings
 from serve_apps.auth import bearer_matches
 from serve_apps.http_guard import HttpGuard
 
 log = logging.getLogger("samespace.admin")
 
+# How long a status route waits for one actor. A dispatcher's `providers()` asks every provider
+# with a 10 s deadline of its own (actors.registry.DESCRIBE_TIMEOUT_S), so this leaves room for that.
+STATUS_TIMEOUT_S = 30.0
+ANSWERED = RoleAnswer(status=RoleStatus.OK)
+
+DispatcherLookup = Callable[[Role], ActorHandle]
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
-
-
-class ModelPush(_Body):
-    model: str = Field(min_length=1)
-    provider: str | None = Field(default=None, min_length=1, description="Pinned upstream (embedding roles).")
-    dims: int | None = Field(default=None, ge=1)
-
-
-class OpenRouterPush(_Body):
-    api_key: SecretStr | None = None
-    base_url: str | None = Field(default=None, min_length=1)
-    models: dict[Role, ModelPush] | None = None
-    policies: dict[Role, Policy] | None = None
-
-    @field_validator("base_url")
-    @classmethod
-    def _base_url_is_plain_http(cls, value: str | None) -> str | None:
-        return None if value is None else CloudSettings.check_base_url(value)
-
-    @model_validator(mode="after")
-    def _embedding_models_are_pinned(self) -> OpenRouterPush:
-        for role, push in (self.models or {}).items():
-            if role.writes_index and push.provider is None:
-                raise ValueError(f"models.{role.value}.provider: an embedding route must name a pinned upstream")
-        return self
-
-    @property
-    def only_local_policies(self) -> bool:
-        """Only policies, all `local`: the way out of a missing key, never refused for want of one."""
-        return (
-            self.api_key is None and self.base_url is None and not self.models
-            and bool(self.policies) and all(p is Policy.LOCAL for p in (self.policies or {}).values())
-        )
 
 
 class BudgetOverride(_Body):
@@ -80,34 +67,67 @@ class AdminApi:
 
     Every actor call is awaited, and every blocking step (the config file, Ray's control-plane
     lookups that start or find actors) runs in a worker thread: a handler never stalls the loop.
+    A status read from an actor that Ray is restarting, or that is gone, is reported for its role
+    (`role_status`), never raised: the route answers 200 for the other roles.
+
+    dispatcher:       the role's dispatcher handle (default: found or started by name)
+    status_timeout_s: how long a status read waits for one actor
     """
 
-    def __init__(self, settings: SamespaceSettings) -> None:
+    def __init__(
+        self,
+        settings: SamespaceSettings,
+        *,
+        dispatcher: DispatcherLookup | None = None,
+        status_timeout_s: float = STATUS_TIMEOUT_S,
+    ) -> None:
         from cluster.config.store import ConfigStore
 
         self._settings = settings
         self._store = ConfigStore(settings.admin.config_path)
+        self._dispatcher = dispatcher or partial(_find_dispatcher, settings)
+        self._status_timeout_s = status_timeout_s
         self._push_lock = asyncio.Lock()  # persist-then-apply of one push never interleaves another's
 
     async def _dispatchers(self, roles: Iterable[Role]) -> dict[Role, Any]:
-        from actors.dispatcher import get_dispatcher
+        return await asyncio.to_thread(lambda: {role: self._dispatcher(role) for role in roles})
 
-        return await asyncio.to_thread(lambda: {role: get_dispatcher(self._settings, role) for role in roles})
+    async def _read(
+        self, name: str, handle: ActorHandle, method: str, timeout_s: float | None = None
+    ) -> tuple[Any, RoleAnswer]:
+        """One status read from an actor: its answer, or None with why it did not answer."""
+        try:
+            value = await asyncio.wait_for(getattr(handle, method).remote(), timeout_s or self._status_timeout_s)
+        except (RayActorError, TimeoutError) as exc:  # GetTimeoutError is a TimeoutError too
+            from actors.registry import actor_state
 
-    async def _views(self) -> dict[Role, list[ProviderView]]:
+            answer = role_answer(name, _failure(exc), actor_state(handle), error=type(exc).__name__, restartable=True)
+            log.warning("status read %s: %s", method, answer.detail)
+            return None, answer
+        return value, ANSWERED
+
+    async def _read_roles(self, roles: Iterable[Role], method: str) -> dict[Role, tuple[Any, RoleAnswer]]:
+        """`method` of each role's dispatcher, read concurrently."""
+        roles = list(roles)
+        dispatchers = await self._dispatchers(roles)
+        reads = await asyncio.gather(
+            *(self._read(dispatcher_actor_name(role), dispatchers[role], method) for role in roles)
+        )
+        return dict(zip(roles, reads, strict=True))
+
+    async def _views(self) -> dict[Role, tuple[list[ProviderView] | None, RoleAnswer]]:
         """Per role, every provider as its dispatcher reports it now (the providers asked, not cached)."""
-        dispatchers = await self._dispatchers(Role)
-        views = await asyncio.gather(*(dispatchers[role].providers.remote() for role in Role))
-        return dict(zip(Role, views, strict=True))
+        return await self._read_roles(Role, "providers")
 
     async def providers(self) -> dict[str, Any]:
-        dispatchers = await self._dispatchers(Role)
-        views, reports = await asyncio.gather(
-            self._views(), asyncio.gather(*(dispatchers[role].gate_reports.remote() for role in Role))
-        )
+        """Per role its providers with the gate's verdict on each, and under `roles` whether its
+        dispatcher answered (`ok`, `restarting`, `unavailable`: then the role lists none)."""
+        views, reports = await asyncio.gather(self._views(), self._read_roles(Role, "gate_reports"))
         out: dict[str, Any] = {}
-        for role, role_reports in zip(Role, reports, strict=True):
-            by_provider = {r.key.provider: r for r in role_reports if r.key.regime}
+        answers: dict[str, Any] = {}
+        for role in Role:
+            (role_views, viewed), (role_reports, reported) = views[role], reports[role]
+            by_provider = {r.key.provider: r for r in role_reports or [] if r.key.regime}
             out[role.value] = [
                 {
                     **view.model_dump(mode="json"),
@@ -115,19 +135,22 @@ class AdminApi:
                     if view.provider.name in by_provider
                     else None,
                 }
-                for view in views[role]
+                for view in role_views or []
             ]
-        return out
+            answers[role.value] = (viewed if viewed.status is not RoleStatus.OK else reported).model_dump(mode="json")
+        return {**out, "roles": answers}
 
     async def gate(self, verify: bool) -> dict[str, Any]:
         roles = (Role.CODE_EMBEDDING, Role.EMBEDDING)
-        dispatchers = await self._dispatchers(roles)
-        out: dict[str, Any] = {}
-        for role in roles:
-            if verify:
+        if verify:  # an action, not a status read: a dispatcher that cannot run it fails the call
+            dispatchers = await self._dispatchers(roles)
+            for role in roles:
                 await dispatchers[role].sentinel.remote()
-            out[role.value] = [r.model_dump(mode="json") for r in await dispatchers[role].gate_reports.remote()]
-        return out
+        reports = await self._read_roles(roles, "gate_reports")
+        out: dict[str, Any] = {
+            role.value: [r.model_dump(mode="json") for r in reports[role][0] or []] for role in roles
+        }
+        return {**out, "roles": {role.value: reports[role][1].model_dump(mode="json") for role in roles}}
 
     async def budget(self, override: BudgetOverride | None = None) -> dict[str, Any]:
         from actors.budget import get_budget_actor
@@ -144,33 +167,44 @@ class AdminApi:
 
     async def health(self) -> dict[str, Any]:
         """Ray answers, the store answers, per role the policy in force and who serves now, and
-        `problems`: what stops a role from serving, in words (empty when nothing does)."""
+        `problems`: what stops a role from serving, in words (empty when nothing does). A role whose
+        dispatcher does not answer has the state `restarting` or `unavailable`, and a `detail`."""
         from actors import get_index_actor
-        from cluster.config.store import overlay
         from cluster.cloud.key_readiness import local_only_roles, missing_key_message
+        from cluster.config.store import overlay
+        from cluster.naming import INDEX_ACTOR_NAME
 
         index = await asyncio.to_thread(get_index_actor, self._settings)
-        names, views, stored = await asyncio.gather(
-            index.names.remote(), self._views(), asyncio.to_thread(self._store.read)
+        (names, indexed), views, stored = await asyncio.gather(
+            self._read(INDEX_ACTOR_NAME, index, "names"), self._views(), asyncio.to_thread(self._store.read)
         )
         effective = overlay(self._settings, stored)
         roles: dict[str, Any] = {}
         for role in Role:
-            serving = [v.provider.name for v in views[role] if v.serves != "no"]
-            policy = views[role][0].policy_in_force if views[role] else effective.policy(role)
+            role_views, answer = views[role]
+            if role_views is None:
+                roles[role.value] = {"policy": effective.policy(role).value, "serving": [],
+                                     "state": answer.status.value, "detail": answer.detail}
+                continue
+            serving = [v.provider.name for v in role_views if v.serves != "no"]
+            policy = role_views[0].policy_in_force if role_views else effective.policy(role)
             roles[role.value] = {"policy": policy.value, "serving": serving, "state": "serving" if serving else "none"}
+        answered = {role: role_views for role, (role_views, _) in views.items() if role_views is not None}
         local_only = local_only_roles(self._settings)
-        missing = missing_key_message(views, key_pushed_before=stored.key_pushed, local_only=local_only)
+        missing = missing_key_message(answered, key_pushed_before=stored.key_pushed, local_only=local_only)
         problems = [missing] if missing else []
-        return {"ray": "ok", "store": {"indexes": names}, "roles": roles, "problems": problems}
+        store: dict[str, Any] = {"indexes": names or []}
+        if names is None:
+            store.update(state=indexed.status.value, detail=indexed.detail)
+        return {"ray": "ok", "store": store, "roles": roles, "problems": problems}
 
     async def sidecars(self) -> dict[str, Any]:
         """The fleet: each host, when it was last seen, its transport, and per role the provider it
         is, whether it serves, and the gate's verdict on it (embedding roles)."""
         from actors.fleet import find_fleet_actor
+        from cluster.fleet.providers import sidecar_providers
         from cluster.fleet.registry import Fleet
         from cluster.naming import sidecar_provider_name
-        from cluster.fleet.providers import sidecar_providers
 
         fleet = await asyncio.to_thread(find_fleet_actor, self._settings)
         if fleet is not None:
@@ -179,11 +213,10 @@ class AdminApi:
             stored = await asyncio.to_thread(self._store.read)
             hosts = Fleet(time.monotonic, known=stored.sidecars).hosts()
             infos, _ = sidecar_providers(hosts, self._settings.embedding.width)
-        roles_checked = (Role.CODE_EMBEDDING, Role.EMBEDDING)
-        dispatchers = await self._dispatchers(roles_checked)
+        reports = await self._read_roles((Role.CODE_EMBEDDING, Role.EMBEDDING), "gate_reports")
         verdicts: dict[str, Any] = {}
-        for role in roles_checked:
-            for report in await dispatchers[role].gate_reports.remote():
+        for role_reports, _ in reports.values():
+            for report in role_reports or []:
                 verdicts[report.key.provider] = {"verdict": report.verdict.value, "detail": report.detail}
         by_name = {info.name: info for info in infos}
         out = []
@@ -210,23 +243,18 @@ class AdminApi:
                     "roles": roles,
                 }
             )
-        return {"sidecars": out}
+        return {"sidecars": out, "gate": {role.value: answer.model_dump(mode="json")
+                                          for role, (_, answer) in reports.items()}}
 
     async def _container_states(self) -> tuple[list[ContainerState], list[str]]:
-        """What every virtual container holds, asked now; and those that did not answer."""
+        """What every virtual container holds, asked now; and, in words, those that did not answer."""
         from actors.registry import DESCRIBE_TIMEOUT_S, ensure_cloud_containers
 
         containers = await asyncio.to_thread(ensure_cloud_containers, self._settings)
-        answers = await asyncio.gather(
-            *(asyncio.wait_for(c.handle.state.remote(), DESCRIBE_TIMEOUT_S) for c in containers),
-            return_exceptions=True,
-        )
-        states = [a for a in answers if isinstance(a, ContainerState)]
-        silent = [
-            f"{c.name}: did not answer ({type(a).__name__})"
-            for c, a in zip(containers, answers, strict=True)
-            if not isinstance(a, ContainerState)
-        ]
+        reads = await asyncio.gather(*(self._read(c.name, c.handle, "state", DESCRIBE_TIMEOUT_S) for c in containers))
+        states = [state for state, _ in reads if isinstance(state, ContainerState)]
+        silent = [f"{answer.detail}: {answer.status.value}"
+                  for _, answer in reads if answer.status is not RoleStatus.OK]
         return states, silent
 
     async def openrouter(self) -> dict[str, Any]:
@@ -249,87 +277,48 @@ class AdminApi:
         }
 
     async def push(self, body: OpenRouterPush) -> dict[str, Any]:
-        """Persist what is safe, then put all of it in force: each role's dispatcher takes its
-        policy, every virtual container merges what changed for its role (route, policy, base URL),
-        then the key. A container that restarts meanwhile reads the same values from the store."""
+        """Persist what is safe, then put all of it in force (`actors.registry.put_in_force`). A
+        container that restarts meanwhile reads the same values from the store."""
         async with self._push_lock:
             stored = await asyncio.to_thread(self._store.read)
-            if body.api_key is None and not stored.key_pushed and not body.only_local_policies:
+            if key_check_needed(body, stored):
                 states, _ = await self._container_states()
                 if not any(state.key_held for state in states):  # a key from the nodes' env counts
-                    return {"ok": False, "pushed_to": [], "issues": ["no key has been pushed yet: include api_key"]}
-            persisted = await asyncio.to_thread(self._store.update, lambda config: _merged(config, body))
-            return await self._put_in_force(
-                persisted,
-                routes=set(body.models or {}),
-                policies=set(body.policies or {}),
-                base_url=body.base_url is not None,
-                key=body.api_key,
-                needs_containers=body.api_key is not None or bool(body.models) or body.base_url is not None,
-            )
+                    return {"ok": False, "pushed_to": [], "issues": [NO_KEY_YET]}
+            persisted = await asyncio.to_thread(self._store.update, lambda config: merged(config, body, time.time()))
+            return await self._put_in_force(plan_push(self._settings, persisted, body), body)
 
     async def repush(self) -> dict[str, Any]:
         """Re-send the whole durable config (never a key) to the dispatchers and every virtual container."""
         async with self._push_lock:
             persisted = await asyncio.to_thread(self._store.read)
-            return await self._put_in_force(
-                persisted, routes=set(Role), policies=set(Role), base_url=True, key=None, needs_containers=False
-            )
+            return await self._put_in_force(plan_repush(self._settings, persisted), None)
 
-    async def _put_in_force(
-        self,
-        persisted: PersistedConfig,
-        *,
-        routes: set[Role],
-        policies: set[Role],
-        base_url: bool,
-        key: SecretStr | None,
-        needs_containers: bool,
-    ) -> dict[str, Any]:
-        from actors.dispatcher import forget_discoveries, push_cloud_config
-        from actors.registry import ensure_cloud_containers
-        from cluster.config.store import overlay
+    async def _put_in_force(self, plan: PushPlan, body: OpenRouterPush | None) -> dict[str, Any]:
+        """Send the plan, then ask the containers what they hold: what did not land is an issue."""
+        from actors.registry import put_in_force
 
-        effective = overlay(self._settings, persisted)
-        in_force_routes = {role: route for role, route in effective.cloud.routes.items() if role in routes}
-        in_force_policies = {role: effective.policy(role) for role in policies}
-        refs = await asyncio.to_thread(
-            lambda: push_cloud_config(
-                self._settings,
-                routes=in_force_routes,
-                policies=in_force_policies,
-                base_url=effective.cloud.base_url if base_url else None,
-            )
-        )
-        issues = [f"a push did not land: {type(r).__name__}" for r in await asyncio.gather(*refs, return_exceptions=True)
-                  if isinstance(r, BaseException)]
-        if in_force_routes:  # only once the routes landed: a discovery now sees the new model and pin
-            await asyncio.gather(*await asyncio.to_thread(forget_discoveries, self._settings, list(in_force_routes)))
-        containers = await asyncio.to_thread(ensure_cloud_containers, self._settings)
-        if key is not None:  # the key last: no request goes out on the old route with it
-            answers = await asyncio.gather(*(c.handle.set_key.remote(key) for c in containers), return_exceptions=True)
-            issues += [f"{c.name}: the key did not land ({type(a).__name__})"
-                       for c, a in zip(containers, answers, strict=True) if isinstance(a, BaseException)]
-        touched = key is not None or base_url
-        pushed = [c.name for c in containers if touched or c.role in in_force_routes or c.role in in_force_policies]
-        if not containers and needs_containers:
-            issues.append("no virtual container exists: enable the cloud (cloud.enabled) first")
+        key = body.api_key if body is not None else None
+        containers, issues = await put_in_force(self._settings, plan, key)
+        issues += plan.missing_containers(len(containers))
         states, silent = await self._container_states()
-        issues += silent + disagreements(effective, states)
-        return {"ok": not issues, "pushed_to": pushed, "issues": issues}
+        issues += silent + disagreements(plan.effective, states)
+        return {"ok": not issues, "pushed_to": plan.pushed_to((c.name, c.role) for c in containers), "issues": issues}
 
 
-def _merged(config: PersistedConfig, body: OpenRouterPush) -> PersistedConfig:
-    """The stored config with a push merged in (never the key: only that and when one was pushed)."""
-    roles = dict(config.roles)
-    for role, push in (body.models or {}).items():
-        roles[role] = PersistedRole(model=push.model, upstream=push.provider, dims=push.dims)
-    update: dict[str, Any] = {"roles": roles, "policies": {**config.policies, **(body.policies or {})}}
-    if body.base_url is not None:
-        update["base_url"] = body.base_url
-    if body.api_key is not None:
-        update.update(key_pushed=True, last_pushed_at=time.time())
-    return PersistedConfig.model_validate({**config.model_dump(), **update})
+def _find_dispatcher(settings: SamespaceSettings, role: Role) -> ActorHandle:
+    from actors.dispatcher import get_dispatcher
+
+    return get_dispatcher(settings, role)
+
+
+def _failure(exc: BaseException) -> CallFailure:
+    """Ray's error for a status read, named: unreachable for now, dead, or too slow."""
+    if isinstance(exc, ActorUnavailableError):
+        return CallFailure.UNREACHABLE
+    if isinstance(exc, RayActorError):
+        return CallFailure.DIED
+    return CallFailure.TIMED_OUT
 
 
 def _authorized(request: Request, settings: SamespaceSettings) -> bool:

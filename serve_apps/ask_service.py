@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
-from cluster.search.code_map import CodeEntry, FileHit, RepoOverview, snippet
+from cluster.search.models import CodeEntry, FileHit, RepoOverview, snippet
 from cluster.errors import NoProviderLeft
 from cluster.ask.evidence import EvidenceBlock
 from cluster.cloud.request_tag import DEFAULT_PROJECT

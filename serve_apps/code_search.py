@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from cluster.ingest.languages import KNOWN_LANGUAGES
-from cluster.search.code_map import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import NoProviderLeft, UnknownLanguage
 from cluster.index.catalog import IndexRecord, definitions_filter, path_prefixes
 from cluster.index.keywords import query_keywords

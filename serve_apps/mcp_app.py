@@ -24,7 +24,7 @@ from ray.serve import Application
 
 from cluster.ask.pipeline import AskRequest, AskResult
 from cluster.ingest.languages import KNOWN_LANGUAGES
-from cluster.search.code_map import Neighbors, RepoOverview
+from cluster.search.models import Neighbors, RepoOverview
 from cluster.errors import SamespaceError
 from cluster.settings import SamespaceSettings, load_settings
 from cluster.ingest.source import SourceLines

@@ -68,8 +68,9 @@ def result_text(result: CallToolResult) -> str:
     return "\n".join(getattr(block, "text", "") for block in result.content)
 
 
-async def _demo(url: str, query: str, k: int, token: SecretStr | None) -> int:
-    result = await call_tool(url, "search_code", {"query": query, "k": k}, token=token)
+async def _demo(url: str, query: str, k: int, token: SecretStr | None, repo: str | None = None) -> int:
+    arguments: dict[str, Any] = {"query": query, "k": k} | ({"repo": repo} if repo else {})
+    result = await call_tool(url, "search_code", arguments, token=token)
     if result.is_error:
         print(f"search_code failed: {result_text(result)}", file=sys.stderr)
         return 1
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("query", nargs="?", default="retry a call with exponential backoff")
     parser.add_argument("--url", default=DEFAULT_URL)
     parser.add_argument("-k", type=int, default=5)
+    parser.add_argument("--repo", help="only this indexed repository (default: every index)")
     parser.add_argument("--print-config", action="store_true", help="print the MCP client config and exit")
     args = parser.parse_args(argv)
     serve = load_settings().serve
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         if token is not None:
             print(token_hint(serve), file=sys.stderr)
         return 0
-    return asyncio.run(_demo(args.url, args.query, args.k, token))
+    return asyncio.run(_demo(args.url, args.query, args.k, token, args.repo))
 
 
 if __name__ == "__main__":

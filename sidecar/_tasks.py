@@ -15,7 +15,7 @@ async def run_all_or_fail(*coros: Coroutine[Any, Any, None]) -> None:
     """Run the coroutines together; return when all return, or cancel the rest and raise the first error."""
     tasks = [asyncio.ensure_future(c) for c in coros]
     try:
-        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
             if not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]

@@ -20,22 +20,23 @@ from pydantic import ValidationError
 from sidecar._version import __version__
 from sidecar.backoff import BACKOFF_JITTER, Backoff
 from sidecar.errors import AuthRejected, ConnectionLost, MasterRejected, UpstreamError
-from sidecar.frames import (
+from sidecar.http_transport import HttpSession
+from sidecar.settings import SidecarSettings, TransportMode
+from sidecar.upstream import Upstream
+from sidecar.wire import (
     AGENT_ID_HEADER,
     CREDENTIAL_HEADER,
-    PONG,
     ChatCommand,
     EmbedCommand,
+    FrameType,
     ModelsCommand,
     RerankCommand,
     describe_invalid,
     error_result,
     ok_result,
+    pong_frame,
     result_frame,
 )
-from sidecar.http_transport import HttpSession
-from sidecar.settings import SidecarSettings, TransportMode
-from sidecar.upstream import Upstream
 from sidecar.ws_transport import WsSession
 
 __all__ = ["Agent"]
@@ -111,7 +112,10 @@ class Agent:
     def register_frame(self) -> dict[str, Any]:
         s = self.settings
         frame: dict[str, Any] = {
-            "type": "register", "agentUrl": s.agent_url, "hostname": s.hostname, "containers": self.container_names()
+            "type": FrameType.REGISTER.value,
+            "agentUrl": s.agent_url,
+            "hostname": s.hostname,
+            "containers": self.container_names(),
         }
         if self.agent_id is not None and self._credential is not None:
             frame.update(agentId=self.agent_id, credential=self._credential)
@@ -131,7 +135,7 @@ class Agent:
         await self.probe_all()
         s = self.settings
         return {
-            "type": "heartbeat",
+            "type": FrameType.HEARTBEAT.value,
             "agentUrl": s.agent_url,
             "containers": self.container_names(),
             "activeRequests": self.active_requests,
@@ -159,19 +163,19 @@ class Agent:
         """One master frame → the frame to send back, or None. Commands are awaited here; a transport
         runs each `command` frame in its own task so that they proceed concurrently."""
         kind = frame.get("type")
-        if kind == "ping":
-            return dict(PONG)
-        if kind == "command":
+        if kind == FrameType.PING:
+            return pong_frame()
+        if kind == FrameType.COMMAND:
             return await self.execute(frame)
-        if kind == "config":
+        if kind == FrameType.CONFIG:
             payload = frame.get("payload")
             keys = sorted(payload) if isinstance(payload, dict) else []
             logger.info("config from the master: keys %s", ", ".join(map(str, keys)) or "(none)")
             return ok_result(frame.get("id"))
-        if kind == "error":
+        if kind == FrameType.ERROR:
             logger.warning("master reports an error: %s", str(frame.get("message"))[:500])
             return None
-        if kind == "registered":
+        if kind == FrameType.REGISTERED:
             return None
         logger.debug("ignoring a frame of type %r", str(kind)[:40])
         return None
@@ -206,7 +210,8 @@ class Agent:
             return error_result(command_id, f"unknown action {action[:40]!r}; expected one of {', '.join(ACTIONS)}")
         upstream = self.upstreams.get(role)
         if upstream is None:
-            return error_result(command_id, f"unknown role {role[:40]!r}; this sidecar serves {', '.join(self.upstreams)}")
+            serves = ", ".join(self.upstreams)
+            return error_result(command_id, f"unknown role {role[:40]!r}; this sidecar serves {serves}")
         try:
             return result_frame(command_id, await run_action(upstream, frame))
         except ValidationError as exc:

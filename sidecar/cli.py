@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -72,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--transport", choices=[m.value for m in TransportMode], default=TransportMode.AUTO.value)
     parser.add_argument("--heartbeat-s", type=float, default=DEFAULT_HEARTBEAT_S)
     parser.add_argument("--poll-wait-s", type=float, default=DEFAULT_POLL_WAIT_S, help="HTTP fallback long-poll wait.")
-    parser.add_argument("--ws-retry-s", type=float, default=DEFAULT_WS_RETRY_S, help="auto: retry WebSocket this often.")
+    parser.add_argument(
+        "--ws-retry-s", type=float, default=DEFAULT_WS_RETRY_S, help="auto: retry WebSocket this often."
+    )
     parser.add_argument("--upstream-timeout-s", type=float, default=DEFAULT_UPSTREAM_TIMEOUT_S)
     parser.add_argument(
         "--upstream-key-env",
@@ -135,10 +138,8 @@ async def serve(settings: SidecarSettings) -> int:
         settings.master,
         settings.transport.value,
     )
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
     logger.info("sidecar stopped")
     return 0
 

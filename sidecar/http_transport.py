@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ import httpx
 
 from sidecar._tasks import CommandTasks, run_all_or_fail
 from sidecar.errors import AuthRejected, ConnectionLost, MasterRejected
+from sidecar.wire import FrameType
 
 if TYPE_CHECKING:
     from sidecar.agent import Agent
@@ -103,7 +105,7 @@ class HttpSession:
     async def _register(self) -> None:
         response = await self._post("register", self._agent.register_frame())
         body = self._json("register", response)
-        if body.get("type") != "registered" or body.get("ok") is not True:
+        if body.get("type") != FrameType.REGISTERED or body.get("ok") is not True:
             raise ConnectionLost("the master did not accept the registration")
         self._generation += 1
         self._agent.on_registered("HTTP", body)
@@ -160,8 +162,8 @@ class HttpSession:
             return
         for frame in commands:
             if isinstance(frame, dict):
-                frame = {"type": "command", **frame}
-                self._commands.start(lambda frame=frame: self._answer(frame))
+                command = {"type": FrameType.COMMAND.value, **frame}
+                self._commands.start(functools.partial(self._answer, command))
 
     async def _answer(self, frame: dict[str, Any]) -> None:
         reply = await self._agent.handle_frame(frame)

@@ -18,7 +18,6 @@ __all__ = [
     "DEFAULT_HEARTBEAT_S",
     "DEFAULT_POLL_WAIT_S",
     "DEFAULT_WS_RETRY_S",
-    "MAX_FRAME_BYTES",
     "ServeSpec",
     "SidecarSettings",
     "TransportMode",
@@ -31,7 +30,6 @@ DEFAULT_WS_RETRY_S = 60.0
 DEFAULT_UPSTREAM_TIMEOUT_S = 120.0
 DEFAULT_PROBE_TIMEOUT_S = 2.0
 DEFAULT_REGISTER_TIMEOUT_S = 10.0
-MAX_FRAME_BYTES = 16 * 1024 * 1024
 CONTAINER_PREFIX = "ss-"
 _ROLE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 

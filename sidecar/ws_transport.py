@@ -12,7 +12,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from sidecar._tasks import CommandTasks, run_all_or_fail
 from sidecar.errors import AuthRejected, ConnectionLost, MasterRejected
-from sidecar.settings import MAX_FRAME_BYTES
+from sidecar.wire import MAX_RESULT_BYTES, FrameType
 
 if TYPE_CHECKING:
     from sidecar.agent import Agent
@@ -25,6 +25,9 @@ _wire_logger = logging.getLogger("sidecar.wire")
 _wire_logger.setLevel(logging.INFO)
 
 OPEN_TIMEOUT_S = 10.0
+# The largest message we take from the master: the one WebSocket cap the master itself enforces
+# (a result frame's), so neither side sends what the other refuses. A larger one closes the socket (1009).
+MAX_MESSAGE_BYTES = MAX_RESULT_BYTES
 
 
 def decode_frame(message: str | bytes) -> dict[str, Any] | None:
@@ -58,7 +61,7 @@ class WsSession:
             ws = await connect(
                 url,
                 additional_headers={"Authorization": f"Bearer {token}"},
-                max_size=MAX_FRAME_BYTES,
+                max_size=MAX_MESSAGE_BYTES,
                 open_timeout=OPEN_TIMEOUT_S,
                 logger=_wire_logger,
             )
@@ -94,14 +97,14 @@ class WsSession:
 
     async def _on_frame(self, ws: ClientConnection, frame: dict[str, Any]) -> None:
         kind = frame.get("type")
-        if kind == "registered":
+        if kind == FrameType.REGISTERED:
             if frame.get("ok") is not True:
                 raise ConnectionLost("the master did not accept the registration")
             if not self._registered.is_set():
                 self._registered.set()
                 self._agent.on_registered("WebSocket", frame)
             return
-        if kind == "command":
+        if kind == FrameType.COMMAND:
             self._commands.start(lambda: self._answer(ws, frame))
             return
         reply = await self._agent.handle_frame(frame)

@@ -1,6 +1,8 @@
 """Shared fixtures: one local Ray (with dashboard, for real job submission) and one Serve.
 
-Everything talks to 127.0.0.1 only; every process started here is stopped here.
+Everything talks to 127.0.0.1 only; every process started here is stopped here. No test sees
+another's environment: the cluster's variables are set only while Ray starts (its processes keep
+them; jobs get them in their runtime env), and `os.environ` is restored after every test.
 """
 
 from __future__ import annotations
@@ -14,13 +16,43 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Whatever starts the session's Ray is in the slow tier, marked or not: `-m "not slow"` never starts it."""
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """`os.environ` with `values` set, as it was before once the block ends."""
+    saved = dict(os.environ)
+    os.environ.update(values)
+    try:
+        yield
+    finally:  # undo key by key: never an empty environment, even for a moment (Ray's threads read it)
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Whatever a test does to `os.environ`, the next test starts from the environment before it."""
+    with environment({}):
+        yield
 
 
 def free_port() -> int:
@@ -60,17 +92,17 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
-    os.environ.update(env)
-    context = ray.init(
-        address="local",
-        num_cpus=4,  # logical: room for a second namespace's embedder beside the default one
-        namespace="samespace-test",
-        include_dashboard=True,
-        dashboard_host="127.0.0.1",
-        dashboard_port=dashboard_port,
-        log_to_driver=False,
-        runtime_env={"env_vars": env},
-    )
+    with environment(env):  # the processes ray.init starts inherit it; this one is left as it was
+        context = ray.init(
+            address="local",
+            num_cpus=4,  # logical: room for a second namespace's embedder beside the default one
+            namespace="samespace-test",
+            include_dashboard=True,
+            dashboard_host="127.0.0.1",
+            dashboard_port=dashboard_port,
+            log_to_driver=False,
+            runtime_env={"env_vars": env},
+        )
     settings = SamespaceSettings(store={"data_dir": data_dir}, ray={"namespace": "samespace-test"})
     dashboard_url = f"http://{context.dashboard_url}"
     _wait_for_job_api(dashboard_url)
@@ -119,6 +151,47 @@ def mcp_server(ray_cluster: RayCluster) -> Iterator[McpServer]:
         yield McpServer(url=f"http://127.0.0.1:{port}/mcp/", port=port)
     finally:
         serve.delete("mcp")
+
+
+@dataclass
+class CanaryScan:
+    """Secrets that must never reach a file: Ray's session directory (logs, events, spilled
+    objects) and the roots each module names. Scanned once, when the session's Ray stops, so
+    after every test that used them, whatever the order the tests ran in."""
+
+    session_dir: Path
+    secrets: dict[str, list[Path]]
+
+    def watch(self, secret: str, *roots: Path) -> None:
+        self.secrets.setdefault(secret, []).extend(Path(root) for root in roots)
+
+    def leaks(self, max_file_bytes: int = 50_000_000) -> list[str]:
+        """`path: secret prefix` for every watched file that holds a watched secret."""
+        roots = {self.session_dir, *(root for roots in self.secrets.values() for root in roots)}
+        files = {path for root in roots for path in root.rglob("*") if path.is_file()}  # roots may nest
+        found = []
+        for path in sorted(files):
+            try:
+                if path.stat().st_size >= max_file_bytes:
+                    continue
+                blob = path.read_bytes()
+            except FileNotFoundError:  # a log rotated away since the listing
+                continue
+            found += [f"{path}: {secret[:12]}..." for secret in self.secrets if secret.encode() in blob]
+        return found
+
+
+@pytest.fixture(scope="session")
+def canary_scan(ray_cluster: RayCluster) -> Iterator[CanaryScan]:
+    """Register a canary with `canary_scan.watch(secret, *roots)`; the session fails if one leaked."""
+    import ray
+
+    session_dir = Path(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001
+    scan = CanaryScan(session_dir=session_dir, secrets={})
+    yield scan
+    if scan.secrets:
+        leaks = scan.leaks()
+        assert leaks == [], f"canary secrets reached files: {leaks}"
 
 
 def reindex_entrypoint(repo: Path, name: str) -> str:

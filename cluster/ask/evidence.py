@@ -43,7 +43,14 @@ class EvidenceBlock(Strict):
 
     @property
     def located(self) -> bool:
-        return self.path is not None and self.start_line is not None and self.end_line is not None
+        return self.span is not None
+
+    @property
+    def span(self) -> tuple[str, int, int] | None:
+        """`(path, start_line, end_line)` of a located block, else None."""
+        if self.path is None or self.start_line is None or self.end_line is None:
+            return None
+        return self.path, self.start_line, self.end_line
 
     @property
     def citation(self) -> str | None:
@@ -112,13 +119,8 @@ class EvidenceSet:
 
     def _covered(self, block: EvidenceBlock) -> bool:
         """A range inside a block already held (a neighbour or a re-read of a hit) adds nothing."""
-        if not block.located:
-            return False
-        return any(
-            b.located and b.repo == block.repo and b.path == block.path
-            and b.start_line <= block.start_line and block.end_line <= b.end_line  # type: ignore[operator]
-            for b in self.blocks
-        )
+        span = block.span
+        return span is not None and any(b.repo == block.repo and _contains(b.span, span) for b in self.blocks)
 
     def render(self, blocks: Sequence[EvidenceBlock] | None = None) -> str:
         return "\n\n".join(b.render() for b in (self.blocks if blocks is None else blocks))
@@ -137,13 +139,20 @@ class EvidenceSet:
         """The block a citation points into: same path, cited lines inside (or overlapping) its range."""
         best = None
         for block in self.blocks:
-            if not block.located or not _same_path(block.path, path):  # type: ignore[arg-type]
+            span = block.span
+            if span is None or not _same_path(span[0], path):
                 continue
-            if block.start_line <= start and end <= block.end_line:  # type: ignore[operator]
+            _, first, last = span
+            if first <= start and end <= last:
                 return block
-            if best is None and start <= block.end_line and block.start_line <= end:  # type: ignore[operator]
+            if best is None and start <= last and first <= end:
                 best = block
         return best
+
+
+def _contains(outer: tuple[str, int, int] | None, inner: tuple[str, int, int]) -> bool:
+    """Whether the `(path, start, end)` span `outer` holds all of `inner`."""
+    return outer is not None and outer[0] == inner[0] and outer[1] <= inner[1] and inner[2] <= outer[2]
 
 
 def _same_path(held: str, cited: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field
@@ -85,6 +86,15 @@ class AskResult(Strict):
     produced: AskTrace
 
 
+@dataclass
+class _Notes:
+    """What one ask records on its way, kept when it fails halfway: the fallbacks taken, the windows read."""
+
+    fallbacks: list[str] = field(default_factory=list)
+    context_tokens: dict[str, int] = field(default_factory=dict)
+    evidence_budget_chars: dict[str, int] = field(default_factory=dict)
+
+
 class AskPipeline:
     """One object per serving replica; `ask()` is safe to run concurrently."""
 
@@ -97,12 +107,12 @@ class AskPipeline:
 
     async def ask(self, request: AskRequest) -> AskResult:
         started = self._clock()
-        trace: dict[str, object] = {"fallbacks": [], "context_tokens": {}, "evidence_budget_chars": {}}
+        trace = _Notes()
         try:
             return await self._ask(request, started, trace)
-        except Exception as exc:  # noqa: BLE001 - the ask path never throws into the client (DESIGN §9)
+        except Exception as exc:  # the ask path never throws into the client (DESIGN §9); logged below
             log.exception("ask failed inside the pipeline")
-            fallbacks = [*trace["fallbacks"], f"internal error ({type(exc).__name__}) → no answer"]  # type: ignore[misc]
+            fallbacks = [*trace.fallbacks, f"internal error ({type(exc).__name__}) → no answer"]
             return AskResult(
                 question=request.question,
                 answer="samespace could not answer this question (an internal error was logged).",
@@ -111,9 +121,9 @@ class AskPipeline:
                                   timings=AskTimings(total_ms=self._ms_since(started))),
             )
 
-    async def _ask(self, request: AskRequest, started: float, trace: dict[str, object]) -> AskResult:
+    async def _ask(self, request: AskRequest, started: float, trace: _Notes) -> AskResult:
         settings = self._settings
-        fallbacks: list[str] = trace["fallbacks"]  # type: ignore[assignment]
+        fallbacks = trace.fallbacks
         ask_deadline = started + settings.ask_budget_s
 
         seed = await self._seed(request.question, fallbacks)
@@ -125,8 +135,8 @@ class AskPipeline:
             gather_deadline = min(gather_started + settings.gather_deadline_s, ask_deadline - settings.synthesis_reserve_s)
             loop = GatherLoop(self._rlm, self._tools, settings, self._clock)
             gathered = await loop.run(request.question, seed, gather_deadline, request.repo)
-            trace["context_tokens"]["rlm"] = gathered.context_tokens  # type: ignore[index]
-            trace["evidence_budget_chars"]["rlm"] = gathered.evidence.budget_chars  # type: ignore[index]
+            trace.context_tokens["rlm"] = gathered.context_tokens
+            trace.evidence_budget_chars["rlm"] = gathered.evidence.budget_chars
             if gathered.status == "unavailable":
                 fallbacks.append(f"rlm: unavailable ({gathered.error or 'no provider'}) → plain retrieval")
             elif gathered.status in ("endpoint-error", "deadline"):
@@ -156,8 +166,8 @@ class AskPipeline:
             fallbacks=fallbacks,
             rlm_provider=gathered.provider if gathered else None,
             synthesis_provider=provider,
-            context_tokens=trace["context_tokens"],  # type: ignore[arg-type]
-            evidence_budget_chars=trace["evidence_budget_chars"],  # type: ignore[arg-type]
+            context_tokens=trace.context_tokens,
+            evidence_budget_chars=trace.evidence_budget_chars,
             evidence_blocks=len(evidence.blocks),
             unverified_citations=unverified,
             timings=AskTimings(
@@ -177,16 +187,17 @@ class AskPipeline:
             return []
         hits = [h.model_copy(update={"via": "seed"}) for h in hits]
         expansions = await asyncio.gather(
-            *(self._tools.neighbors(h.repo, h.path, h.start_line, 1) for h in hits[:NEIGHBOR_EXPANSION_HITS] if h.path),
+            *(self._tools.neighbors(h.repo, h.path, h.start_line, 1)
+              for h in hits[:NEIGHBOR_EXPANSION_HITS] if h.path and h.start_line is not None),
             return_exceptions=True,
         )
         around = [b.model_copy(update={"via": "seed"}) for found in expansions if isinstance(found, list) for b in found]
         return hits + around
 
     async def _answer(
-        self, question: str, evidence: EvidenceSet, draft: str | None, timeout_s: float, trace: dict[str, object]
+        self, question: str, evidence: EvidenceSet, draft: str | None, timeout_s: float, trace: _Notes
     ) -> tuple[str, list[Citation], Mode, str | None, list[str]]:
-        fallbacks: list[str] = trace["fallbacks"]  # type: ignore[assignment]
+        fallbacks = trace.fallbacks
         if not evidence.blocks:
             fallbacks.append("no evidence: nothing indexed matched (or retrieval failed)")
             return (f"No indexed code was found for: {question}", [], "no-evidence", None, [])
@@ -195,8 +206,8 @@ class AskPipeline:
         output = reply_budget(context, ANSWER_MAX_TOKENS)
         overhead = len(SYNTHESIS_SYSTEM) + len(question) + len(draft or "") + 300
         budget = evidence_budget_chars(context, overhead, output, self._settings.max_evidence_chars)
-        trace["context_tokens"]["code-assistant"] = context  # type: ignore[index]
-        trace["evidence_budget_chars"]["code-assistant"] = budget  # type: ignore[index]
+        trace.context_tokens["code-assistant"] = context
+        trace.evidence_budget_chars["code-assistant"] = budget
         shown = evidence.within(budget)
 
         messages = synthesis_messages(question, shown, draft)
@@ -205,8 +216,9 @@ class AskPipeline:
             {"messages": messages, "max_tokens": max_tokens, "temperature": ANSWER_TEMPERATURE}, timeout_s
         )
         unverified: list[str] = []
-        if outcome.result is not None and (outcome.result.content or "").strip():
-            text = outcome.result.content.strip()  # type: ignore[union-attr]
+        content = outcome.result.content if outcome.result is not None else None
+        if content and content.strip():
+            text = content.strip()
             citations, unverified = verify_citations(text, shown)
             if citations:
                 return text, citations, "synthesis", outcome.provider, unverified
@@ -264,15 +276,14 @@ def verify_citations(text: str, evidence: EvidenceSet) -> tuple[list[Citation], 
 
 def citations_only(question: str, blocks: Sequence[EvidenceBlock]) -> tuple[str, list[Citation]]:
     """The answer when no model could write one: the best located hits, as citations."""
-    located = [b for b in blocks if b.located][:CITATIONS_ONLY_HITS]
+    located = [(b, span) for b in blocks if (span := b.span) is not None][:CITATIONS_ONLY_HITS]
     lines = [f"No model could write an answer right now. The code most relevant to “{question}”:"]
     citations = []
-    for block in located:
+    for block, (path, start, end) in located:
         first = next((line.strip() for line in block.text.splitlines() if line.strip()), "")
         what = f" {block.symbol}" if block.symbol else ""
         lines.append(f"- {block.citation}{what} ({block.kind}): {first[:120]}")
         citations.append(
-            Citation(repo=block.repo, path=block.path, start_line=block.start_line, end_line=block.end_line,  # type: ignore[arg-type]
-                     symbol=block.symbol, via=block.via)
+            Citation(repo=block.repo, path=path, start_line=start, end_line=end, symbol=block.symbol, via=block.via)
         )
     return "\n".join(lines), citations

@@ -20,13 +20,13 @@ PLAN_MAX_TOKENS = 512  # peer
 PLAN_TEMPERATURE = 0.1  # peer
 
 PlanTool = Literal["search_code", "search_symbols", "search_files"]
-PLAN_TOOLS: tuple[str, ...] = ("search_code", "search_symbols", "search_files")
+PLAN_TOOLS: tuple[PlanTool, ...] = ("search_code", "search_symbols", "search_files")
 
 PLAN_SYSTEM = """You plan code searches. Reply with JSON only, no prose, exactly this shape:
 {"restated": "<the question in one line>", "subQuestions": [{"question": "<what to find out>", "tool": "search_code" | "search_symbols" | "search_files", "query": "<2-5 words or one bare identifier>"}]}
 Rules: 2 to 4 subQuestions. search_code finds code by meaning; search_symbols finds a function, class or
 method by name; search_files finds files by path. Every identifier, CamelCase or snake_case name in the
-question gets its own search_symbols entry."""
+question gets its own search_symbols entry."""  # noqa: E501 - the JSON shape is one line of the prompt, as sent
 
 
 class SubQuestion(Strict):
@@ -75,15 +75,16 @@ def _sub_question(item: Any, question: str) -> SubQuestion | None:
     query = str(item.get("query") or asked or "").strip()
     if not query:
         return None
-    tool = str(item.get("tool") or "search_code").strip()
+    named = str(item.get("tool") or "search_code").strip()
+    tool: PlanTool = next((t for t in PLAN_TOOLS if t == named), "search_code")
     return SubQuestion(
         question=asked or question,
-        tool=tool if tool in PLAN_TOOLS else "search_code",  # type: ignore[arg-type]
+        tool=tool,
         query=" ".join(query.split())[:PLAN_QUERY_MAX_CHARS],
     )
 
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
 

@@ -23,9 +23,9 @@ from cluster.ask.evidence import (
     estimate_tokens,
     evidence_budget_chars,
 )
-from cluster.cloud.openrouter import ChatResult
 from cluster.ask.plan import PLAN_MAX_TOKENS, PLAN_TEMPERATURE, SubQuestion, parse_plan, plan_messages
 from cluster.ask.tools import CodeTools, ToolCallError, ToolRequest, requests_from_reply, tool_schemas, validate_call
+from cluster.cloud.wire import ChatResult
 from cluster.settings import RlmSettings
 from cluster.types import Clock
 
@@ -175,8 +175,8 @@ class GatherLoop:
             await self._emit(f"round {number}: {len(valid)} tool calls, {len(rejected)} rejected")
             if last or not (valid or rejected):
                 if last and (valid or rejected):
-                    state.rejected_calls += [f"{c.label() if isinstance(c, ToolRequest) else c.name}: last round"
-                                             for c in [*valid, *rejected]]
+                    state.rejected_calls += [f"{c.label()}: last round" for c in valid]
+                    state.rejected_calls += [f"{c.name}: last round" for c in rejected]
                 state.draft = (reply.result.content or "").strip() or None
                 state.status = "answered"
                 break

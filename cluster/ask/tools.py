@@ -124,9 +124,9 @@ def validate_call(call_id: str, name: str, arguments: str | dict[str, Any] | Non
 
 # --- calls written as text ------------------------------------------------------------------
 
-_QWEN_XML = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.S)
-_QWEN_PARAM = re.compile(r"<parameter=([\w.-]+)>\s*(.*?)\s*</parameter>", re.S)
-_HERMES = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+_QWEN_XML = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.DOTALL)
+_QWEN_PARAM = re.compile(r"<parameter=([\w.-]+)>\s*(.*?)\s*</parameter>", re.DOTALL)
+_HERMES = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 _PYTHONIC = re.compile(r"\b(" + "|".join(ARGUMENTS) + r")\((.*?)\)")
 
 
@@ -201,7 +201,10 @@ def requests_from_reply(
     errors: list[ToolCallError] = []
     for call_id, name, arguments in raw:
         checked = validate_call(call_id or f"call-{round_number}-{len(valid) + len(errors)}", str(name), arguments)
-        (valid if isinstance(checked, ToolRequest) else errors).append(checked)  # type: ignore[arg-type]
+        if isinstance(checked, ToolRequest):
+            valid.append(checked)
+        else:
+            errors.append(checked)
     return valid, errors
 
 

@@ -1,1 +1,34 @@
-"""TODO"""
+"""OpenRouter: the wire, the client, the key-wide budget, request tags, key readiness and cloud state."""
+
+from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
+from cluster.cloud.faults import read_json, upstream_faults
+from cluster.cloud.key_readiness import NO_KEY_REASON, local_only_roles, missing_key_message, wait_for_key
+from cluster.cloud.openrouter import OpenRouterClient
+from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_tag
+from cluster.cloud.state import ContainerState, disagreements
+from cluster.cloud.wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
+
+__all__ = [
+    "BudgetController",
+    "BudgetLimits",
+    "BudgetSnapshot",
+    "ChatResult",
+    "ContainerState",
+    "DEFAULT_PROJECT",
+    "KeyFacts",
+    "NO_KEY_REASON",
+    "OpenRouterClient",
+    "Outcome",
+    "Priority",
+    "RequestTag",
+    "ToolCall",
+    "chat_request_body",
+    "current_tag",
+    "disagreements",
+    "local_only_roles",
+    "missing_key_message",
+    "parse_chat_result",
+    "read_json",
+    "upstream_faults",
+    "wait_for_key",
+]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from cluster.cloud.budget import Priority
 
+__all__ = ["DEFAULT_PROJECT", "UNTAGGED", "RequestTag", "current_tag"]
+
 DEFAULT_PROJECT = "default"
 
 
@@ -21,4 +23,5 @@ class RequestTag:
     priority: Priority = Priority.BULK
 
 
-current_tag: ContextVar[RequestTag] = ContextVar("samespace_request_tag", default=RequestTag())
+UNTAGGED = RequestTag()  # frozen, so one shared default is safe
+current_tag: ContextVar[RequestTag] = ContextVar("samespace_request_tag", default=UNTAGGED)

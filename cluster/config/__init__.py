@@ -1,1 +1,14 @@
-"""TODO"""
+"""Durable configuration: atomic file writes and the config store that admin pushes persist to."""
+
+from cluster.config.atomic_file import fsync_dir, write_bytes_atomic
+from cluster.config.store import ConfigStore, PersistedConfig, PersistedRole, effective_settings, overlay
+
+__all__ = [
+    "ConfigStore",
+    "PersistedConfig",
+    "PersistedRole",
+    "effective_settings",
+    "fsync_dir",
+    "overlay",
+    "write_bytes_atomic",
+]

@@ -127,6 +127,10 @@ class ConfigStore:
     def write(self, config: PersistedConfig) -> None:
         self.update(lambda _: config)
 
+    def read_sidecars(self) -> dict[str, HostRecord]:
+        """The sidecar registry as stored (`ConfigError` when the store is unreadable)."""
+        return self.read().sidecars
+
     def save_sidecars(self, records: dict[str, HostRecord]) -> None:
         """Replace the sidecar registry, keeping every other setting: read-modify-write."""
         self.update(lambda config: config.model_copy(update={"sidecars": dict(records)}))

@@ -10,6 +10,7 @@ asyncio; ids and time are injected.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections import deque
@@ -64,10 +65,19 @@ class CommandDesk:
     ) -> dict[str, Any]:
         """Queue a `command` for `agent` in `outbox` and await its result's fields (UpstreamError on
         failure: the agent's error, its disconnection, or no result within `timeout_s`)."""
-        return await self.request(agent, outbox, lambda i: command_frame(i, action, payload), timeout_s, provider, action)
+        def frame_of(command_id: str) -> dict[str, Any]:
+            return command_frame(command_id, action, payload)
+
+        return await self.request(agent, outbox, frame_of, timeout_s, provider, action)
 
     async def request(
-        self, agent: str, outbox: str, frame_of: Callable[[str], dict[str, Any]], timeout_s: float, provider: str, what: str
+        self,
+        agent: str,
+        outbox: str,
+        frame_of: Callable[[str], dict[str, Any]],
+        timeout_s: float,
+        provider: str,
+        what: str,
     ) -> dict[str, Any]:
         """Queue the frame `frame_of(new id)` (a command or a config) and await the result with that id."""
         command_id = self._new_id()
@@ -95,10 +105,8 @@ class CommandDesk:
         """Every frame waiting in `outbox`, waiting up to `wait_s` for the first one."""
         box = self._outboxes.setdefault(outbox, _Outbox())
         if not box.frames and wait_s > 0:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(box.ready.wait(), wait_s)
-            except TimeoutError:
-                pass
         frames = list(box.frames)
         box.frames.clear()
         box.ready.clear()

@@ -1,115 +1,82 @@
-"""The sidecar wire protocol (peer `soundsuiteMaster.ts`): frames and parsing.
+"""The master's side of the sidecar wire protocol: parsing untrusted inbound frames, and what a
+heartbeat says a host serves.
 
-A workstation's sidecar dials the master and speaks small JSON frames with the peer's wire shapes
-(`type` plus camelCase fields). Inbound frames are untrusted: `parse_frame` turns any input —
-bad JSON, an unknown type, a missing field, a huge payload — into either a validated frame or a
-`FrameRejected` carrying the `error` frame to send back, never an exception.
+The wire itself (frame types, caps, headers, the frame models and builders) is `sidecar.wire`, the
+one copy the reference sidecar and the master share; this module re-exports it, so the rest of the
+cluster imports the protocol from here and only this module reaches into `sidecar`. Inbound frames
+are untrusted: `parse_frame` turns any input (bad JSON, an unknown type, a missing field, a huge
+payload) into either a validated frame or a `FrameRejected` carrying the `error` frame to send back,
+never an exception.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from cluster.roles import Role
+from sidecar.wire import (
+    AGENT_ID_HEADER,
+    CREDENTIAL_HEADER,
+    INBOUND_TYPES,
+    MAX_CONTAINERS,
+    MAX_FRAME_BYTES,
+    MAX_RESULT_BYTES,
+    ContainerConfig,
+    ContainerStatus,
+    FrameType,
+    HeartbeatFrame,
+    Inbound,
+    InboundFrame,
+    LoadedModel,
+    PollRequest,
+    PongFrame,
+    RegisterFrame,
+    ResultFrame,
+    StatusData,
+    command_frame,
+    config_frame,
+    error_frame,
+    ping_frame,
+    registered_frame,
+)
 
-MAX_FRAME_BYTES = 256 * 1024  # a heartbeat with dozens of containers is a few KB (peer: multi-KB)
-MAX_RESULT_BYTES = 8 * 1024 * 1024  # a result carries a batch of vectors: 64 x 2560 float32 is ~0.9 MB in base64
-MAX_CONTAINERS = 64
-# The HTTP fallback's agent binding: every call after register names the agent and
-# proves it with the credential issued at registration. The credential never appears in a body.
-AGENT_ID_HEADER = "X-Sidecar-Agent"
-CREDENTIAL_HEADER = "X-Sidecar-Credential"
+__all__ = [
+    "AGENT_ID_HEADER",
+    "CREDENTIAL_HEADER",
+    "INBOUND_TYPES",
+    "MAX_CONTAINERS",
+    "MAX_FRAME_BYTES",
+    "MAX_RESULT_BYTES",
+    "ROLE_NAMES",
+    "RUNNING",
+    "ContainerConfig",
+    "ContainerStatus",
+    "FrameRejected",
+    "FrameType",
+    "HeartbeatFrame",
+    "Inbound",
+    "InboundFrame",
+    "LoadedModel",
+    "PollRequest",
+    "PongFrame",
+    "RegisterFrame",
+    "ResultFrame",
+    "RoleCapability",
+    "StatusData",
+    "capabilities",
+    "command_frame",
+    "config_frame",
+    "error_frame",
+    "parse_frame",
+    "ping_frame",
+    "registered_frame",
+    "role_of",
+]
 
-
-class _Wire(BaseModel):
-    """Wire models: camelCase as sent, unknown fields ignored (sidecars are newer than masters)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, hide_input_in_errors=True)
-
-
-class LoadedModel(_Wire):
-    name: str
-
-
-class ContainerConfig(_Wire):
-    model: str | None = None
-    port: int | None = Field(default=None, ge=1, le=65535)
-    type: str | None = None
-
-
-class ContainerStatus(_Wire):
-    """One container a sidecar runs, as its heartbeat reports it."""
-
-    name: str | None = None
-    status: str = "unknown"
-    model: str | None = None
-    type: str | None = Field(default=None, description="'vllm' | 'ollama' | 'tei' | 'utility' ...")
-    endpoint: str | None = Field(default=None, description="OpenAI-compatible base URL the sidecar proxies to.")
-    config: ContainerConfig | None = None
-    loaded_models: list[LoadedModel] = Field(default_factory=list, alias="loadedModels")
-
-
-class StatusData(_Wire):
-    agent_url: str | None = Field(default=None, alias="agentUrl")
-    hostname: str | None = None
-    containers: dict[str, ContainerStatus] = Field(default_factory=dict, max_length=MAX_CONTAINERS)
-    version: str | None = None
-
-
-class RegisterFrame(_Wire):
-    type: Literal["register"]
-    agent_url: str = Field(alias="agentUrl", min_length=1, max_length=2048)
-    hostname: str | None = Field(default=None, max_length=255)
-    containers: list[str] = Field(default_factory=list, max_length=MAX_CONTAINERS)
-    agent_id: str | None = Field(default=None, alias="agentId", max_length=64, description="To supersede: the id issued earlier.")
-    credential: str | None = Field(default=None, max_length=256, repr=False, description="To supersede: its credential.")
-
-
-class HeartbeatFrame(_Wire):
-    type: Literal["heartbeat"]
-    agent_url: str | None = Field(default=None, alias="agentUrl", max_length=2048)
-    containers: list[str] = Field(default_factory=list, max_length=MAX_CONTAINERS)
-    active_requests: int = Field(default=0, ge=0, alias="activeRequests")
-    status_data: StatusData = Field(default_factory=StatusData, alias="statusData")
-
-    @property
-    def agent(self) -> str | None:
-        """The agent URL, from the frame or its status blob (the peer accepts either)."""
-        return self.agent_url or self.status_data.agent_url
-
-
-class ResultFrame(_Wire):
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True, hide_input_in_errors=True)
-
-    type: Literal["result"]
-    id: str = Field(min_length=1, max_length=200)
-    error: str | None = None
-
-    def payload(self) -> dict[str, Any]:
-        """The result's own fields (everything but type, id, error)."""
-        return dict(self.model_extra or {})
-
-
-class PongFrame(_Wire):
-    """The answer to our `ping` frame (ASGI cannot send protocol-level pings, so liveness is a frame)."""
-
-    type: Literal["pong"]
-
-
-class PollRequest(_Wire):
-    """`POST /sidecar/poll`: the agent asking for its pending commands, held open up to `waitS`."""
-
-    agent_url: str | None = Field(default=None, alias="agentUrl", max_length=2048)
-    wait_s: float = Field(default=0.0, ge=0, le=600, alias="waitS")
-
-
-Inbound = RegisterFrame | HeartbeatFrame | ResultFrame | PongFrame
-InboundFrame = Annotated[Inbound, Field(discriminator="type")]
 _INBOUND: TypeAdapter[Inbound] = TypeAdapter(InboundFrame)
-INBOUND_TYPES = ("register", "heartbeat", "result", "pong")
 
 
 class FrameRejected(BaseModel):
@@ -146,7 +113,7 @@ def parse_frame(
         return FrameRejected(message="missing type")
     if kind not in INBOUND_TYPES:
         return FrameRejected(message=f"unknown type {kind[:40]!r}; expected one of {', '.join(INBOUND_TYPES)}")
-    if kind != "result" and size > max_bytes:
+    if kind != FrameType.RESULT and size > max_bytes:
         return FrameRejected(message=f"frame too large: {size} bytes (limit {max_bytes} for {kind})")
     try:
         return _INBOUND.validate_python(value)
@@ -154,34 +121,6 @@ def parse_frame(
         first = exc.errors(include_url=False, include_input=False)[0]
         where = ".".join(str(p) for p in first["loc"][1:]) or kind
         return FrameRejected(message=f"{kind}: {where}: {first['msg']}")
-
-
-# --- outbound frames -----------------------------------------------------------------------------
-
-
-def ping_frame() -> dict[str, Any]:
-    return {"type": "ping"}
-
-
-def registered_frame(agent_id: str, credential: str) -> dict[str, Any]:
-    """The answer to an accepted register: the agent's id and its credential (sent this once)."""
-    return {"type": "registered", "ok": True, "agentId": agent_id, "credential": credential}
-
-
-def error_frame(message: str) -> dict[str, Any]:
-    return {"type": "error", "message": message}
-
-
-def command_frame(command_id: str, action: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """The peer spreads a command's payload flat beside type, id and action."""
-    reserved = {"type", "id", "action"} & payload.keys()
-    if reserved:
-        raise ValueError(f"payload may not set {sorted(reserved)}")
-    return {"type": "command", "id": command_id, "action": action, **payload}
-
-
-def config_frame(config_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "config", "id": config_id, "payload": payload}
 
 
 # --- capabilities --------------------------------------------------------------------------------

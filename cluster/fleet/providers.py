@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from cluster.local.chat_client import context_window_of
+from cluster.cloud.wire import ChatResult, chat_request_body, parse_chat_result
 from cluster.errors import MalformedResponse, SamespaceError
 from cluster.fleet.registry import HostView
+from cluster.local.chat_client import context_window_of
 from cluster.naming import sidecar_provider_name
-from cluster.cloud.openrouter import ChatResult, chat_request_body, parse_chat_result
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Role
 from cluster.space import EncoderIdentity

@@ -25,7 +25,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from cluster.fleet.identity import credential_digest, new_agent_id, new_credential, normalise_agent_url
-from cluster.roles import Role
 from cluster.fleet.protocol import (
     FrameRejected,
     HeartbeatFrame,
@@ -36,6 +35,7 @@ from cluster.fleet.protocol import (
     error_frame,
     registered_frame,
 )
+from cluster.roles import Role
 from cluster.settings import FleetSettings
 from cluster.types import Clock
 

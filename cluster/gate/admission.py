@@ -7,8 +7,8 @@ cleared, re-checks the width of every batch, and spot-checks a non-reference pro
 batch's own texts: texts at random positions are re-embedded by the reference and
 compared under MIN_COSINE before the rows are handed on. A provider that answers the public probe
 texts exactly and anything else wrongly is evicted on its first batch, and that batch is never
-written. `sentinel()` re-probes serving providers against stored probe vectors (an index's, or
-the reference's).
+written. `probe_against()` checks a provider against stored probe vectors alone, for the drift
+sentinel (`cluster.gate.sentinel`).
 
 No fixed probe text rides along with the batches any more: it was public, so it proved only that
 a provider knew it; drift of an honest stack changes every text, so the spot check catches it too.
@@ -19,19 +19,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import numpy as np
 from pydantic import Field
 
 from cluster.errors import GateRefused, MalformedResponse, NoProviderLeft, WidthMismatch
+from cluster.gate.ledger import GateLedger
 from cluster.gate.probe import (
     MIN_COSINE,
     PROBE_TEXTS,
     Coverage,
     GateKey,
-    GateLedger,
     GateReport,
     ProbeTarget,
     Regime,
@@ -40,9 +40,9 @@ from cluster.gate.probe import (
     probe,
     reference_report,
 )
-from cluster.settings import SPOT_CHECK_RATE, SPOT_CHECK_TEXTS
 from cluster.providers import ProviderInfo, ProviderKind, Selection
 from cluster.roles import Policy
+from cluster.settings import SPOT_CHECK_RATE, SPOT_CHECK_TEXTS
 from cluster.types import Clock, Strict
 
 log = logging.getLogger("samespace.gate")
@@ -64,7 +64,8 @@ def reference_candidates(selection: Selection, preferred: str | None) -> list[Pr
     policy is `cloud`; then cloud anchors."""
     pool = selection.primary + selection.reserve
     local = sorted(
-        (p for p in pool if p.kind is ProviderKind.LOCAL), key=lambda p: (p.name != preferred, p.hosted != "ray", p.name)
+        (p for p in pool if p.kind is ProviderKind.LOCAL),
+        key=lambda p: (p.name != preferred, p.hosted != "ray", p.name),
     )
     cloud = sorted((p for p in pool if p.kind is ProviderKind.CLOUD), key=lambda p: p.name)
     return cloud if selection.policy is Policy.CLOUD else local
@@ -224,26 +225,20 @@ class Gatekeeper:
         """What the spot checks have cost and found so far (the cost is the reference's re-embeds)."""
         return SpotCheckStats(**vars(self._spot_counts))
 
-    async def sentinel(
-        self, providers: Sequence[tuple[ProviderInfo, Embed]], regime: Regime, baseline: np.ndarray
-    ) -> list[GateReport]:
-        """Re-probe serving providers against stored probe vectors (an index's, or the reference's
-        as first recorded); evict every provider that drifted from them."""
-        reports = []
-        for info, embed in providers:
-            report = await probe(
-                self.target(info, embed),
-                None,
-                regime=regime,
-                expected_width=self._width,
-                clock=self._clock,
-                reference_vectors=baseline,
-                timeout_s=self._timeout_s,
-            )
-            if report.verdict in (Verdict.VECTOR_INCOMPATIBLE, Verdict.DIMENSION_MISMATCH):
-                report = self.ledger.evict(key_of(info, regime), report.verdict, f"sentinel: {report.detail}")
-            reports.append(report)
-        return reports
+    async def probe_against(
+        self, info: ProviderInfo, embed: Embed, regime: Regime, vectors: np.ndarray
+    ) -> GateReport:
+        """Probe a provider against stored probe `vectors` alone (the drift sentinel's check); the
+        ledger is left as it was: the caller decides what the report means."""
+        return await probe(
+            self.target(info, embed),
+            None,
+            regime=regime,
+            expected_width=self._width,
+            clock=self._clock,
+            reference_vectors=vectors,
+            timeout_s=self._timeout_s,
+        )
 
     async def reference_vectors(self, reference: ProviderInfo, embed: Embed, regime: Regime) -> np.ndarray:
         """The reference's probe vectors (embedded once per reference key, kept for the sentinel)."""
@@ -345,14 +340,16 @@ class Gatekeeper:
                 continue
             return info, vectors
         excluded = [f"{name}: {why}" for name, why in sorted(selection.excluded.items())]
-        raise NoProviderLeft(selection.role.value, reasons + excluded or [f"no reference provider under {regime.value}"])
+        fallback = [f"no reference provider under {regime.value}"]
+        raise NoProviderLeft(selection.role.value, reasons + excluded or fallback)
 
     def _record_reference(self, info: ProviderInfo, embed: Embed, regime: Regime) -> GateReport:
         key = key_of(info, regime)
         existing = self.ledger.get(key)
         if existing is not None:
             return existing
-        report = reference_report(self.target(info, embed), regime=regime, expected_width=self._width, clock=self._clock)
+        target = self.target(info, embed)
+        report = reference_report(target, regime=regime, expected_width=self._width, clock=self._clock)
         self.ledger.record(report)
         return report
 
@@ -369,6 +366,7 @@ def replace_selection(selection: Selection, cleared: set[str], excluded: dict[st
 
 __all__ = [
     "Admitted",
+    "Embed",
     "Gatekeeper",
     "SpotCheckStats",
     "key_of",

@@ -8,16 +8,12 @@ cosine of every matching pair (min ≥ MIN_COSINE).
 A sole cloud provider has no counterpart: it is verified on width and pin only, and says so
 (coverage `width-and-pin-only`, no cosine — never a fake 1.0).
 
-GateLedger keeps the latest verdict per GateKey (provider, model, pinned upstream, regime): a
-change of any of them is a new key and a new probe. Only `probe-failed` is transient; it is
-retried after a backoff of 30 s doubling to 15 min. The ledger fails closed: a key is cleared
-only while its last verdict is `verified`.
+The verdicts are kept by `cluster.gate.ledger.GateLedger`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,34 +22,28 @@ from enum import StrEnum
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from cluster.errors import WidthMismatch, SamespaceError
+from cluster.errors import SamespaceError, WidthMismatch
 from cluster.types import Clock, Strict
 
 __all__ = [
     "MIN_COSINE",
-    "PROBE_BACKOFF_BASE_S",
-    "PROBE_BACKOFF_MAX_S",
     "PROBE_TEXTS",
     "PROBE_TIMEOUT_S",
     "STORED_REFERENCE",
     "Coverage",
     "GateKey",
-    "GateLedger",
     "GateReport",
     "ProbeTarget",
     "Regime",
     "Verdict",
     "compare",
+    "describe_fault",
     "probe",
     "reference_report",
 ]
 
-logger = logging.getLogger("samespace.gate")
-
 MIN_COSINE = 0.99
 PROBE_TIMEOUT_S = 15.0
-PROBE_BACKOFF_BASE_S = 30.0
-PROBE_BACKOFF_MAX_S = 900.0
 STORED_REFERENCE = "stored-vectors"  # `reference` of a report probed against stored vectors alone
 _DETAIL_MAX_CHARS = 240
 
@@ -232,8 +222,8 @@ async def probe(
             ref_vectors = np.asarray(await asyncio.wait_for(reference.embed(list(PROBE_TEXTS)), timeout_s))
         except TimeoutError:
             return report(Verdict.PROBE_FAILED, f"reference {reference.name} timed out after {timeout_s:g}s")
-        except Exception as exc:
-            return report(Verdict.PROBE_FAILED, f"reference {reference.name} failed: {_describe(exc)}")
+        except Exception as exc:  # noqa: BLE001 - any fault of the reference is a failed probe, named
+            return report(Verdict.PROBE_FAILED, f"reference {reference.name} failed: {describe_fault(exc)}")
     if ref_vectors is not None:
         problem = _shape_problem(ref_vectors, expected_width)
         if problem:
@@ -246,8 +236,8 @@ async def probe(
         return report(Verdict.PROBE_FAILED, f"candidate timed out after {timeout_s:g}s")
     except WidthMismatch as exc:  # the client refused rows of the wrong width: that is the verdict
         return report(Verdict.DIMENSION_MISMATCH, f"width {exc.got}, index wants {expected_width}", width=exc.got)
-    except Exception as exc:
-        return report(Verdict.PROBE_FAILED, f"candidate failed: {_describe(exc)}")
+    except Exception as exc:  # noqa: BLE001 - any other fault of the candidate is a failed probe, named
+        return report(Verdict.PROBE_FAILED, f"candidate failed: {describe_fault(exc)}")
     if vectors.ndim != 2:
         return report(Verdict.PROBE_FAILED, f"candidate returned an array of shape {vectors.shape}, not rows")
     width = int(vectors.shape[1])
@@ -299,141 +289,6 @@ def reference_report(target: ProbeTarget, *, regime: Regime, expected_width: int
     )
 
 
-@dataclass
-class _Entry:
-    report: GateReport | None = None
-    failures: int = 0  # consecutive probe-failed since the last success
-    retry_at: float | None = None
-    generation: int = 0  # bumped on every record, so a probe that raced an evict cannot undo it
-    flight: asyncio.Task[GateReport] | None = None
-
-
-class GateLedger:
-    """Latest verdict per key; single-flight probes; backoff for failed probes; fails closed."""
-
-    def __init__(self, clock: Clock) -> None:
-        self._clock = clock
-        self._entries: dict[GateKey, _Entry] = {}
-
-    def get(self, key: GateKey) -> GateReport | None:
-        entry = self._entries.get(key)
-        return entry.report if entry else None
-
-    def cleared(self, key: GateKey) -> bool:
-        """True only while the last verdict is verified: refused or never checked is not cleared."""
-        report = self.get(key)
-        return report is not None and report.verdict is Verdict.VERIFIED
-
-    def next_retry_at(self, key: GateKey) -> float | None:
-        """When a failed probe may run again; None when the key is not waiting on a retry."""
-        entry = self._entries.get(key)
-        return entry.retry_at if entry else None
-
-    def reports(self) -> list[GateReport]:
-        """Every key's latest report, sorted by str(key)."""
-        found = [e.report for e in self._entries.values() if e.report is not None]
-        return sorted(found, key=lambda r: str(r.key))
-
-    async def ensure(self, key: GateKey, run: Callable[[], Awaitable[GateReport]]) -> GateReport:
-        """The key's verdict, probing via `run` only when there is none or a failed probe's backoff is over."""
-        entry = self._entries.setdefault(key, _Entry())
-        cached = entry.report
-        if cached is not None:
-            if not cached.verdict.transient:
-                return cached
-            if entry.retry_at is not None and self._clock() < entry.retry_at:
-                return cached
-        if entry.flight is None:
-            entry.flight = asyncio.ensure_future(self._fly(key, entry, run, entry.generation))
-        # shield: one waiter being cancelled must not cancel the probe the others await
-        return await asyncio.shield(entry.flight)
-
-    def record(self, report: GateReport) -> None:
-        """Store an externally computed report (e.g. the drift sentinel's) as the key's latest."""
-        self._store(self._entries.setdefault(report.key, _Entry()), report)
-
-    def evict(
-        self,
-        key: GateKey,
-        verdict: Verdict,
-        detail: str,
-        *,
-        min_cosine: float | None = None,
-        mean_cosine: float | None = None,
-        width: int | None = None,
-        expected_width: int | None = None,
-    ) -> GateReport:
-        """Replace the key's verdict with a refusal seen in service (a batch of the wrong width, drift)."""
-        if verdict is Verdict.VERIFIED:
-            raise ValueError("evict records a refusal; a verified verdict comes from a probe")
-        previous = self.get(key)
-        if expected_width is None:
-            if previous is None:
-                raise ValueError(f"no report for {key} and no expected_width given")
-            expected_width = previous.expected_width
-        report = GateReport(
-            key=key,
-            verdict=verdict,
-            coverage=None,
-            reference=previous.reference if previous else None,
-            min_cosine=min_cosine,
-            mean_cosine=mean_cosine,
-            width=width,
-            expected_width=expected_width,
-            checked_at=self._clock(),
-            detail=detail,
-        )
-        self.record(report)
-        return report
-
-    async def _fly(
-        self, key: GateKey, entry: _Entry, run: Callable[[], Awaitable[GateReport]], generation: int
-    ) -> GateReport:
-        """Run one probe and record it, unless a newer report was recorded since the probe was asked for."""
-        try:
-            try:
-                report = await run()
-                if report.key != key:
-                    raise ValueError(f"the probe answered for {report.key}, not for {key}")
-            except Exception as exc:  # a probe that raises is a failed probe, never the caller's fault
-                previous = entry.report
-                report = GateReport(
-                    key=key,
-                    verdict=Verdict.PROBE_FAILED,
-                    coverage=None,
-                    reference=previous.reference if previous else None,
-                    min_cosine=None,
-                    mean_cosine=None,
-                    width=None,
-                    expected_width=previous.expected_width if previous else 0,
-                    checked_at=self._clock(),
-                    detail=f"probe raised: {_describe(exc)}",
-                )
-            if entry.generation != generation and entry.report is not None:
-                return entry.report  # recorded or evicted while we probed: the newer word stands
-            self._store(entry, report)
-            return report
-        finally:
-            entry.flight = None
-
-    def _store(self, entry: _Entry, report: GateReport) -> None:
-        previous = entry.report
-        entry.report = report
-        entry.generation += 1
-        if report.verdict.transient:
-            entry.failures += 1
-            delay = min(PROBE_BACKOFF_BASE_S * 2 ** (entry.failures - 1), PROBE_BACKOFF_MAX_S)
-            entry.retry_at = self._clock() + delay
-        else:
-            entry.failures = 0
-            entry.retry_at = None
-        if previous is None or previous.verdict is not report.verdict:
-            level = logging.INFO if report.verdict is Verdict.VERIFIED else logging.WARNING
-            logger.log(level, report.line())
-        else:
-            logger.debug(report.line())
-
-
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -453,7 +308,7 @@ def _shape_problem(vectors: np.ndarray, expected_width: int) -> str | None:
 _SECRET_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+)")
 
 
-def _describe(exc: BaseException) -> str:
+def describe_fault(exc: BaseException) -> str:
     """Our own errors carry vetted messages; anything else is named by type only (it may echo input)."""
     if isinstance(exc, SamespaceError):
         return f"{type(exc).__name__}: {exc}"

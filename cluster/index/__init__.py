@@ -1,1 +1,46 @@
-"""TODO"""
+"""The index: a catalogue of builds guarded by encoder space (staged, switched atomically), the
+incremental plan, progress, sparse keywords and identifier tokens, and the vector store (Edge or Qdrant)."""
+
+from cluster.index.catalog import (
+    BuildProgress,
+    IndexCatalog,
+    IndexRecord,
+    PointKey,
+    ReusableRows,
+    definitions_filter,
+    embed_hash,
+    path_prefixes,
+    point_id,
+    point_key,
+    point_payload,
+    validate_index_name,
+)
+from cluster.index.incremental import PlanMode, full_reason, plan_reindex
+from cluster.index.keywords import chunk_keywords, query_keywords
+from cluster.index.progress import ProgressMeter
+from cluster.index.store.engines import open_vector_store
+from cluster.index.tokens import IDENTIFIER, identifier_tokens
+
+__all__ = [
+    "BuildProgress",
+    "IDENTIFIER",
+    "IndexCatalog",
+    "IndexRecord",
+    "PlanMode",
+    "PointKey",
+    "ProgressMeter",
+    "ReusableRows",
+    "chunk_keywords",
+    "definitions_filter",
+    "embed_hash",
+    "full_reason",
+    "identifier_tokens",
+    "open_vector_store",
+    "path_prefixes",
+    "plan_reindex",
+    "point_id",
+    "point_key",
+    "point_payload",
+    "query_keywords",
+    "validate_index_name",
+]

@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError
 
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
 from cluster.index.keywords import defined_names, identifier_query
+from cluster.index.store.protocol import VectorStore
 from cluster.ingest.skips import SkipSummary
 from cluster.space import CHUNK_TEXT_VERSION, EncoderIdentity, embedding_text, require_same_space
 from cluster.types import (
@@ -34,7 +35,6 @@ from cluster.types import (
     Strict,
     content_hash,
 )
-from cluster.index.store.protocol import VectorStore
 
 INDEX_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 BUILD_SEPARATOR = "__b"

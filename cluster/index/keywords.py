@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from functools import lru_cache
 from collections.abc import Iterable
+from functools import lru_cache
 
 from cluster.index.tokens import IDENTIFIER, identifier_tokens
 from cluster.types import SparseTerms
@@ -177,7 +177,7 @@ def chunk_keywords(text: str, path: str, symbol: str | None) -> SparseTerms:
         counts[term] += PATH_BOOST
     boosted = set(terms(symbol)) if symbol else set()
     for name in defined_names(text, symbol):
-        boosted.update(terms(name) + [WHOLE_PREFIX + name])
+        boosted.update([*terms(name), WHOLE_PREFIX + name])
     for term in boosted:
         counts[term] += SYMBOL_BOOST
     length = sum(counts.values())

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from cluster.ingest.languages import detect_language
-from cluster.settings import ChunkingSettings
 from cluster.ingest.syntax_rules import KIND_MODULE, KIND_WINDOW
 from cluster.ingest.syntax_spans import Span, syntax_spans
+from cluster.settings import ChunkingSettings
 from cluster.types import Chunk
 
 # --- public entry point ------------------------------------------------------------------
@@ -47,7 +47,7 @@ def split_lines(text: str) -> list[str]:
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return [line.removesuffix("\r") for line in lines]
 
 
 def _emit(

@@ -112,5 +112,5 @@ def parse(language: str, source: bytes) -> Tree | None:
                 parser = Parser(Language(GRAMMARS[language]()))
                 _PARSERS[language] = parser
             return parser.parse(source)
-    except Exception:  # a broken grammar or parse must not lose the file: fall back to windows
+    except Exception:  # noqa: BLE001 - a broken grammar or parse must not lose the file: fall back to windows
         return None

@@ -12,12 +12,12 @@ from pathlib import Path
 
 from pydantic import Field
 
-from cluster.ingest.chunking import split_lines
 from cluster.errors import ReadRefused
-from cluster.ingest.secret_scan import redact
-from cluster.types import Strict
+from cluster.ingest.chunking import split_lines
 from cluster.ingest.secret_files import DenyList
+from cluster.ingest.secret_scan import redact
 from cluster.ingest.walker import decode_source
+from cluster.types import Strict
 
 
 class SourceLines(Strict):

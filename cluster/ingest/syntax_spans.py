@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from cluster.ingest.languages import has_grammar, parse
-from cluster.settings import ChunkingSettings
 from cluster.ingest.syntax_rules import KIND_FUNCTION, KIND_METHOD, KIND_MODULE, KIND_SECTION, RULES, SyntaxRules
+from cluster.settings import ChunkingSettings
+
 
 @dataclass(frozen=True)
 class Span:
@@ -389,7 +390,7 @@ def _find_inline(node: Node) -> Node | None:
 
 
 def _strip_atx_closing(text: str) -> str:
-    """``text`` without an ATX closing sequence (`## Title ##` → `## Title`): trailing '#'s
+    r"""``text`` without an ATX closing sequence (`## Title ##` → `## Title`): trailing '#'s
     that start the text or follow whitespace, and the whitespace around them. Linear (a regex
     `(^|\s+)#+\s*$` is quadratic on a long run of spaces)."""
     body = text.rstrip()

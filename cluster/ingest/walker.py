@@ -13,10 +13,10 @@ Which paths are walked. The first rule that applies decides:
    subfolders), which have the last word over every git rule: a pattern keeps a path out of the
    index only, and ``!pattern`` re-includes a path git ignores. ``WalkSettings.extra_ignores`` come
    last of all. An ignored path is skipped silently: ignoring is normal, it is not recorded.
-4. The secret deny-list (cluster.ingest.secret_files.SECRET_DENY plus ``settings.ingest.extra_deny``): a matching file is never
-   opened and a matching folder never entered; each is recorded as SkipReason.SECRET_FILE. A
-   repository's own ``.samespaceignore`` cannot lift it (the repository is content, not
-   configuration); only ``ingest.reinclude`` can.
+4. The secret deny-list (cluster.ingest.secret_files.SECRET_DENY plus ``settings.ingest.extra_deny``): a
+   matching file is never opened and a matching folder never entered; each is recorded as
+   SkipReason.SECRET_FILE. A repository's own ``.samespaceignore`` cannot lift it (the repository
+   is content, not configuration); only ``ingest.reinclude`` can.
 
 As in git, nothing under an excluded folder can be re-included unless the folder itself is: to
 re-include ``secrets/example.env``, re-include ``secrets/`` too.

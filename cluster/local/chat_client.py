@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from cluster.cloud.openrouter import ChatResult, chat_request_body, parse_chat_result, read_json, upstream_faults
+from cluster.cloud.faults import read_json, upstream_faults
+from cluster.cloud.wire import ChatResult, chat_request_body, parse_chat_result
 from cluster.settings import ChatEndpoint
 
 

@@ -83,7 +83,7 @@ class LocalEncoder:
             weights_sha256=weights,
             width=width,
             normalized=True,
-            max_seq_length=int(self._model.max_seq_length),
+            max_seq_length=int(self._model.max_seq_length),  # type: ignore[arg-type]  # None = unbounded; ours never are
         )
 
     def encode(self, texts: list[str]) -> np.ndarray:

@@ -1,1 +1,10 @@
-"""TODO"""
+"""Per-role routing: the fan-out pool of worker lanes and dispatch under the policy in force."""
+
+from cluster.routing.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
+
+__all__ = [
+    "Dispatcher",
+    "EmbedOutcome",
+    "LandedBatch",
+    "Provider",
+]

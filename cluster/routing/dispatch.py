@@ -17,12 +17,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from cluster.errors import NoProviderLeft, SamespaceError
-from cluster.gate.probe import PROBE_TEXTS, GateReport, probe
-from cluster.gate.admission import Gatekeeper, reference_candidates, regime_of
-from cluster.routing.fanout import BatchDone, FanoutResult, Lane, RateBook, run_fanout
-from cluster.settings import FanoutSettings
-from cluster.providers import ProviderInfo, ProviderKind, Selection, select_providers
+from cluster.gate.admission import Embed, Gatekeeper, reference_candidates
+from cluster.gate.probe import GateReport
+from cluster.gate.sentinel import probe_baseline, sentinel_round
+from cluster.providers import ProviderInfo, Selection, select_providers
 from cluster.roles import Policy, Role
+from cluster.routing.fanout import BatchDone, FanoutResult, run_fanout
+from cluster.routing.lanes import Lane, RateBook
+from cluster.settings import FanoutSettings
 from cluster.space import EncoderIdentity
 from cluster.types import Clock
 
@@ -83,9 +85,10 @@ def reference_of(selection: Selection, preferred: str | None = None) -> EncoderI
     if not candidates:
         pool = [p for p in selection.primary + selection.reserve if p.identity is not None]
         candidates = sorted(pool, key=lambda p: p.name)
-    if not candidates:
+    identity = candidates[0].identity if candidates else None
+    if identity is None:
         raise NoProviderLeft(selection.role.value, [f"{n}: {r}" for n, r in selection.excluded.items()])
-    return candidates[0].identity  # type: ignore[return-value]
+    return identity
 
 
 class Dispatcher:
@@ -115,7 +118,7 @@ class Dispatcher:
         self._sleep = sleep
         self.rates = RateBook()
         self._recent: tuple[float, Selection, dict[str, Provider]] | None = None
-        self._unguarded: dict[str, Callable[[list[str]], Awaitable[np.ndarray]]] = {}
+        self._unguarded: dict[str, Embed] = {}
 
     async def select(self, max_age_s: float = 0.0) -> tuple[Selection, dict[str, Provider]]:
         """Discover and select; a discovery younger than `max_age_s` under the same policy is reused."""
@@ -180,42 +183,23 @@ class Dispatcher:
         reference = self._reference_info(selection)
         embed = providers[reference.name].embed
         assert embed is not None
-        return np.asarray(await embed(list(PROBE_TEXTS)), dtype=np.float32)
+        return await probe_baseline(embed)
 
     async def sentinel(self, stored: np.ndarray | None = None) -> list[GateReport]:
-        """Re-probe every serving provider against `stored` probe vectors (an index's), or against
-        the reference's vectors as first recorded; drifted providers are evicted (DESIGN §12).
-
-        A cloud anchor is compared with its own earlier vectors: the lone pinned upstream that
-        changes its stack behind the same pin is caught. A local reference is only reported:
-        if it drifted from an index, that index needs a reindex.
-        """
+        """One drift-sentinel round (DESIGN §12, `cluster.gate.sentinel`) over the providers serving
+        now: against `stored` probe vectors (an index's), or the reference's as first recorded."""
         if self.gatekeeper is None:
             return []
         selection, _ = await self.select()
-        regime = regime_of(selection.policy)
-        reference = self._reference_info(selection)
-        raw = self._unguarded
-        ref_embed = raw[reference.name]
-        baseline = stored if stored is not None else await self.gatekeeper.reference_vectors(reference, ref_embed, regime)
-        local_reference = reference.name if reference.kind is ProviderKind.LOCAL else None
-        checked = [
-            (p, raw[p.name])
-            for p in selection.primary + selection.reserve
-            if p.name != local_reference and p.name in raw
-        ]
-        reports = await self.gatekeeper.sentinel(checked, regime, baseline)  # type: ignore[arg-type]
-        if stored is not None and local_reference is not None:
-            reports.append(
-                await probe(
-                    self.gatekeeper.target(reference, ref_embed),
-                    None,
-                    regime=regime,
-                    expected_width=self._width or baseline.shape[1],
-                    clock=self._clock,
-                    reference_vectors=stored,
-                )
-            )
+        reports = await sentinel_round(
+            self.gatekeeper,
+            selection,
+            self._reference_info(selection),
+            self._unguarded,
+            stored=stored,
+            width=self._width,
+            clock=self._clock,
+        )
         self._recent = None  # evictions take effect on the next call
         return reports
 
@@ -283,9 +267,7 @@ class Dispatcher:
         if remaining:
             raise NoProviderLeft(self.role.value, [f"{n}: {r}" for n, r in dropped.items()] or ["no provider"])
         identities = {
-            name: providers[name].info.identity  # type: ignore[misc]
-            for name in set(served_by)
-            if providers[name].info.identity is not None
+            name: identity for name in set(served_by) if (identity := providers[name].info.identity) is not None
         }
         return EmbedOutcome(vectors, served_by, identities, reference, batches, dropped)
 

@@ -17,84 +17,25 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from cluster.errors import GateRefused, MalformedResponse, NoProviderLeft, RateLimited, SamespaceError, WidthMismatch
-from cluster.gate.probe import Verdict
-from cluster.settings import DEFAULT_RATE_EWMA_ALPHA, FanoutSettings
+from cluster.errors import MalformedResponse, NoProviderLeft, RateLimited, WidthMismatch
+from cluster.routing.lanes import Lane, LaneState, RateBook, count_failure, next_size
+from cluster.settings import FanoutSettings
 from cluster.types import Clock
 
 __all__ = [
     "BatchDone",
     "FanoutResult",
-    "Lane",
-    "LaneKind",
-    "RateBook",
+    "OnBatch",
     "run_fanout",
 ]
 
 log = logging.getLogger("samespace.fanout")
 
-MIN_SAMPLE_S = 1e-3  # a call the clock timed at 0 s counts as this long (keeps rates finite)
-
-LaneKind = Literal["local", "cloud"]
 Sleep = Callable[[float], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class Lane:
-    """One provider's worker lane.
-
-    `embed` returns one float row per text. A cloud lane may carry `admit` (asked before each
-    pull; False = no permit now, the lane does not pull and asks again shortly) and `release`
-    (awaited once after every admitted request, whatever its outcome).
-    """
-
-    name: str
-    kind: LaneKind
-    embed: Callable[[list[str]], Awaitable[np.ndarray]]
-    admit: Callable[[], Awaitable[bool]] | None = None
-    release: Callable[[], Awaitable[None]] | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("local", "cloud"):
-            raise ValueError(f"lane {self.name!r}: kind must be 'local' or 'cloud', got {self.kind!r}")
-        if self.release is not None and self.admit is None:
-            raise ValueError(f"lane {self.name!r}: release without admit would never be called")
-
-
-class RateBook:
-    """Measured texts/s per lane name (EWMA of per-call samples), kept across calls.
-
-    The dispatcher owns one instance; give lanes stable names that are unique per provider and
-    role, or two providers blend into one rate.
-    """
-
-    def __init__(self) -> None:
-        self._rates: dict[str, float] = {}
-
-    def __contains__(self, lane: object) -> bool:
-        return lane in self._rates
-
-    def rate(self, lane: str) -> float:
-        """texts/s; 0.0 means never measured (a measured rate is always > 0)."""
-        return self._rates.get(lane, 0.0)
-
-    def record(self, lane: str, texts: int, seconds: float, *, alpha: float = DEFAULT_RATE_EWMA_ALPHA) -> float:
-        """Fold one call's throughput into the lane's rate and return the new rate."""
-        sample = texts / max(seconds, MIN_SAMPLE_S)
-        old = self._rates.get(lane)
-        new = sample if old is None else (1.0 - alpha) * old + alpha * sample
-        self._rates[lane] = new
-        return new
-
-    def forget(self, lane: str) -> None:
-        self._rates.pop(lane, None)
-
-    def snapshot(self) -> dict[str, float]:
-        return dict(self._rates)
 
 
 @dataclass(frozen=True)
@@ -150,25 +91,11 @@ async def run_fanout(
         raise ValueError(f"lane names must be unique within a run, got {names}")
     if not texts:
         empty = np.empty((0, width or 0), dtype=np.float32)
-        zero = {name: 0 for name in names}
+        zero = dict.fromkeys(names, 0)
         return FanoutResult(empty, [], dict(zero), dict(zero), dict(zero), dict(zero), {})
     if not lanes:
         raise NoProviderLeft(role, [])
     return await _Run(lanes, texts, settings, rates, clock, sleep, width, role, on_batch).run()
-
-
-@dataclass
-class _LaneState:
-    lane: Lane
-    in_flight: int = 0
-    consecutive_failures: int = 0
-    paused_until: float = float("-inf")  # rate-limit cooldown, or waiting for a permit
-    last_dispatch: int | None = None  # pool-wide dispatch count right after this lane's last pull
-    dropped: str | None = None
-    batches: int = 0
-    texts: int = 0
-    failures: int = 0
-    rate_limited: int = 0
 
 
 @dataclass
@@ -185,7 +112,7 @@ class _Run:
     role: str
     on_batch: OnBatch | None
     _queue: deque[tuple[int, int]] = field(init=False)
-    _states: list[_LaneState] = field(init=False)
+    _states: list[LaneState] = field(init=False)
     _vectors: np.ndarray | None = field(init=False)
     _served_by: list[str] = field(init=False)
     _done: int = field(init=False, default=0)
@@ -198,7 +125,7 @@ class _Run:
     def __post_init__(self) -> None:
         n = len(self.texts)
         self._queue = deque([(0, n)])  # contiguous spans of input indices, front first
-        self._states = [_LaneState(lane) for lane in self.lanes]
+        self._states = [LaneState(lane) for lane in self.lanes]
         self._vectors = None if self.width is None else np.empty((n, self.width), dtype=np.float32)
         self._served_by = [""] * n
         self._changed = asyncio.Event()
@@ -231,7 +158,7 @@ class _Run:
 
     # -- the lane's worker loop ------------------------------------------------------------
 
-    async def _lane_loop(self, state: _LaneState) -> None:
+    async def _lane_loop(self, state: LaneState) -> None:
         lane = state.lane
         while not self._outcome.done() and state.dropped is None:
             now = self.clock()
@@ -261,37 +188,12 @@ class _Run:
             self._dispatch(state, self._take(size), admitted)
             await asyncio.sleep(0)  # let the others see every dispatch (parked lanes count them)
 
-    def _next_size(self, state: _LaneState) -> int | None:
+    def _next_size(self, state: LaneState) -> int | None:
         """Texts this lane may pull now, or None: nothing queued, no capacity, or parked."""
         if not self._queue:
             return None
-        s = self.settings
-        name = state.lane.name
-        if name not in self.rates:
-            return s.probe_batch if state.in_flight == 0 else None
-        rate = self.rates.rate(name)
-        best = self._best_rate()
-        if rate < s.min_rate_ratio * best:  # parked: one probe per `reprobe_every` pool-wide batches
-            if state.in_flight > 0:
-                return None
-            if state.last_dispatch is not None and self._dispatched - state.last_dispatch < s.reprobe_every:
-                return None
-            return s.probe_batch
-        depth = s.depth if rate >= s.slow_depth_ratio * best else 1
-        if state.in_flight >= depth:
-            return None
-        return min(max(round(rate * s.target_batch_s), s.min_batch), s.max_batch)
-
-    def _best_rate(self) -> float:
-        """The best measured rate among lanes serving now (not dropped, not paused)."""
-        now = self.clock()
-        return max(
-            (
-                self.rates.rate(s.lane.name)
-                for s in self._states
-                if s.dropped is None and s.paused_until <= now and s.lane.name in self.rates
-            ),
-            default=0.0,
+        return next_size(
+            state, self._states, rates=self.rates, settings=self.settings, dispatched=self._dispatched, clock=self.clock
         )
 
     def _take(self, size: int) -> tuple[int, int]:
@@ -310,7 +212,7 @@ class _Run:
         else:
             self._queue.appendleft(span)
 
-    def _dispatch(self, state: _LaneState, span: tuple[int, int], admitted: bool) -> None:
+    def _dispatch(self, state: LaneState, span: tuple[int, int], admitted: bool) -> None:
         self._dispatched += 1
         state.last_dispatch = self._dispatched
         state.in_flight += 1
@@ -319,7 +221,7 @@ class _Run:
 
     # -- one request -----------------------------------------------------------------------
 
-    async def _serve(self, state: _LaneState, span: tuple[int, int], admitted: bool) -> None:
+    async def _serve(self, state: LaneState, span: tuple[int, int], admitted: bool) -> None:
         start, end = span
         began = self.clock()
         try:
@@ -350,7 +252,7 @@ class _Run:
             raise WidthMismatch(lane, expected, vectors.shape[1])
         return vectors
 
-    async def _landed(self, state: _LaneState, span: tuple[int, int], vectors: np.ndarray, elapsed: float) -> None:
+    async def _landed(self, state: LaneState, span: tuple[int, int], vectors: np.ndarray, elapsed: float) -> None:
         start, end = span
         state.in_flight -= 1
         state.consecutive_failures = 0
@@ -373,7 +275,7 @@ class _Run:
         if self._done == len(self.texts) and not self._outcome.done():
             self._outcome.set_result(None)
 
-    def _rate_limited(self, state: _LaneState, span: tuple[int, int], exc: RateLimited) -> None:
+    def _rate_limited(self, state: LaneState, span: tuple[int, int], exc: RateLimited) -> None:
         state.in_flight -= 1
         state.rate_limited += 1
         self._requeue(span)
@@ -382,34 +284,21 @@ class _Run:
         log.info("%s: %s rate-limited, cooling down %.1fs", self.role, state.lane.name, cooldown)
         self._notify()
 
-    def _failed(self, state: _LaneState, span: tuple[int, int], exc: Exception) -> None:
+    def _failed(self, state: LaneState, span: tuple[int, int], exc: Exception) -> None:
         state.in_flight -= 1
         self._requeue(span)
         self._count_failure(state, exc)
         self._notify()
 
-    def _count_failure(self, state: _LaneState, exc: Exception) -> None:
-        state.failures += 1
-        state.consecutive_failures += 1
-        log.warning(
-            "%s: lane %s failed (%d in a row): %s",
-            self.role, state.lane.name, state.consecutive_failures, _describe(exc),
-        )
-        if state.dropped is not None:
-            return
-        if _refused_for_good(exc):
-            # DESIGN §4 counts a gate refusal as a failure (counted above); one that stands (an
-            # eviction, not a failed spot check) drops the lane now, so its span goes elsewhere.
-            state.dropped = f"dropped: {_describe(exc)}"
-        elif state.consecutive_failures >= self.settings.max_consecutive_failures:
-            state.dropped = f"dropped after {state.consecutive_failures} consecutive failures; last: {_describe(exc)}"
-        if state.dropped is not None:
-            log.warning("%s: lane %s %s", self.role, state.lane.name, state.dropped)
-            if all(s.dropped is not None for s in self._states):
-                reasons = [f"{s.lane.name}: {s.dropped}" for s in self._states]
-                self._fail(NoProviderLeft(self.role, reasons))
+    def _count_failure(self, state: LaneState, exc: Exception) -> None:
+        limit = self.settings.max_consecutive_failures
+        if count_failure(state, exc, max_consecutive_failures=limit, role=self.role) and all(
+            s.dropped is not None for s in self._states
+        ):
+            reasons = [f"{s.lane.name}: {s.dropped}" for s in self._states]
+            self._fail(NoProviderLeft(self.role, reasons))
 
-    async def _release(self, state: _LaneState) -> None:
+    async def _release(self, state: LaneState) -> None:
         if state.lane.release is None:
             return
         try:
@@ -442,11 +331,3 @@ class _Run:
     async def _wait_for_change(self) -> None:
         await self._changed.wait()
 
-
-def _describe(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, SamespaceError) else f"{type(exc).__name__}: {exc}"
-
-
-def _refused_for_good(exc: BaseException) -> bool:
-    """A gate refusal with a standing verdict: the provider may not serve again in this run."""
-    return isinstance(exc, GateRefused) and exc.verdict != Verdict.PROBE_FAILED.value

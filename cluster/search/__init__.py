@@ -1,1 +1,16 @@
-"""TODO"""
+"""Search over a serving build beyond vectors: the code map (symbols, files, neighbours) and the query cache."""
+
+from cluster.search.maps import CodeMaps
+from cluster.search.models import CodeEntry, FileHit, Neighbors, RepoOverview, SymbolHit, snippet
+from cluster.search.query_cache import QueryVectorCache
+
+__all__ = [
+    "CodeEntry",
+    "CodeMaps",
+    "FileHit",
+    "Neighbors",
+    "QueryVectorCache",
+    "RepoOverview",
+    "SymbolHit",
+    "snippet",
+]

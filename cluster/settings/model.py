@@ -17,21 +17,21 @@ from cluster.errors import ConfigError
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
 from cluster.settings.sections import (
     CONFIG_FILE_ENV,
-    RaySettings,
-    EmbeddingSettings,
-    RerankerSettings,
-    CloudSettings,
-    LlmSettings,
-    RlmSettings,
-    GateSettings,
-    BudgetSettings,
     AdminSettings,
-    StoreSettings,
+    BudgetSettings,
     ChunkingSettings,
-    IngestSettings,
-    ServeSettings,
+    CloudSettings,
+    EmbeddingSettings,
     FanoutSettings,
     FleetSettings,
+    GateSettings,
+    IngestSettings,
+    LlmSettings,
+    RaySettings,
+    RerankerSettings,
+    RlmSettings,
+    ServeSettings,
+    StoreSettings,
 )
 from cluster.types import FusionParams
 

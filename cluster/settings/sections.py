@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
 from cluster.roles import Role
 
 CONFIG_FILE_ENV = "SAMESPACE_CONFIG_FILE"

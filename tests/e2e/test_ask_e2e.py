@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +27,9 @@ from fakes.openrouter_fake import FakeConfig, KeyConfig, UpstreamBehaviour
 from fakes.openrouter_server import FakeOpenRouterServer
 from fakes.scripted_chat import ChatRule, ScriptedToolCall
 from serve_apps.mcp_client import call_tool, result_text
+from waiting import wait_until
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NAMESPACE = "ask"
 REPO = "shop"
@@ -152,6 +152,20 @@ def env(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest
     assert not any(CANARY_KEY in text for text in result.responses)
 
 
+@pytest.fixture(autouse=True)
+def endpoints_up(env: AskEnv) -> Iterator[None]:
+    """Every test starts with all three endpoints answering, and leaves them so: a test that kills one
+    restarts it even when it fails halfway, so no later test meets a dead endpoint."""
+    servers = (env.rlm, env.coder, env.cloud)
+    for server in servers:
+        if not server.running:
+            server.restart()
+    yield
+    for server in servers:
+        if not server.running:
+            server.restart()
+
+
 def cited_paths(result: dict[str, Any]) -> set[str]:
     return {c["path"] for c in result["citations"]}
 
@@ -172,13 +186,6 @@ def ask_in_background(env: AskEnv, question: str) -> tuple[threading.Thread, dic
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread, box
-
-
-def wait_for(predicate: Any, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
 
 
 def test_plain_top_10_retrieval_misses_the_function_the_answer_needs(env: AskEnv) -> None:
@@ -249,10 +256,9 @@ def test_malformed_plans_and_tool_calls_are_survived(env: AskEnv) -> None:
 
 def test_rlm_killed_mid_ask_the_answer_comes_from_what_was_gathered(env: AskEnv) -> None:
     thread, box = ask_in_background(env, f"{QUESTION} ({N_KILL_RLM})")
-    wait_for(lambda: any("tools" in r for r in chat_requests(env.rlm, N_KILL_RLM)))
+    wait_until(lambda: any("tools" in r for r in chat_requests(env.rlm, N_KILL_RLM)), what="the rlm's first round")
     env.rlm.kill()
     thread.join(90)
-    env.rlm.restart()
     result = box.get("result")
     assert result is not None, box.get("error")
     produced = result["produced"]
@@ -264,7 +270,7 @@ def test_rlm_killed_mid_ask_the_answer_comes_from_what_was_gathered(env: AskEnv)
 
 def test_code_assistant_killed_mid_ask_the_draft_answers(env: AskEnv) -> None:
     thread, box = ask_in_background(env, f"{QUESTION} ({N_KILL_CODER})")
-    wait_for(lambda: bool(chat_requests(env.coder, N_KILL_CODER)))
+    wait_until(lambda: chat_requests(env.coder, N_KILL_CODER), what="the synthesis request")
     env.coder.kill()
     thread.join(90)
     result = box.get("result")
@@ -278,12 +284,11 @@ def test_code_assistant_killed_mid_ask_the_draft_answers(env: AskEnv) -> None:
     assert while_down["produced"]["mode"] == "synthesis"
     assert while_down["produced"]["synthesis_provider"].endswith("-OR-CodeAssistant")
     assert while_down["answer"].startswith("Cloud answer:")
-    env.coder.restart()
 
 
 def test_cloud_lane_killed_mid_ask_then_everything_down_leaves_a_citations_only_answer(env: AskEnv) -> None:
     thread, box = ask_in_background(env, f"{QUESTION} ({N_KILL_CLOUD})")
-    wait_for(lambda: any("tools" in r for r in chat_requests(env.rlm, N_KILL_CLOUD)))
+    wait_until(lambda: any("tools" in r for r in chat_requests(env.rlm, N_KILL_CLOUD)), what="the rlm's first round")
     env.cloud.kill()  # the cloud embedding lane (and the cloud chat reserve) is gone mid-ask
     thread.join(90)
     result = box.get("result")
@@ -292,11 +297,7 @@ def test_cloud_lane_killed_mid_ask_then_everything_down_leaves_a_citations_only_
 
     env.rlm.kill()
     env.coder.kill()
-    try:
-        down = env.ask(f"{QUESTION} ({N_ALL_DOWN})")
-    finally:
-        env.rlm.restart()
-        env.coder.restart()
+    down = env.ask(f"{QUESTION} ({N_ALL_DOWN})")  # `endpoints_up` restarts all three afterwards
     produced = down["produced"]
     assert produced["mode"] == "citations-only" and down["answer"].startswith("No model could write an answer")
     assert any(f.startswith("rlm: unavailable") for f in produced["fallbacks"])

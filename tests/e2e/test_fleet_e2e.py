@@ -4,13 +4,14 @@ Each sidecar (`python -m sidecar`, a child process) fronts its own OpenAI-compat
 server backed by the packaged MiniLM: one serves exact vectors, one vectors perturbed past the
 gate. Real Ray, real Serve (the `/sidecar` WebSocket, or with WebSocket disabled the HTTP
 fallback), the real store; what each server embedded is counted at the server, and which
-provider wrote each row is read back from the index.
+provider wrote each row is read back from the index. Serving a reindex runs on both transports;
+a kill and rejoin on the WebSocket only (the HTTP fallback's loss of an agent is
+tests/e2e/test_fleet_endpoint.py's stale-agent case).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,8 +26,9 @@ from conftest import McpServer, RayCluster
 from fakes.embedding_server import FakeEmbeddingServer
 from fakes.repos import function_repo
 from fakes.sidecar_process import SidecarProcess, serve_arg
+from waiting import wait_until
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 FLEET_TOKEN = "fleet-token-e2e"
 ADMIN_TOKEN = "admin-token-e2e"
@@ -50,16 +52,16 @@ class Fleet:
         response.raise_for_status()
         return {s["agent_url"]: s for s in response.json()["sidecars"]}
 
-    def wait_serving(self, sidecar: SidecarProcess, timeout_s: float = 30.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while True:
+    def wait_serving(self, sidecar: SidecarProcess, timeout_s: float = 60.0) -> dict[str, Any]:
+        def serving() -> dict[str, Any] | None:
             host = self.sidecars().get(sidecar.agent_url)
             role = host["roles"].get("code-embedding") if host else None
-            if host and host["fresh"] and role and role["eligible"]:
-                return host
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{sidecar.agent_url} not serving: {host}\n{sidecar.log()[-3000:]}")
-            time.sleep(0.2)
+            return host if host and host["fresh"] and role and role["eligible"] else None
+
+        try:
+            return wait_until(serving, timeout_s=timeout_s, interval_s=0.2, what=f"{sidecar.agent_url} serving")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{sidecar.log()[-3000:]}") from None
 
     def reindex(self, name: str, **kwargs: Any) -> tuple[Any, list[str]]:
         from jobs.reindex import run_reindex
@@ -181,6 +183,7 @@ def test_both_register_the_exact_one_serves_part_of_a_reindex_and_the_perturbed_
     assert fleet.exact.agent_url in config_text  # the registry is on disk
 
 
+@pytest.mark.parametrize("fleet", ["ws"], indirect=True)  # one transport: the requeue is the dispatcher's
 def test_a_sidecar_killed_mid_reindex_is_requeued_the_index_completes_and_it_rejoins(fleet: Fleet) -> None:
     fleet.wait_serving(fleet.exact)
     served_before = fleet.exact_server.stats().requests
@@ -194,10 +197,10 @@ def test_a_sidecar_killed_mid_reindex_is_requeued_the_index_completes_and_it_rej
 
     job = threading.Thread(target=run)
     job.start()
-    deadline = time.monotonic() + 60
-    while fleet.exact_server.stats().requests < served_before + 2:  # it is serving this reindex now
-        assert time.monotonic() < deadline and job.is_alive(), "the sidecar never served the reindex"
-        time.sleep(0.05)
+    # It is serving this reindex now (or the job ended without it: reported below).
+    wait_until(lambda: fleet.exact_server.stats().requests >= served_before + 2 or not job.is_alive(),
+               interval_s=0.05, what="the sidecar serving the reindex")
+    assert job.is_alive(), f"the sidecar never served the reindex: {outcome}"
     fleet.exact.kill()
     job.join(timeout=240)
     assert not job.is_alive() and "error" not in outcome, outcome.get("error")

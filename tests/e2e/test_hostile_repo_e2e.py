@@ -31,7 +31,7 @@ from conftest import FIXTURES, McpServer, RayCluster, reindex_entrypoint
 from jobs_util import submit_job, wait_for_job
 from serve_apps.mcp_client import call_tool, result_text
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NAMESPACE = "hostile"
 INDEX = "hostile"

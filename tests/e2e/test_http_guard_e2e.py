@@ -15,7 +15,7 @@ from websockets.exceptions import InvalidStatus
 from conftest import McpServer, RayCluster
 from serve_apps.mcp_client import call_tool, result_text
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 TOKEN = "canary-serve-token-e2e-7b3a"
 PREFIX = "/guarded"

@@ -12,7 +12,7 @@ import ray
 from conftest import McpServer, RayCluster
 from serve_apps.mcp_client import call_tool, result_text
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NAMESPACE = "hybrid"
 REPO = "accounts"

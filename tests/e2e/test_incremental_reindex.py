@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import ray
 
 from conftest import RayCluster
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NAMESPACE = "incremental"
 EMBEDDER = "samespace-embedder-cpu0"
@@ -30,7 +30,6 @@ TOPICS = ["invoice", "shipment", "customer", "warehouse", "payment", "refund", "
 class Env:
     settings: Any
     tmp: pytest.TempPathFactory
-    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def index(self) -> Any:
@@ -120,24 +119,18 @@ def embedded(before: dict[str, int], after: dict[str, int]) -> set[str]:
     return {key for key, n in after.items() if n > before[key]}
 
 
-def test_an_unchanged_repo_is_up_to_date_in_seconds_and_gets_no_new_build(env: Env) -> None:
+def test_an_unchanged_repo_is_up_to_date_embeds_nothing_and_gets_no_new_build(env: Env) -> None:
+    """What makes it fast is checked here (nothing embedded, no build); how fast is bench/'s business."""
     repo = write_repo(env.tmp.mktemp("same") / "shop", TOPICS)
-    t0 = time.perf_counter()
     first, _ = env.reindex(repo, "same")
-    env.timings["first"] = time.perf_counter() - t0
     texts = env.texts(repo)
     counts = env.counts(texts)
     assert min(counts.values()) >= 1 and first.chunks == len(texts)
 
-    t0 = time.perf_counter()
     second, lines = env.reindex(repo, "same")
-    env.timings["unchanged"] = time.perf_counter() - t0
-    print(f"\nreindex of {len(texts)} chunks: first {env.timings['first']:.2f}s, unchanged "
-          f"{env.timings['unchanged']:.2f}s")
     assert f"up to date: {len(texts)} chunks, nothing to embed" in lines
     assert second == first and env.builds("same") == [first.build]  # no build was created
     assert env.counts(texts) == counts  # nothing reached the encoder
-    assert env.timings["unchanged"] < 15
 
 
 def test_an_edited_file_embeds_only_its_changed_chunks_and_search_finds_the_new_text(env: Env) -> None:

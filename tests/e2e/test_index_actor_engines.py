@@ -9,7 +9,7 @@ import ray
 
 from conftest import RayCluster
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("kind", ["embedded", "server"])

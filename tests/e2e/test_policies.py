@@ -16,9 +16,10 @@ import pytest
 import ray
 from pydantic import SecretStr
 
-from conftest import RayCluster
+from conftest import CanaryScan, RayCluster
+from waiting import wait_until
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 CANARY_KEY = "sk-or-v1-" + "c0ffee" * 8  # a canary: must never show anywhere but the fake
 NAMESPACE = "cloud-matrix"
@@ -35,7 +36,8 @@ class CloudCluster:
 
 
 @pytest.fixture(scope="module")
-def cloud(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudCluster]:
+def cloud(ray_cluster: RayCluster, fake_openrouter: Any, canary_scan: CanaryScan,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudCluster]:
     from actors import ensure_embedders, ensure_virtual_containers
     from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
@@ -58,6 +60,8 @@ def cloud(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_factory: pytes
             },
         },
     )
+    # After every test here pushed and used the key: no Ray log, event file or store file may hold it.
+    canary_scan.watch(CANARY_KEY, Path(settings.store.data_dir), ray_cluster.data_dir)
     containers = ensure_virtual_containers(settings)
     ray.get([c.set_key.remote(SecretStr(CANARY_KEY)) for c in containers])
     (local,) = ensure_embedders(settings)
@@ -65,6 +69,30 @@ def cloud(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_factory: pytes
     yield CloudCluster(settings, fake_openrouter, dispatcher, local, containers)
     for name in [c for c in ray.util.list_named_actors(all_namespaces=True) if c["namespace"] == NAMESPACE]:
         ray.kill(ray.get_actor(name["name"], namespace=NAMESPACE))
+
+
+@pytest.fixture(autouse=True)
+def fresh_gate_and_budget(cloud: CloudCluster) -> None:
+    """Every test starts from the same state, whatever ran before: an untaught budget, and a gate
+    that has just verified the healthy cloud lane (a probe answered 5xx or 429 by an earlier test
+    would otherwise keep the lane out; with no verdict yet, a test's first embed would count the probe)."""
+    from actors.dispatcher import get_dispatcher, push_policy
+    from cluster.naming import BUDGET_ACTOR_NAME, dispatcher_actor_name
+    from cluster.roles import Role
+
+    def stale() -> list[str]:
+        names = {dispatcher_actor_name(Role.CODE_EMBEDDING), BUDGET_ACTOR_NAME}
+        return [e["name"] for e in ray.util.list_named_actors(all_namespaces=True)
+                if e["namespace"] == NAMESPACE and e["name"] in names]
+
+    for name in stale():
+        ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+    wait_until(lambda: not stale(), what="the previous test's dispatcher and budget gone")
+    cloud.dispatcher = get_dispatcher(cloud.settings, Role.CODE_EMBEDDING)
+    push_policy(cloud.settings, Role.CODE_EMBEDDING, "aggregate")
+    ray.get(cloud.dispatcher.embed.remote(TEXTS[:8]))
+    verdicts = {r.key.provider: r.verdict for r in ray.get(cloud.dispatcher.gate_reports.remote())}
+    assert any("-OR-" in name and verdict == "verified" for name, verdict in verdicts.items()), verdicts
 
 
 def cloud_embeds(fake: Any, upstream: str | None = None) -> int:
@@ -148,7 +176,7 @@ def test_a_throttled_cloud_never_slows_the_local_lane(cloud: CloudCluster) -> No
     finally:
         cloud.fake.configure(keys={CANARY_KEY: {"label": "matrix"}}, upstreams={"pinned-same": {"vectors": "same"}})
     assert throttled["outcome"].served_by == alone["outcome"].served_by  # local served every text
-    assert throttled["local_batches"] == alone["local_batches"]  # ... in as many batches as alone
+    # How many batches it took is not compared: a lane's batch is sized by its measured rate, a timing.
     assert cloud.fake.stats().total("rate_limited", path="/embeddings") > 0  # the cloud lane did try
 
 
@@ -165,7 +193,7 @@ def test_a_failing_cloud_provider_is_dropped_and_its_work_served_by_local(cloud:
     dropped = [name for name in outcome.dropped if "-OR-" in name]
     assert dropped and outcome.dropped[dropped[0]].startswith("dropped after 2 consecutive failures")
     assert "UpstreamUnavailable" in outcome.dropped[dropped[0]]
-    assert all(name.startswith("samespace-embedder") for name in outcome.served_by)
+    assert len(outcome.served_by) == len(TEXTS) and all(n.startswith("samespace-embedder") for n in outcome.served_by)
     reference = run_policy(cloud, "local")["outcome"]
     assert float(np.sum(outcome.vectors * reference.vectors, axis=1).min()) > 0.9999  # complete, in order
 
@@ -246,14 +274,3 @@ def test_an_aggregate_reindex_records_rows_from_both_local_and_cloud_providers(
     writers = {h.payload["provider"] for h in hits}
     assert len(writers) == 2 and len(hits) == 96  # provenance per row names each writer
 
-
-def test_the_canary_key_never_reaches_ray_logs_or_the_index_store(cloud: CloudCluster, ray_cluster: RayCluster) -> None:
-    """After every test above pushed and used the key: no Ray log, event file or store file holds it."""
-    session_dir = Path(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001
-    needle = CANARY_KEY.encode()
-    leaks = []
-    for root in (session_dir, Path(cloud.settings.store.data_dir), ray_cluster.data_dir):
-        for path in root.rglob("*"):
-            if path.is_file() and path.stat().st_size < 50_000_000 and needle in path.read_bytes():
-                leaks.append(str(path))
-    assert leaks == []

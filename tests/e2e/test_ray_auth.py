@@ -23,6 +23,8 @@ import pytest
 
 from conftest import free_port
 
+pytestmark = pytest.mark.slow  # starts its own Ray head
+
 ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
 # What `make run` exports for `ray start`, `serve deploy`, `ray job submit` and `make stop`.

@@ -18,7 +18,7 @@ from conftest import FIXTURES, McpServer, RayCluster
 from jobs_util import TERMINAL, reindex, submit_reindex, wait_for_job
 from serve_apps.mcp_client import call_tool, result_text
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def copy_fixture(tmp_path: Path, name: str) -> Path:

@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from conftest import RayCluster
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 CANARY_KEY = "sk-or-v1-" + "feed" * 12
 NAMESPACE = "rerank-routing"

@@ -12,7 +12,7 @@ from conftest import McpServer, RayCluster
 from jobs_util import reindex
 from serve_apps.mcp_client import call_tool, result_text
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 INDEX = "poly"
 
@@ -73,7 +73,7 @@ async def test_filters_restrict_hits_by_language_and_path_prefix(indexed: str, m
 
 async def test_gitignored_files_are_never_indexed_or_readable(indexed: str, mcp_server: McpServer) -> None:
     hits = await search(mcp_server, query="API token secret", k=20, repo=INDEX)
-    assert all(h["path"] != "ignored_secret.py" for h in hits)
+    assert hits and all(h["path"] != "ignored_secret.py" for h in hits)
     result = await call_tool(
         mcp_server.url, "read_code", {"repo": INDEX, "path": "ignored_secret.py", "start_line": 1, "end_line": 1}
     )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,9 @@ import pytest
 import ray
 
 from conftest import RayCluster
+from waiting import wait_until
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NAMESPACE = "two-nodes"
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,14 +51,6 @@ def alive_nodes() -> list[dict[str, Any]]:
     return [n for n in ray.nodes() if n["Alive"]]
 
 
-def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.25)
-
-
 @pytest.fixture
 def settings(ray_cluster: RayCluster, tmp_path: Path) -> Iterator[Any]:
     from cluster.settings import SamespaceSettings
@@ -86,7 +78,7 @@ def test_a_joining_node_gets_an_embedder_and_a_lane_and_a_leaving_node_loses_no_
     nodes_before = len(alive_nodes())
     node = SecondNode(ray.get_runtime_context().gcs_address, tmp_path / "node2.log")
     try:
-        wait_for(lambda: len(alive_nodes()) == nodes_before + 1, 60, "the second node never joined")
+        wait_until(lambda: len(alive_nodes()) == nodes_before + 1, 60, what="the second node joining")
         new_node = next(n for n in alive_nodes() if n["Resources"].get("fake_gpu"))
         handles = ensure_embedders(settings)  # what every dispatch does; nothing restarts
         infos = ray.get([h.describe.remote() for h in handles], timeout=180)
@@ -99,16 +91,16 @@ def test_a_joining_node_gets_an_embedder_and_a_lane_and_a_leaving_node_loses_no_
         running = dispatcher.embed.remote(TEXTS)
         (joined_handle,) = [h for h, i in zip(handles, infos, strict=True) if i.name == joined.name]
         served_before = ray.get(joined_handle.describe.remote()).served
-        wait_for(lambda: ray.get(joined_handle.describe.remote()).served > served_before, 120,
-                 "the new node's lane never served during the run")
+        wait_until(lambda: ray.get(joined_handle.describe.remote()).served > served_before, 120,
+                   what="the new node's lane serving during the run")
         node.stop()  # the node leaves mid-run
         outcome = ray.get(running, timeout=600)
     finally:
         node.stop()
 
     assert outcome.vectors.shape == (len(TEXTS), 384)
-    assert all(outcome.served_by)  # every text served: nothing lost
+    assert len(outcome.served_by) == len(TEXTS) and all(outcome.served_by)  # every text served: nothing lost
     assert joined.name in outcome.dropped  # its lane was dropped, its batches re-queued
     local_only = ray.get(dispatcher.embed.remote(TEXTS))
     assert float(np.sum(outcome.vectors * local_only.vectors, axis=1).min()) > 0.9999  # complete, in order
-    wait_for(lambda: len(alive_nodes()) == nodes_before, 90, "the stopped node is still alive")
+    wait_until(lambda: len(alive_nodes()) == nodes_before, 90, what="the stopped node leaving")

@@ -16,7 +16,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-CONTRACTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+IMPORTLINTER = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+CONTRACTS = IMPORTLINTER["contracts"]
+
+
+_LAYERS = next(c for c in CONTRACTS if c["type"] == "layers" and c.get("containers") == ["cluster"])
+CLUSTER_LAYERS = [name.strip() for layer in _LAYERS["layers"] for name in layer.split("|")]
+CLUSTER_TOP = _LAYERS["exhaustive_ignores"]
 
 
 def lint_imports(config: Path, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -34,6 +40,29 @@ def test_every_layer_contract_holds_in_this_repository() -> None:
     assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in result.stdout
 
 
+def make_tree(root: Path, sources: dict[str, str]) -> Path:
+    """A tiny repository with our root packages, the one door into the sidecar
+    (cluster.fleet.protocol → sidecar.wire, which the contracts name), `sources` and our pyproject."""
+    door = {
+        "cluster/fleet/__init__.py": "",
+        "cluster/fleet/protocol.py": "import sidecar.wire\n",
+        "sidecar/wire.py": "",
+    }
+    for package in IMPORTLINTER["root_packages"]:
+        (root / package).mkdir()
+        (root / package / "__init__.py").write_text("")
+    for concern in CLUSTER_LAYERS:  # cluster's concern packages and its top-level modules, empty
+        (root / "cluster" / concern).mkdir()
+        (root / "cluster" / concern / "__init__.py").write_text("")
+    for module in CLUSTER_TOP:
+        (root / "cluster" / f"{module}.py").write_text("")
+    for path, source in {**door, **sources}.items():
+        (root / path).write_text(source)
+    config = root / "pyproject.toml"
+    config.write_text((ROOT / "pyproject.toml").read_text())
+    return config
+
+
 @pytest.mark.timeout(300)
 def test_each_contract_breaks_when_its_boundary_is_crossed(tmp_path: Path) -> None:
     crossings = {
@@ -41,14 +70,35 @@ def test_each_contract_breaks_when_its_boundary_is_crossed(tmp_path: Path) -> No
         "actors/uses_app.py": "import serve_apps\n",
         "jobs/uses_app.py": "import serve_apps\n",
         "sidecar/uses_cluster.py": "import cluster\n",
+        "sidecar/wire.py": "import httpx\n",
+        "actors/uses_cli.py": "import samespace\n",
+        "cluster/ingest/uses_index.py": "import cluster.index\n",  # a lower concern importing a higher one
+        "cluster/errors.py": "import cluster.gate\n",  # the vocabulary importing a concern
     }
-    for package in ("cluster", "actors", "serve_apps", "jobs", "sidecar"):
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
-    for path, source in crossings.items():
-        (tmp_path / path).write_text(source)
-    config = tmp_path / "pyproject.toml"
-    config.write_text((ROOT / "pyproject.toml").read_text())
-    result = lint_imports(config, tmp_path, pythonpath=tmp_path)
+    result = lint_imports(make_tree(tmp_path, crossings), tmp_path, pythonpath=tmp_path)
     assert result.returncode != 0
     assert f"Contracts: 0 kept, {len(CONTRACTS)} broken." in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.timeout(300)
+def test_the_cluster_reaches_the_sidecar_only_through_its_wire_door(tmp_path: Path) -> None:
+    door, agent = tmp_path / "door", tmp_path / "agent"
+    through_the_door = {
+        "cluster/fleet/hub.py": "import cluster.fleet.protocol\n",
+        "actors/fleet.py": "import cluster.fleet.hub\n",
+    }
+    door.mkdir()
+    kept = lint_imports(make_tree(door, through_the_door), door, pythonpath=door)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in kept.stdout
+
+    past_the_door = {
+        "cluster/fleet/registry.py": "import sidecar.wire\n",
+        "sidecar/agent.py": "",
+        "cluster/naming.py": "import sidecar.agent\n",
+    }
+    agent.mkdir()
+    broken = lint_imports(make_tree(agent, past_the_door), agent, pythonpath=agent)
+    assert broken.returncode != 0
+    assert "cluster.fleet.registry -> sidecar.wire" in broken.stdout and "cluster.naming -> sidecar.agent" in broken.stdout
+    assert f"Contracts: {len(CONTRACTS) - 1} kept, 1 broken." in broken.stdout, broken.stdout

@@ -476,7 +476,7 @@ def test_a_long_average_line_marks_code_minified_at_the_threshold() -> None:
 
 
 REPO = Path(__file__).resolve().parents[2]
-SKIPPED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".samespace", "results",
+SKIPPED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".grimp_cache", ".import_linter_cache", ".samespace", "results",
                 ".import_linter_cache"}
 
 

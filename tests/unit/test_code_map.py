@@ -9,24 +9,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cluster.ingest.chunking import chunk_file
-from cluster.search.code_map import (
-    CodeEntry,
-    CodeMap,
-    CodeMaps,
-    FileHit,
-    SymbolHit,
-    identifier_tokens,
-    merge_file_hits,
-    merge_symbol_hits,
-    snippet,
-)
 from cluster.errors import IndexNotFound, ReadRefused, SamespaceError
 from cluster.index.catalog import IndexCatalog, point_id, point_payload
+from cluster.index.store.engines import open_vector_store
+from cluster.index.tokens import identifier_tokens
+from cluster.ingest.chunking import chunk_file
+from cluster.search.code_map import CodeMap
+from cluster.search.maps import CodeMaps
+from cluster.search.models import CodeEntry, FileHit, SymbolHit, snippet
+from cluster.search.ranking import merge_file_hits, merge_symbol_hits
 from cluster.settings import ChunkingSettings
 from cluster.space import EncoderIdentity
 from cluster.types import Chunk, StoredPoint
-from cluster.index.store.protocol import open_vector_store
 
 POLYGLOT = Path(__file__).parents[1] / "fixtures" / "polyglot"
 SETTINGS = ChunkingSettings()
@@ -463,7 +457,8 @@ def test_neighbors_prefer_chunks_that_do_not_overlap_and_skip_duplicates() -> No
     assert around.anchor.symbol == "anchor"
     assert [e.symbol for e in around.before] == ["first"]
     assert [e.symbol for e in around.after] == ["next"]
-    assert all(e.symbol != "anchor_copy" for e in code_map.neighbors("m.py", 8, count=9).after)
+    wide = code_map.neighbors("m.py", 8, count=9).after
+    assert wide and all(e.symbol != "anchor_copy" for e in wide)
     adjacent = CodeMap.from_payloads(
         "demo",
         [

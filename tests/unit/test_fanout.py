@@ -18,7 +18,8 @@ from fakes.virtual_time import VirtualClock, run_virtual
 from pydantic import ValidationError
 
 from cluster.errors import GateRefused, NoProviderLeft, RateLimited, UpstreamUnavailable
-from cluster.routing.fanout import BatchDone, FanoutResult, Lane, RateBook, run_fanout
+from cluster.routing.fanout import BatchDone, FanoutResult, run_fanout
+from cluster.routing.lanes import Lane, RateBook
 from cluster.settings import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MIN_RATE_RATIO,

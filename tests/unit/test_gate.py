@@ -18,16 +18,14 @@ from fakes.virtual_time import VirtualClock, run_virtual
 from pydantic import ValidationError
 
 from cluster.errors import UpstreamUnavailable
+from cluster.gate.ledger import PROBE_BACKOFF_BASE_S, PROBE_BACKOFF_MAX_S, GateLedger
 from cluster.gate.probe import (
     MIN_COSINE,
-    PROBE_BACKOFF_BASE_S,
-    PROBE_BACKOFF_MAX_S,
     PROBE_TEXTS,
     PROBE_TIMEOUT_S,
     STORED_REFERENCE,
     Coverage,
     GateKey,
-    GateLedger,
     GateReport,
     ProbeTarget,
     Regime,

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from cluster.errors import GateRefused, WidthMismatch
-from cluster.gate.probe import PROBE_TEXTS, GateLedger, Verdict
 from cluster.gate.admission import Gatekeeper, key_of, regime_of
+from cluster.gate.ledger import GateLedger
+from cluster.gate.probe import PROBE_TEXTS, Verdict
 from cluster.providers import ProviderInfo, ProviderKind, select_providers
 from cluster.roles import Policy, Role
 
@@ -116,17 +117,6 @@ def test_under_cloud_the_lone_anchor_is_verified_on_width_and_pin_only_and_local
     assert names == [CLOUD.name] and local.calls == []
     report = gk.ledger.get(key_of(CLOUD, regime_of(Policy.CLOUD)))
     assert report.coverage == "width-and-pin-only" and report.min_cosine is None
-
-
-def test_the_sentinel_evicts_what_drifted_from_stored_vectors() -> None:
-    gk = keeper()
-    cloud = FakeEmbed()
-    admit(gk, Policy.AGGREGATE, {LOCAL.name: FakeEmbed(), CLOUD.name: cloud})
-    stored = np.stack([vector_of(t) for t in PROBE_TEXTS])
-    cloud.noise = 0.3
-    (report,) = asyncio.run(gk.sentinel([(CLOUD, cloud)], regime_of(Policy.AGGREGATE), stored))
-    assert report.verdict is Verdict.VECTOR_INCOMPATIBLE and report.detail.startswith("sentinel")
-    assert not gk.ledger.cleared(key_of(CLOUD, regime_of(Policy.AGGREGATE)))
 
 
 def test_there_is_no_setting_that_turns_the_gate_off() -> None:

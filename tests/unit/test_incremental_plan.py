@@ -25,7 +25,7 @@ from cluster.index.progress import ProgressMeter
 from cluster.settings import ChunkingSettings
 from cluster.space import EncoderIdentity, embedding_text
 from cluster.types import Chunk, StoredPoint, content_hash
-from cluster.index.store.protocol import open_vector_store
+from cluster.index.store.engines import open_vector_store
 
 WIDTH = 8
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=WIDTH, max_seq_length=256)
@@ -123,7 +123,7 @@ def test_a_deleted_file_is_gone_and_nothing_is_embedded() -> None:
     chunks, result = plan(smaller, V1)
     assert result.mode is PlanMode.INCREMENTAL and result.embed == []
     assert result.removed_files == ["pkg/util.py"] and result.dropped_rows == 2
-    assert all(chunks[i].path != "pkg/util.py" for i in result.reuse)
+    assert result.reuse and all(chunks[i].path != "pkg/util.py" for i in result.reuse)
 
 
 def test_a_new_file_is_embedded_and_the_rest_reused() -> None:

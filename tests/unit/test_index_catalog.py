@@ -12,7 +12,7 @@ from cluster.errors import EncoderMismatch, IndexNotFound, SamespaceError, Store
 from cluster.index.catalog import IndexCatalog, point_id, point_payload
 from cluster.space import EncoderIdentity
 from cluster.types import Chunk, PayloadFilter, StoredPoint
-from cluster.index.store.protocol import open_vector_store
+from cluster.index.store.engines import open_vector_store
 
 WIDTH = 8
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=WIDTH, max_seq_length=256)

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from pydantic import SecretStr
 
+from cluster.cloud.faults import parse_retry_after
+from cluster.cloud.openrouter import OpenRouterClient
 from cluster.errors import (
     AuthFailed,
     MalformedResponse,
@@ -24,7 +26,6 @@ from cluster.errors import (
     UpstreamUnavailable,
     WidthMismatch,
 )
-from cluster.cloud.openrouter import OpenRouterClient, parse_retry_after
 from fakes.openrouter_fake import FakeConfig, FakeState, KeyConfig, UpstreamBehaviour, _encode, build_fake_app
 from fakes.openrouter_server import FakeOpenRouterServer, free_port
 

@@ -14,7 +14,7 @@ from cluster.ask.evidence import (
     citations_in,
     evidence_budget_chars,
 )
-from cluster.cloud.openrouter import ToolCall
+from cluster.cloud.wire import ToolCall
 from cluster.ask.plan import PLAN_MAX_SUBQUESTIONS, parse_plan
 from cluster.search.query_cache import QueryVectorCache
 from cluster.ask.rlm import fit_request

@@ -40,6 +40,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 from sidecar import Agent, Backoff, ServeSpec, SettingsError, SidecarSettings, TransportMode, parse_serve
 from sidecar.cli import build_parser, load_settings, main
+from sidecar.wire import MAX_RESULT_BYTES
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -200,7 +201,7 @@ class WsMaster:
         self.url = ""
 
     async def start(self) -> WsMaster:
-        self._server = await serve(self._handle, LOOPBACK, 0, process_request=self._check, max_size=16 * 1024 * 1024)
+        self._server = await serve(self._handle, LOOPBACK, 0, process_request=self._check, max_size=MAX_RESULT_BYTES)
         port = self._server.sockets[0].getsockname()[1]
         self.url = f"http://{LOOPBACK}:{port}{PREFIX}"
         return self

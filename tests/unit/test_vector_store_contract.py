@@ -12,7 +12,8 @@ import pytest
 
 from cluster.errors import CollectionNotFound, ConfigError, StoreError, WidthMismatch
 from cluster.types import PayloadFilter, StoredPoint
-from cluster.index.store.protocol import VectorStore, open_vector_store
+from cluster.index.store.engines import open_vector_store
+from cluster.index.store.protocol import VectorStore
 
 WIDTH = 16
 POINT_COUNT = 200

@@ -34,13 +34,12 @@ import qdrant_edge as qe
 
 from cluster.config.atomic_file import fsync_dir, write_bytes_atomic
 from cluster.errors import CollectionNotFound, StoreError
-from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 from cluster.index.store.protocol import (
     KEYWORD_VECTOR,
     canonical_id,
-    check_query_legs,
     check_limit,
     check_name,
+    check_query_legs,
     check_query_width,
     check_vector_widths,
     check_width,
@@ -49,6 +48,7 @@ from cluster.index.store.protocol import (
     stored_point,
     with_condition,
 )
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 
 COLLECTIONS_DIR = "collections"
 ALIASES_FILE = "aliases.json"
@@ -266,11 +266,12 @@ class EdgeStore:
             if len(legs) == 1:
                 request = qe.QueryRequest(limit=limit, query=legs[0][0], with_payload=True, filter=_edge_filter(filter))
             else:
+                rrf = qe.Fusion.Rrf(k=params.k, weights=[weight for _, _, weight in legs])
                 request = qe.QueryRequest(
                     limit=limit,
                     prefetches=[qe.Prefetch(limit=max(limit, params.candidates), query=leg, filter=_edge_filter(where))
                                 for leg, where, _ in legs],
-                    query=qe.Fusion.Rrf(k=params.k, weights=[weight for _, _, weight in legs]),
+                    query=rrf,  # type: ignore[arg-type]  # the stub misses that Fusion.Rrf subclasses Fusion
                     with_payload=True,
                     filter=_edge_filter(filter),
                 )
@@ -399,7 +400,7 @@ class EdgeStore:
                 try:
                     shard.flush()
                     shard.close()
-                except Exception as exc:  # keep closing the others, report them all
+                except Exception as exc:  # noqa: BLE001 - keep closing the others, report them all
                     failures.append(f"{name}: {exc}")
             if failures:
                 raise StoreError("close", "qdrant edge: " + "; ".join(failures))

@@ -1,7 +1,8 @@
-"""The storage seam: one `VectorStore` protocol, two engines behind `open_vector_store`.
+"""The storage seam: one `VectorStore` protocol and the checks both engines share.
 
-"embedded" is Qdrant Edge in-process (`_edge_store.EdgeStore`); "server" is a Qdrant
-server through qdrant-client (`_qdrant_store.QdrantServerStore`). Both keep the same
+Two engines implement it (opened by `cluster.index.store.engines.open_vector_store`): "embedded"
+is Qdrant Edge in-process (`edge.EdgeStore`); "server" is a Qdrant server through qdrant-client
+(`qdrant.QdrantServerStore`). Both keep the same
 contract: cosine distance, UUID-string ids, keyword filters, atomic aliases, and a small
 JSON metadata dict that lives and dies with its collection.
 """
@@ -11,10 +12,9 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from cluster.errors import ConfigError, StoreError, WidthMismatch
+from cluster.errors import StoreError, WidthMismatch
 from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 
 KEYWORD_VECTOR = "keywords"  # the sparse vector of every collection (BM25 weights, IDF by the store)
@@ -137,33 +137,6 @@ class VectorStore(Protocol):
     def close(self) -> None:
         """Flush and release files, locks and connections; the store is unusable afterwards."""
         ...
-
-
-def open_vector_store(
-    kind: str,
-    *,
-    data_dir: Path | None,
-    url: str | None,
-    api_key: str | None = None,
-) -> VectorStore:
-    """Open the engine named by `kind`: "embedded" at `data_dir`, or "server" at `url`.
-
-    For "server", `url` may be ":memory:" or "path:/some/dir" to run qdrant-client's local
-    mode as a stand-in for a real server.
-    """
-    if kind == EMBEDDED:
-        if data_dir is None:
-            raise ConfigError("data_dir", "required for the embedded vector store")
-        from cluster.index.store.edge import EdgeStore
-
-        return EdgeStore(Path(data_dir))
-    if kind == SERVER:
-        if not url:
-            raise ConfigError("url", "required for the server vector store")
-        from cluster.index.store.qdrant import QdrantServerStore
-
-        return QdrantServerStore(url, api_key=api_key)
-    raise ConfigError("kind", f"unknown vector store kind {kind!r}; expected one of {STORE_KINDS}")
 
 
 # --- helpers shared by both engines -------------------------------------------------

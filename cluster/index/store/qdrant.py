@@ -19,13 +19,12 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from cluster.errors import CollectionNotFound, StoreError, WidthMismatch
-from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 from cluster.index.store.protocol import (
     KEYWORD_VECTOR,
     canonical_id,
-    check_query_legs,
     check_limit,
     check_name,
+    check_query_legs,
     check_query_width,
     check_vector_widths,
     check_width,
@@ -34,6 +33,7 @@ from cluster.index.store.protocol import (
     stored_point,
     with_condition,
 )
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 
 MEMORY_URL = ":memory:"
 PATH_URL_PREFIX = "path:"

@@ -1,0 +1,138 @@
+"""How a dispatcher reaches a provider: one small class per transport, all with one signature.
+
+A discovered provider is an actor handle and what it said about itself (`ProviderInfo`). Its
+transport turns that into the calls the dispatcher makes (`cluster.routing.dispatch.Provider`):
+`Transport(handle).provider(info)`. `TRANSPORTS` names the transport of each kind of provider,
+by its `ProviderKind` and where it is hosted. A provider actor's error arrives as its own type
+(RateLimited, ...), never wrapped by Ray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import numpy as np
+from ray.actor import ActorHandle
+from ray.exceptions import RayTaskError
+
+from cluster.cloud.request_tag import current_tag
+from cluster.providers import ProviderInfo, ProviderKind
+from cluster.roles import Role
+from cluster.routing.dispatch import Provider
+
+__all__ = ["CHAT_ROLES", "TRANSPORTS", "CloudTransport", "RayActorTransport", "SidecarTransport", "Transport"]
+
+CHAT_ROLES = (Role.CODE_ASSISTANT, Role.RLM)
+
+
+async def unwrap(ref: Any) -> Any:
+    """Await an actor call; re-raise the provider's own exception, not Ray's wrapper."""
+    try:
+        return await ref
+    except RayTaskError as exc:
+        cause = exc.cause
+        raise (cause if isinstance(cause, BaseException) else exc) from None
+
+
+def _serves_chat(info: ProviderInfo) -> bool:
+    return any(role in CHAT_ROLES for role in info.roles)
+
+
+class Transport(Protocol):
+    """Reaches a discovered provider actor through `handle`."""
+
+    def __init__(self, handle: ActorHandle) -> None: ...
+
+    def provider(self, info: ProviderInfo) -> Provider:
+        """The calls the provider answers (None where it does not serve that call)."""
+        ...
+
+
+class RayActorTransport:
+    """A local actor of this cluster (embedder, reranker, chat endpoint): its own methods.
+    Local calls never touch the budget."""
+
+    def __init__(self, handle: ActorHandle) -> None:
+        self._handle = handle
+
+    def provider(self, info: ProviderInfo) -> Provider:
+        handle = self._handle
+        chat = _serves_chat(info)
+        embed = (lambda texts: unwrap(handle.encode_batch.remote(texts))) if info.identity is not None else None
+        return Provider(
+            info=info,
+            embed=embed,
+            rerank=(lambda q, docs: unwrap(handle.rerank.remote(q, docs))) if Role.RERANKER in info.roles else None,
+            call=(lambda **request: unwrap(handle.chat.remote(**request))) if chat else None,
+            context=(lambda: unwrap(handle.context_window.remote())) if chat else None,
+            reembed=self._reembed if embed is not None else None,
+        )
+
+    async def _reembed(self, texts: list[str]) -> np.ndarray:
+        """The gate's spot-check texts through the query group: never behind a bulk batch."""
+        rows = await asyncio.gather(*(unwrap(self._handle.encode_query.remote(text)) for text in texts))
+        return np.stack([vector for vector, _ in rows])
+
+
+def _tag() -> tuple[str, str]:
+    tag = current_tag.get()
+    return tag.project, tag.priority.value
+
+
+class CloudTransport:
+    """A virtual container (OpenRouter), serving one role. Calls carry the request's project and
+    priority, so that the budget serves them fairly."""
+
+    def __init__(self, handle: ActorHandle) -> None:
+        self._handle = handle
+
+    def provider(self, info: ProviderInfo) -> Provider:
+        handle = self._handle
+        role = info.roles[0]
+        chat = _serves_chat(info)
+        return Provider(
+            info=info,
+            embed=(lambda texts: unwrap(handle.embed.remote(texts, *_tag()))) if role.writes_index else None,
+            rerank=self._rerank if role is Role.RERANKER else None,
+            call=self._chat if chat else None,
+            context=(lambda: unwrap(handle.context_window.remote())) if chat else None,
+        )
+
+    async def _rerank(self, query: str, docs: list[str]) -> list[float]:
+        ranked = await unwrap(self._handle.rerank.remote(query, docs, None, *_tag()))
+        scores = [float("-inf")] * len(docs)  # a document the upstream did not rank comes last
+        for index, score in ranked:
+            scores[index] = score
+        return scores
+
+    async def _chat(self, **request: Any) -> Any:
+        project, priority = _tag()
+        return await unwrap(self._handle.chat.remote(**request, project=project, priority=priority))
+
+
+class SidecarTransport:
+    """A sidecar's server: the handle is the fleet actor, and every call names the provider."""
+
+    def __init__(self, handle: ActorHandle) -> None:
+        self._handle = handle
+
+    def provider(self, info: ProviderInfo) -> Provider:
+        handle, name = self._handle, info.name
+        chat = _serves_chat(info)
+        return Provider(
+            info=info,
+            embed=(lambda texts: unwrap(handle.embed.remote(name, texts))) if info.identity is not None else None,
+            rerank=(lambda q, d: unwrap(handle.rerank.remote(name, q, d))) if Role.RERANKER in info.roles else None,
+            call=(lambda **request: unwrap(handle.chat.remote(name, **request))) if chat else None,
+            context=(lambda: unwrap(handle.context_window.remote(name))) if chat else None,
+        )
+
+
+# (kind, hosted) → its transport. Sidecar providers are local: they join the local lanes and policies.
+TRANSPORTS: Mapping[tuple[ProviderKind, str], Callable[[ActorHandle], Transport]] = {
+    (ProviderKind.LOCAL, "ray"): RayActorTransport,
+    (ProviderKind.CLOUD, "ray"): CloudTransport,
+    (ProviderKind.LOCAL, "sidecar"): SidecarTransport,
+}

@@ -1,0 +1,26 @@
+"""The admin surface's decisions: what a push changes and where it goes; how a restarting role reads."""
+
+from cluster.admin.push_plan import (
+    NO_KEY_YET,
+    OpenRouterPush,
+    PushPlan,
+    key_check_needed,
+    merged,
+    plan_push,
+    plan_repush,
+)
+from cluster.admin.role_status import CallFailure, RoleAnswer, RoleStatus, role_answer
+
+__all__ = [
+    "CallFailure",
+    "NO_KEY_YET",
+    "OpenRouterPush",
+    "PushPlan",
+    "RoleAnswer",
+    "RoleStatus",
+    "key_check_needed",
+    "merged",
+    "plan_push",
+    "plan_repush",
+    "role_answer",
+]

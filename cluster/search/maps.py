@@ -1,0 +1,83 @@
+"""The code maps of a catalogue: one `CodeMap` per index, for the build that serves it.
+
+Pure logic, no Ray: the index actor holds one `CodeMaps` over its `IndexCatalog`. A map is built
+from every row of the serving build on first read and rebuilt when a new build starts serving.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from cluster.errors import SamespaceError
+from cluster.index.catalog import IndexCatalog
+from cluster.search.code_map import CodeMap
+from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search.ranking import merge_file_hits, merge_symbol_hits
+from cluster.types import PayloadFilter
+
+__all__ = ["CodeMaps"]
+
+
+class CodeMaps:
+    """One CodeMap per index, built lazily from every row of its serving build and cached by build id.
+
+    A new build of an index rebuilds its map on the next read; maps of builds no longer serving
+    (superseded or dropped indexes) are dropped on every read. Not thread-safe: one owner.
+    """
+
+    def __init__(self, catalog: IndexCatalog) -> None:
+        self._catalog = catalog
+        self._maps: dict[str, tuple[str, CodeMap]] = {}  # index name → (build, map)
+
+    def cached_builds(self) -> dict[str, str]:
+        return {name: build for name, (build, _) in self._maps.items()}
+
+    def prune(self) -> dict[str, str]:
+        """Drop maps whose build no longer serves; return every serving index and its build."""
+        serving = {name: self._catalog.record(name).build for name in self._catalog.names()}
+        for name in [n for n, (build, _) in self._maps.items() if serving.get(n) != build]:
+            del self._maps[name]
+        return serving
+
+    def get(self, repo: str) -> CodeMap:
+        """The map of the serving build of `repo`; IndexNotFound for an unknown repo."""
+        serving = self.prune()
+        build = serving.get(repo)
+        if build is None:
+            build = self._catalog.record(repo).build  # raises IndexNotFound, naming the ones that exist
+        cached = self._maps.get(repo)
+        if cached is not None and cached[0] == build:
+            return cached[1]
+        rows = self._catalog.scroll(repo, PayloadFilter(), sys.maxsize)
+        code_map = CodeMap.from_payloads(repo, (row.payload for row in rows))
+        self._maps[repo] = (build, code_map)
+        return code_map
+
+    def resolve(self, repo: str | None) -> str:
+        """`repo`, or the only index when None; an error listing the indexes when None is ambiguous."""
+        if repo is not None:
+            return repo
+        names = self._catalog.names()
+        if len(names) == 1:
+            return names[0]
+        listed = ", ".join(names) or "none"
+        raise SamespaceError(f"name a repo: this tool reads one repository; indexed repos: {listed}")
+
+    def _targets(self, repo: str | None) -> list[str]:
+        return [repo] if repo is not None else self._catalog.names()
+
+    def search_symbols(self, repo: str | None, query: str, limit: int = 10) -> list[SymbolHit]:
+        return merge_symbol_hits((self.get(name).search_symbols(query, limit) for name in self._targets(repo)), limit)
+
+    def search_files(
+        self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12
+    ) -> list[FileHit]:
+        return merge_file_hits(
+            (self.get(name).search_files(query, limit, symbols_per_file) for name in self._targets(repo)), limit
+        )
+
+    def neighbors(self, repo: str | None, path: str, line: int, count: int = 2) -> Neighbors:
+        return self.get(self.resolve(repo)).neighbors(path, line, count)
+
+    def overview(self, repo: str | None) -> RepoOverview:
+        return self.get(self.resolve(repo)).overview()

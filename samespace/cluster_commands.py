@@ -1,0 +1,184 @@
+"""`samespace run`, `stop` and `reindex`: the local cluster's life, as `make run` / `make stop` ran it.
+
+run: a local Ray head with token auth (started unless one answers on the GCS port) → `serve deploy
+serve_config.yaml` → wait for /healthz → `ray job submit --working-dir <checkout> -- python -m
+jobs.reindex` → the MCP URL, a paste-ready client config and the top hits of one query. Each step is a
+command line built by a function of its own (`RunPlan`), so `--dry-run` prints exactly what would run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no types; its stubs are no dependency
+
+from samespace.head import HeadRecord, HeadSpec, is_listening, ray_start_argv, start_head, stop_session
+from samespace.state import StateDir, program
+
+__all__ = [
+    "RunPlan", "health_url", "mcp_url", "reindex_argv", "run", "serve_config_for", "stop", "submit_argv",
+    "submit_reindex", "write_serve_config",
+]
+
+HEALTH_POLL_S = 1.0
+
+
+def mcp_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/mcp/"
+
+
+def health_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/healthz"
+
+
+def reindex_argv(repo: Path, name: str | None, *, full: bool = False, allow_shrink: bool = False) -> list[str]:
+    """The arguments of `python -m jobs.reindex` (the job's entrypoint, or an in-process run)."""
+    argv = ["--repo", str(repo.resolve()), "--name", name or repo.resolve().name]
+    return argv + ["--full"] * full + ["--allow-shrink"] * allow_shrink
+
+
+def submit_argv(dashboard_url: str, working_dir: Path, job_args: list[str]) -> list[str]:
+    """`ray job submit`: the checkout goes along as the job's working dir; the call waits for the job."""
+    return [
+        program("ray"), "job", "submit", "--address", dashboard_url, "--working-dir", str(working_dir), "--",
+        "python", "-m", "jobs.reindex", *job_args,
+    ]
+
+
+def serve_config_for(config: Path, mcp_port: int, state: StateDir) -> Path:
+    """The config to deploy: `config` itself when it already serves on `mcp_port`, else a copy in the state
+    folder that does (`serve deploy` takes the proxy's port from the config's `http_options` only)."""
+    return config if _http_options(config).get("port") == mcp_port else state.serve_config
+
+
+def write_serve_config(config: Path, mcp_port: int, state: StateDir) -> Path:
+    """Write the copy `serve_config_for` names, if one is needed; return the config to deploy."""
+    target = serve_config_for(config, mcp_port, state)
+    if target != config:
+        document = yaml.safe_load(config.read_text(encoding="utf-8"))
+        document.setdefault("http_options", {})["port"] = mcp_port
+        state.ensure()
+        target.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return target
+
+
+def _http_options(config: Path) -> dict[str, object]:
+    options = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("http_options") or {}
+    return dict(options)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything `run` needs, decided before anything starts."""
+
+    state: StateDir
+    head: HeadSpec
+    mcp_port: int
+    config: Path  # the Serve config as written (serve_config.yaml)
+    working_dir: Path
+    job_args: list[str]
+    query: str
+    wait_s: float
+    env: Mapping[str, str]
+
+    @property
+    def serve_config(self) -> Path:
+        return serve_config_for(self.config, self.mcp_port, self.state)
+
+    @property
+    def deploy(self) -> list[str]:
+        return [program("serve"), "deploy", "--address", self.head.dashboard_url, str(self.serve_config)]
+
+    @property
+    def submit(self) -> list[str]:
+        return submit_argv(self.head.dashboard_url, self.working_dir, self.job_args)
+
+    def commands(self) -> list[list[str]]:
+        """What `run` runs, in order (`ray start` only when no head answers on the GCS port)."""
+        return [ray_start_argv(self.head), self.deploy, self.submit]
+
+
+def run(plan: RunPlan, show: Callable[[list[str]], int]) -> int:
+    """Start (or reuse) the head, deploy, wait for health, reindex; `show` prints the MCP client's part."""
+    state = plan.state
+    state.ensure()
+    if state.ensure_ray_token():
+        print(f"made the Ray cluster token: {state.ray_token} (0600)")
+    state.ensure_admin_token()
+    if not is_listening(plan.head.port):
+        print("starting a local Ray head (token auth on, usage stats off, Ray's ports on 127.0.0.1)")
+        start_head(plan.head, state, plan.env)
+    elif _auth_is_off(plan.head.dashboard_url):
+        print("warning: the running Ray head has token auth off (started before it was on); "
+              "'samespace stop && samespace run' restarts it with the token")
+    write_serve_config(plan.config, plan.mcp_port, state)
+    _check(plan.deploy, plan.env)
+    url = mcp_url(plan.mcp_port)
+    print(f"waiting for the MCP server at {url}")
+    if not _wait_for_health(health_url(plan.mcp_port), plan.wait_s):
+        subprocess.run([program("serve"), "status", "--address", plan.head.dashboard_url], env=dict(plan.env))
+        return 1
+    _check(plan.submit, plan.env, cwd=plan.working_dir)
+    print(f"\nMCP server: {url}")
+    print("Client config (Claude Code .mcp.json / Cursor .cursor/mcp.json):")
+    show(["--url", url, "--print-config"])
+    print()
+    searched = show(["--url", url, "-k", "5", plan.query])
+    print(f"\nAdmin API: http://127.0.0.1:{plan.mcp_port}/admin/ (bearer token in {state.admin_token})")
+    print(f"The cluster stays up: dashboard {plan.head.dashboard_url} (token auth: the token is in {state.ray_token});")
+    print("'samespace stop' stops it. Other Ray commands need: "
+          f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={state.ray_token}")
+    return searched
+
+
+def stop(state: StateDir, dashboard_url: str, env: Mapping[str, str]) -> int:
+    """Shut Serve down, then stop the head `run` recorded (or, without a record, `ray stop`)."""
+    subprocess.run([program("serve"), "shutdown", "--address", dashboard_url, "-y"], env=dict(env),
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    record = HeadRecord.read(state.head_record)
+    if record is not None:
+        stopped = stop_session(record.session)
+        state.head_record.unlink(missing_ok=True)
+        print("ray stopped" if stopped else "no Ray head of this state folder was running")
+        return 0
+    done = subprocess.run([program("ray"), "stop"], env=dict(env), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    if done.returncode == 0:
+        print("ray stopped")
+    return 0
+
+
+def submit_reindex(dashboard_url: str, working_dir: Path, job_args: list[str], env: Mapping[str, str]) -> int:
+    return subprocess.run(submit_argv(dashboard_url, working_dir, job_args), env=dict(env), cwd=working_dir).returncode
+
+
+def _check(argv: list[str], env: Mapping[str, str], cwd: Path | None = None) -> None:
+    code = subprocess.run(argv, env=dict(env), cwd=cwd).returncode
+    if code != 0:
+        raise SystemExit(code)
+
+
+def _wait_for_health(url: str, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if httpx.get(url, timeout=5.0).is_success:
+                return True
+        except httpx.TransportError:
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(HEALTH_POLL_S)
+
+
+def _auth_is_off(dashboard_url: str) -> bool:
+    """A dashboard that answers without a token: the head was started with auth off."""
+    try:
+        return httpx.get(f"{dashboard_url}/api/version", timeout=5.0).status_code == 200
+    except httpx.TransportError:
+        return False

@@ -1,0 +1,168 @@
+"""Start and stop the local Ray head of `samespace run`, and only that one.
+
+`ray start --head` runs in a new session (`setsid`): its daemons (GCS, raylet, dashboard, agents) and
+the workers the raylet spawns stay in that session after `ray start` returns, so `stop` signals exactly
+the processes of that session. `ray stop` would kill every Ray process of the user, a test suite's or
+another checkout's cluster included; it is used only for a head started without a record (an older
+`make run`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from samespace.state import StateDir, program
+
+__all__ = [
+    "DEFAULT_DASHBOARD_PORT",
+    "DEFAULT_GCS_PORT",
+    "LOOPBACK",
+    "HeadRecord",
+    "HeadSpec",
+    "daemon_pids",
+    "is_listening",
+    "ray_start_argv",
+    "session_members",
+    "start_head",
+    "stop_session",
+]
+
+LOOPBACK = "127.0.0.1"
+DEFAULT_GCS_PORT = 6379
+DEFAULT_DASHBOARD_PORT = 8265
+STOP_GRACE_S = 15.0  # SIGTERM, then SIGKILL for what is left (the raylet drains its workers first)
+DAEMONS = frozenset({"gcs_server", "raylet"})  # a session holding one of these is a Ray head's
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """How `ray start --head` is called: every port on 127.0.0.1, usage stats off."""
+
+    num_cpus: int
+    port: int = DEFAULT_GCS_PORT
+    dashboard_port: int = DEFAULT_DASHBOARD_PORT
+    temp_dir: Path | None = None
+    extra_args: tuple[str, ...] = field(default=())
+
+    @property
+    def gcs_address(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.dashboard_port}"
+
+
+@dataclass(frozen=True)
+class HeadRecord:
+    """What `run` remembers in the state folder so that `stop` finds the head it started."""
+
+    session: int  # the session id of `ray start` and every process it started
+    gcs_address: str
+    dashboard_url: str
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self)), encoding="utf-8")
+
+    @classmethod
+    def read(cls, path: Path) -> HeadRecord | None:
+        try:
+            return cls(**json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def ray_start_argv(spec: HeadSpec) -> list[str]:
+    """The `ray start` command line; it carries no secret (the token is read from RAY_AUTH_TOKEN_PATH)."""
+    argv = [
+        program("ray"), "start", "--head", f"--num-cpus={spec.num_cpus}", "--disable-usage-stats",
+        f"--node-ip-address={LOOPBACK}", f"--dashboard-host={LOOPBACK}", f"--port={spec.port}",
+        f"--dashboard-port={spec.dashboard_port}",
+    ]
+    if spec.temp_dir is not None:
+        argv.append(f"--temp-dir={spec.temp_dir}")
+    return [*argv, *spec.extra_args]
+
+
+def is_listening(port: int, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:port."""
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def start_head(spec: HeadSpec, state: StateDir, env: Mapping[str, str]) -> HeadRecord:
+    """Run `ray start --head` in a new session, its output in the state folder; record the session."""
+    with state.ray_start_log.open("wb") as log:
+        started = subprocess.Popen(
+            ray_start_argv(spec), env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        code = started.wait()
+    if code != 0:
+        stop_session(started.pid)  # whatever it started before failing
+        raise SystemExit(f"ray start failed ({code}):\n{state.ray_start_log.read_text(errors='replace')}")
+    record = HeadRecord(session=started.pid, gcs_address=spec.gcs_address, dashboard_url=spec.dashboard_url)
+    record.write(state.head_record)
+    return record
+
+
+def session_members(session: int) -> list[int]:
+    """Live PIDs whose session id is `session`."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp session ...
+        if int(fields[3]) == session and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def daemon_pids(session: int) -> list[int]:
+    """The GCS and raylet processes of the session (none: it is not, or no longer, a Ray head's)."""
+    return [pid for pid in session_members(session) if _comm(pid) in DAEMONS]
+
+
+def stop_session(session: int, grace_s: float = STOP_GRACE_S) -> bool:
+    """SIGTERM every process of a Ray head's session, SIGKILL what is left after `grace_s`.
+
+    A session with no GCS or raylet is left alone (the record is stale and the id may be reused);
+    returns whether there was a head to stop.
+    """
+    if not daemon_pids(session):
+        return False
+    _signal_all(session_members(session), signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while session_members(session) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    _signal_all(session_members(session), signal.SIGKILL)
+    return True
+
+
+def _signal_all(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""

@@ -1,0 +1,251 @@
+"""The sidecar wire protocol, the one copy both ends share: frame types, size caps, headers, the frames
+a sidecar sends (as the master validates them), the frames the master sends, and the command payloads.
+
+Small JSON frames with the peer's shapes (`type` plus camelCase fields), over a WebSocket or the HTTP
+fallback. Pydantic and the standard library only: the reference sidecar owns this module, and the
+master (`cluster.fleet.protocol`) imports it, so neither side keeps a copy that could drift.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "AGENT_ID_HEADER",
+    "CREDENTIAL_HEADER",
+    "INBOUND_TYPES",
+    "MAX_CONTAINERS",
+    "MAX_FRAME_BYTES",
+    "MAX_RESULT_BYTES",
+    "ChatCommand",
+    "ContainerConfig",
+    "ContainerStatus",
+    "EmbedCommand",
+    "FrameType",
+    "HeartbeatFrame",
+    "Inbound",
+    "InboundFrame",
+    "LoadedModel",
+    "ModelsCommand",
+    "PollRequest",
+    "PongFrame",
+    "RegisterFrame",
+    "RerankCommand",
+    "ResultFrame",
+    "StatusData",
+    "command_frame",
+    "config_frame",
+    "describe_invalid",
+    "error_frame",
+    "error_result",
+    "ok_result",
+    "ping_frame",
+    "pong_frame",
+    "registered_frame",
+    "result_frame",
+]
+
+# The caps the master enforces, before it parses anything. Every frame but a result is small (a
+# heartbeat with dozens of containers is a few KB); a result carries a batch of vectors (64 x 2560
+# float32 is ~0.9 MB in base64). MAX_RESULT_BYTES is also the one cap on a WebSocket message, in
+# either direction: the master refuses a larger one from a sidecar, and the sidecar takes no larger
+# one from the master (whose commands carry a batch of texts, far below it).
+MAX_FRAME_BYTES = 256 * 1024
+MAX_RESULT_BYTES = 8 * 1024 * 1024
+MAX_CONTAINERS = 64
+# The HTTP fallback's agent binding: every call after register names the agent and proves it with
+# the credential issued at registration. The credential never appears in a body.
+AGENT_ID_HEADER = "X-Sidecar-Agent"
+CREDENTIAL_HEADER = "X-Sidecar-Credential"
+
+
+class FrameType(StrEnum):
+    """A frame's `type`. A sidecar sends register, heartbeat, result and pong; the master sends
+    registered, command, config, ping and error."""
+
+    REGISTER = "register"
+    HEARTBEAT = "heartbeat"
+    RESULT = "result"
+    PONG = "pong"
+    REGISTERED = "registered"
+    COMMAND = "command"
+    CONFIG = "config"
+    PING = "ping"
+    ERROR = "error"
+
+
+# --- the frames a sidecar sends, as the master validates them --------------------------------------
+
+
+class _Wire(BaseModel):
+    """Wire models: camelCase as sent, unknown fields ignored (sidecars are newer than masters)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, hide_input_in_errors=True)
+
+
+class LoadedModel(_Wire):
+    name: str
+
+
+class ContainerConfig(_Wire):
+    model: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    type: str | None = None
+
+
+class ContainerStatus(_Wire):
+    """One container a sidecar runs, as its heartbeat reports it."""
+
+    name: str | None = None
+    status: str = "unknown"
+    model: str | None = None
+    type: str | None = Field(default=None, description="'vllm' | 'ollama' | 'tei' | 'utility' ...")
+    endpoint: str | None = Field(default=None, description="OpenAI-compatible base URL the sidecar proxies to.")
+    config: ContainerConfig | None = None
+    loaded_models: list[LoadedModel] = Field(default_factory=list, alias="loadedModels")
+
+
+class StatusData(_Wire):
+    agent_url: str | None = Field(default=None, alias="agentUrl")
+    hostname: str | None = None
+    containers: dict[str, ContainerStatus] = Field(default_factory=dict, max_length=MAX_CONTAINERS)
+    version: str | None = None
+
+
+class RegisterFrame(_Wire):
+    type: Literal["register"]
+    agent_url: str = Field(alias="agentUrl", min_length=1, max_length=2048)
+    hostname: str | None = Field(default=None, max_length=255)
+    containers: list[str] = Field(default_factory=list, max_length=MAX_CONTAINERS)
+    agent_id: str | None = Field(
+        default=None, alias="agentId", max_length=64, description="To supersede: the id issued earlier."
+    )
+    credential: str | None = Field(
+        default=None, max_length=256, repr=False, description="To supersede: its credential."
+    )
+
+
+class HeartbeatFrame(_Wire):
+    type: Literal["heartbeat"]
+    agent_url: str | None = Field(default=None, alias="agentUrl", max_length=2048)
+    containers: list[str] = Field(default_factory=list, max_length=MAX_CONTAINERS)
+    active_requests: int = Field(default=0, ge=0, alias="activeRequests")
+    status_data: StatusData = Field(default_factory=StatusData, alias="statusData")
+
+    @property
+    def agent(self) -> str | None:
+        """The agent URL, from the frame or its status blob (the peer accepts either)."""
+        return self.agent_url or self.status_data.agent_url
+
+
+class ResultFrame(_Wire):
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True, hide_input_in_errors=True)
+
+    type: Literal["result"]
+    id: str = Field(min_length=1, max_length=200)
+    error: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The result's own fields (everything but type, id, error)."""
+        return dict(self.model_extra or {})
+
+
+class PongFrame(_Wire):
+    """The answer to the master's `ping` frame (ASGI cannot send protocol-level pings, so liveness is a frame)."""
+
+    type: Literal["pong"]
+
+
+class PollRequest(_Wire):
+    """`POST /sidecar/poll`: the agent asking for its pending commands, held open up to `waitS`."""
+
+    agent_url: str | None = Field(default=None, alias="agentUrl", max_length=2048)
+    wait_s: float = Field(default=0.0, ge=0, le=600, alias="waitS")
+
+
+Inbound = RegisterFrame | HeartbeatFrame | ResultFrame | PongFrame
+InboundFrame = Annotated[Inbound, Field(discriminator="type")]
+INBOUND_TYPES = (FrameType.REGISTER, FrameType.HEARTBEAT, FrameType.RESULT, FrameType.PONG)
+
+
+def pong_frame() -> dict[str, Any]:
+    return {"type": FrameType.PONG.value}
+
+
+def result_frame(command_id: Any, fields: dict[str, Any]) -> dict[str, Any]:
+    return {"type": FrameType.RESULT.value, "id": command_id, **fields}
+
+
+def error_result(command_id: Any, message: str) -> dict[str, Any]:
+    return {"type": FrameType.RESULT.value, "id": command_id, "error": message}
+
+
+def ok_result(command_id: Any) -> dict[str, Any]:
+    return {"type": FrameType.RESULT.value, "id": command_id, "ok": True}
+
+
+# --- the frames the master sends -------------------------------------------------------------------
+
+
+def ping_frame() -> dict[str, Any]:
+    return {"type": FrameType.PING.value}
+
+
+def registered_frame(agent_id: str, credential: str) -> dict[str, Any]:
+    """The answer to an accepted register: the agent's id and its credential (sent this once)."""
+    return {"type": FrameType.REGISTERED.value, "ok": True, "agentId": agent_id, "credential": credential}
+
+
+def error_frame(message: str) -> dict[str, Any]:
+    return {"type": FrameType.ERROR.value, "message": message}
+
+
+def command_frame(command_id: str, action: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The peer spreads a command's payload flat beside type, id and action."""
+    reserved = {"type", "id", "action"} & payload.keys()
+    if reserved:
+        raise ValueError(f"payload may not set {sorted(reserved)}")
+    return {"type": FrameType.COMMAND.value, "id": command_id, "action": action, **payload}
+
+
+def config_frame(config_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"type": FrameType.CONFIG.value, "id": config_id, "payload": payload}
+
+
+# --- command payloads (flat beside type, id and action), as the sidecar accepts them ---------------
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, hide_input_in_errors=True)
+
+    role: str = Field(min_length=1)
+
+
+class EmbedCommand(_Command):
+    model: str | None = None
+    texts: list[str] = Field(min_length=1)
+
+
+class RerankCommand(_Command):
+    model: str | None = None
+    query: str
+    documents: list[str]
+
+
+class ChatCommand(_Command):
+    model: str | None = None
+    request: dict[str, Any]
+
+
+class ModelsCommand(_Command):
+    pass
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """'bad command: texts: Field required' (the first problem, never the input)."""
+    first = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(p) for p in first["loc"]) or "payload"
+    return f"bad command: {where}: {first['msg']}"
