@@ -19,9 +19,9 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
+from cluster.cloud.request_tag import current_tag
 from cluster.errors import BudgetUnavailable, RateLimited
 from cluster.naming import BUDGET_ACTOR_NAME
-from cluster.cloud.request_tag import current_tag
 from cluster.settings import SamespaceSettings
 
 log = logging.getLogger("samespace.budget")

@@ -15,8 +15,8 @@ from typing import Any
 import ray
 from pydantic import SecretStr
 
-from cluster.local.chat_client import LocalChatClient
 from cluster.cloud.wire import ChatResult
+from cluster.local.chat_client import LocalChatClient
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Role
 from cluster.settings import ChatEndpoint

@@ -21,8 +21,8 @@ from ray.actor import ActorHandle
 
 from actors.registry import LiveProvider, discover_providers, ensure_providers
 from actors.transports import TRANSPORTS
-from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_tag
 from cluster.cloud.budget import Priority
+from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_tag
 from cluster.gate.admission import Gatekeeper, SpotCheckStats
 from cluster.gate.ledger import GateLedger
 from cluster.gate.probe import GateReport
@@ -155,9 +155,7 @@ class DispatcherActor:
         finally:
             task.cancel()
 
-    async def encode_query(
-        self, text: str, project: str = DEFAULT_PROJECT
-    ) -> tuple[np.ndarray, EncoderIdentity, str]:
+    async def encode_query(self, text: str, project: str = DEFAULT_PROJECT) -> tuple[np.ndarray, EncoderIdentity, str]:
         self._ensure_sentinel()
         current_tag.set(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.encode_query(text)
@@ -170,9 +168,7 @@ class DispatcherActor:
     async def context_window(self, reserve: bool = True) -> int | None:
         return await self._dispatcher.context_window(reserve)
 
-    async def rerank(
-        self, query: str, documents: list[str], project: str = DEFAULT_PROJECT
-    ) -> tuple[list[float], str]:
+    async def rerank(self, query: str, documents: list[str], project: str = DEFAULT_PROJECT) -> tuple[list[float], str]:
         current_tag.set(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.rerank(query, documents)
 
@@ -186,7 +182,6 @@ def get_dispatcher(settings: SamespaceSettings, role: Role) -> ActorHandle:
         lifetime="detached",
         get_if_exists=True,
     ).remote(settings, role)
-
 
 
 def push_cloud_config(

@@ -20,7 +20,6 @@ from cluster.roles import EMBEDDING_ROLES
 from cluster.settings import EmbeddingSettings
 from cluster.space import EncoderIdentity
 
-
 TEXTS_REMEMBERED = 100_000  # 16-byte digests: ~10 MB at most
 
 

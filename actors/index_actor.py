@@ -13,17 +13,17 @@ from typing import Any
 
 import ray
 
-from cluster.search.maps import CodeMaps
-from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.index.catalog import BuildProgress, IndexCatalog, IndexRecord, PointKey, ReusableRows
-from cluster.settings import SamespaceSettings
+from cluster.index.store.engines import open_vector_store
 from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
+from cluster.ingest.walker import walk_settings
+from cluster.search.maps import CodeMaps
+from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity
 from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
-from cluster.index.store.engines import open_vector_store
-from cluster.ingest.walker import walk_settings
 
 # The store's files hold source text. New files 0600 and folders 0700; the store
 # itself makes its data dir 0700 and tightens what an earlier run left behind.
@@ -35,9 +35,7 @@ class IndexActor:
     def __init__(self, settings: SamespaceSettings) -> None:
         self._settings = settings
         os.umask(STORE_UMASK)  # this worker process is the store's only writer: its files go 0600
-        store = open_vector_store(
-            settings.store.kind, data_dir=settings.store.data_dir, url=settings.store.url
-        )
+        store = open_vector_store(settings.store.kind, data_dir=settings.store.data_dir, url=settings.store.url)
         self._catalog = IndexCatalog(store)
         self._code_maps = CodeMaps(self._catalog)  # symbol/file/neighbour maps, per serving build
         self._deny = walk_settings(settings).deny_list()  # reads refuse what a reindex never opens
@@ -120,7 +118,12 @@ class IndexActor:
         if not self._catalog.has_path(repo, path):
             raise ReadRefused(repo, path, "not an indexed file of this repository")
         return read_source_lines(
-            repo, Path(record.repo_root), path, start_line, end_line, self._settings.serve.read_max_lines,
+            repo,
+            Path(record.repo_root),
+            path,
+            start_line,
+            end_line,
+            self._settings.serve.read_max_lines,
             deny=self._deny,
         )
 
@@ -129,9 +132,7 @@ class IndexActor:
         """Definitions matching an identifier or a few words, best first; every index when repo is None."""
         return self._code_maps.search_symbols(repo, query, limit)
 
-    def search_files(
-        self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12
-    ) -> list[FileHit]:
+    def search_files(self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12) -> list[FileHit]:
         """Indexed files whose path matches, with their definitions; every index when repo is None."""
         return self._code_maps.search_files(repo, query, limit, symbols_per_file)
 

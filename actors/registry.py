@@ -91,8 +91,11 @@ def _per_accelerator(
         for node in nodes:
             for slot in range(int(node.accelerators / embedding.gpus_per_actor)):
                 name = embedder_actor_name(node.node_id, slot, "gpu", prefix=prefix)
-                resources = {} if embedding.accelerator_resource == "GPU" else {
-                    embedding.accelerator_resource: embedding.gpus_per_actor}
+                resources = (
+                    {}
+                    if embedding.accelerator_resource == "GPU"
+                    else {embedding.accelerator_resource: embedding.gpus_per_actor}
+                )
                 handles.append(
                     actor_cls.options(
                         name=name,
@@ -189,15 +192,21 @@ async def put_in_force(
     refs = await asyncio.to_thread(
         lambda: push_cloud_config(settings, routes=plan.routes, policies=plan.policies, base_url=plan.base_url)
     )
-    issues = [f"a push did not land: {type(r).__name__}" for r in await asyncio.gather(*refs, return_exceptions=True)
-              if isinstance(r, BaseException)]
+    issues = [
+        f"a push did not land: {type(r).__name__}"
+        for r in await asyncio.gather(*refs, return_exceptions=True)
+        if isinstance(r, BaseException)
+    ]
     if plan.routes:  # only once the routes landed: a discovery now sees the new model and pin
         await asyncio.gather(*await asyncio.to_thread(forget_discoveries, settings, list(plan.routes)))
     containers = await asyncio.to_thread(ensure_cloud_containers, settings)
     if key is not None:
         answers = await asyncio.gather(*(c.handle.set_key.remote(key) for c in containers), return_exceptions=True)
-        issues += [f"{c.name}: the key did not land ({type(a).__name__})"
-                   for c, a in zip(containers, answers, strict=True) if isinstance(a, BaseException)]
+        issues += [
+            f"{c.name}: the key did not land ({type(a).__name__})"
+            for c, a in zip(containers, answers, strict=True)
+            if isinstance(a, BaseException)
+        ]
     return containers, issues
 
 
@@ -236,8 +245,8 @@ def key_problem(settings: SamespaceSettings, roles: Iterable[Role] = (Role.CODE_
     exist yet), then asks each role's dispatcher who serves it (`DispatcherActor.providers`).
     """
     from actors.dispatcher import get_dispatcher
-    from cluster.config.store import ConfigStore
     from cluster.cloud.key_readiness import local_only_roles, missing_key_message
+    from cluster.config.store import ConfigStore
 
     ensure_providers(settings)
     views = {role: ray.get(get_dispatcher(settings, role).providers.remote()) for role in roles}
@@ -266,12 +275,22 @@ async def discover_providers(settings: SamespaceSettings) -> list[LiveProvider]:
         except Exception as exc:  # noqa: BLE001 - reported as an ineligible provider, not hidden
             kind = ProviderKind.CLOUD if VIRTUAL_CONTAINER_MARK in name else ProviderKind.LOCAL
             return LiveProvider(
-                info=ProviderInfo(name=name, kind=kind, roles=list(Role), node_id="", host="", model="",
-                                  eligible=False, reason=f"{NOT_ANSWERING}: {type(exc).__name__}"),
+                info=ProviderInfo(
+                    name=name,
+                    kind=kind,
+                    roles=list(Role),
+                    node_id="",
+                    host="",
+                    model="",
+                    eligible=False,
+                    reason=f"{NOT_ANSWERING}: {type(exc).__name__}",
+                ),
                 handle=None,
             )
 
-    described, sidecars = await asyncio.gather(asyncio.gather(*(ask(name) for name in names)), _sidecar_providers(settings))
+    described, sidecars = await asyncio.gather(
+        asyncio.gather(*(ask(name) for name in names)), _sidecar_providers(settings)
+    )
     return list(described) + sidecars
 
 

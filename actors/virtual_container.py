@@ -15,12 +15,12 @@ import ray
 from pydantic import SecretStr
 
 from cluster.cloud.budget import KeyFacts, Priority
+from cluster.cloud.key_readiness import NO_KEY_REASON
+from cluster.cloud.request_tag import RequestTag, current_tag
 from cluster.cloud.state import ContainerState
 from cluster.errors import AuthFailed, MissingPin, UpstreamError
-from cluster.cloud.key_readiness import NO_KEY_REASON
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Policy, Role
-from cluster.cloud.request_tag import RequestTag, current_tag
 from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.space import EncoderIdentity
 
@@ -36,7 +36,7 @@ def requests_per_minute(requests: float | None, interval: str | float | None) ->
         units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
         unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), "s")
         try:
-            seconds = float(text[: -len(unit)] if text.endswith(unit) else text) * units[unit]
+            seconds = float(text.removesuffix(unit)) * units[unit]
         except ValueError:
             return None
     return requests / seconds * 60.0 if seconds > 0 else None

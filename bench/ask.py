@@ -35,20 +35,26 @@ class ScriptedRlm:
     """Plan: the question and a phrase of it; round 1: both again; last round: a draft."""
 
     async def complete(self, request: dict[str, Any], timeout_s: float) -> Any:
-        from cluster.cloud.wire import ChatResult, ToolCall
         from cluster.ask.rlm import ChatOutcome
+        from cluster.cloud.wire import ChatResult, ToolCall
 
         messages = request["messages"]
         if "tools" not in request:
             question = messages[-1]["content"]
-            plan = {"subQuestions": [{"tool": "search_code", "query": question[:80]},
-                                     {"tool": "search_code", "query": phrase(question)}]}
+            plan = {
+                "subQuestions": [
+                    {"tool": "search_code", "query": question[:80]},
+                    {"tool": "search_code", "query": phrase(question)},
+                ]
+            }
             return ChatOutcome(ChatResult(content=json.dumps(plan)), "scripted-rlm")
         if request.get("tool_choice") == "none":
             return ChatOutcome(ChatResult(content="draft"), "scripted-rlm")
         question = messages[1]["content"].split("\n", 1)[0].removeprefix("Question: ")
-        calls = [ToolCall(id=f"r{i}", name="search_code", arguments=json.dumps({"query": q}))
-                 for i, q in enumerate([question[:80], phrase(question)])]
+        calls = [
+            ToolCall(id=f"r{i}", name="search_code", arguments=json.dumps({"query": q}))
+            for i, q in enumerate([question[:80], phrase(question)])
+        ]
         return ChatOutcome(ChatResult(tool_calls=calls), "scripted-rlm")
 
     async def context_window(self) -> int | None:
@@ -58,8 +64,8 @@ class ScriptedRlm:
 class CitingAssistant:
     async def complete(self, request: dict[str, Any], timeout_s: float) -> Any:
         from cluster.ask.evidence import citations_in
-        from cluster.cloud.wire import ChatResult
         from cluster.ask.rlm import ChatOutcome
+        from cluster.cloud.wire import ChatResult
 
         spans = citations_in(request["messages"][-1]["content"])[:2]
         text = "See " + ", ".join(f"{s.path}:{s.start_line}-{s.end_line}" for s in spans)
@@ -97,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from actors import get_index_actor
     from actors.dispatcher import get_dispatcher
-    from cluster.search.query_cache import QueryVectorCache
     from cluster.roles import Role
+    from cluster.search.query_cache import QueryVectorCache
     from cluster.settings import SamespaceSettings
     from jobs.reindex import run_reindex
     from serve_apps.code_search import CodeSearchService
@@ -125,9 +131,14 @@ def main(argv: list[str] | None = None) -> int:
                 results["cached"].append(await run_asks(service(600.0), settings, questions, embedder))
                 questions = [f"{q} [{n}]" for q in QUERIES]
                 results["uncached"].append(await run_asks(service(1e-9), settings, questions, embedder))
-            return {side: {"encodes_per_ask": rows[-1]["encodes_per_ask"],
-                           "p50_ms": sorted(r["latency"]["p50_ms"] for r in rows)[len(rows) // 2],
-                           "runs": rows} for side, rows in results.items()}
+            return {
+                side: {
+                    "encodes_per_ask": rows[-1]["encodes_per_ask"],
+                    "p50_ms": sorted(r["latency"]["p50_ms"] for r in rows)[len(rows) // 2],
+                    "runs": rows,
+                }
+                for side, rows in results.items()
+            }
 
         report = asyncio.run(measure())
     finally:
@@ -135,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     cached, uncached = report["cached"], report["uncached"]
     report["ratio_p50_cached_over_uncached"] = round(cached["p50_ms"] / uncached["p50_ms"], 3)
     print(f"encodes per ask: cached {cached['encodes_per_ask']} vs uncached {uncached['encodes_per_ask']}")
-    print(f"ask p50: cached {cached['p50_ms']} ms vs uncached {uncached['p50_ms']} ms "
-          f"(ratio {report['ratio_p50_cached_over_uncached']})")
+    print(
+        f"ask p50: cached {cached['p50_ms']} ms vs uncached {uncached['p50_ms']} ms "
+        f"(ratio {report['ratio_p50_cached_over_uncached']})"
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ask.json").write_text(json.dumps(report, indent=2))
     return 0

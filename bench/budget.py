@@ -48,9 +48,10 @@ def measure(fake: Any, started: float, ended: float, limit: int, window_s: float
 
 
 async def naive(base_url: str, seconds: float) -> None:
-    from cluster.errors import UpstreamError
-    from cluster.cloud.openrouter import OpenRouterClient
     from pydantic import SecretStr
+
+    from cluster.cloud.openrouter import OpenRouterClient
+    from cluster.errors import UpstreamError
 
     deadline = time.monotonic() + seconds
     clients = [OpenRouterClient(provider_name=f"{pc}-naive", key=SecretStr(KEY), base_url=base_url) for pc in PCS]
@@ -96,11 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.settings import SamespaceSettings
     from tests.fakes.openrouter_server import FakeOpenRouterServer
 
-    results: dict[str, Any] = {"limit_per_window": args.limit, "window_s": args.window, "seconds": args.seconds,
-                               "lanes": f"{len(PCS)} providers x {LANES}", "latency_s": 0.3}
+    results: dict[str, Any] = {
+        "limit_per_window": args.limit,
+        "window_s": args.window,
+        "seconds": args.seconds,
+        "lanes": f"{len(PCS)} providers x {LANES}",
+        "latency_s": 0.3,
+    }
     with FakeOpenRouterServer() as fake:
-        config = {"keys": {KEY: {"label": "bench", "rpm_limit": args.limit}}, "rpm_window_s": args.window,
-                  "upstreams": {"exact": {"vectors": "same", "latency_s": 0.3}}}
+        config = {
+            "keys": {KEY: {"label": "bench", "rpm_limit": args.limit}},
+            "rpm_window_s": args.window,
+            "upstreams": {"exact": {"vectors": "same", "latency_s": 0.3}},
+        }
         fake.configure(**config)
         started = time.monotonic()
         asyncio.run(naive(fake.base_url, args.seconds))
@@ -113,8 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         settings = SamespaceSettings(
             ray={"namespace": "bench-budget", "address": "local"},
             budget={"window_s": args.window},
-            cloud={"enabled": True, "base_url": fake.base_url,
-                   "routes": {"code-embedding": {"model": MODEL, "upstream": "exact"}}},
+            cloud={
+                "enabled": True,
+                "base_url": fake.base_url,
+                "routes": {"code-embedding": {"model": MODEL, "upstream": "exact"}},
+            },
         )
         ray.init(address="local", num_cpus=2, namespace="bench-budget", include_dashboard=False, log_to_driver=False)
         try:
@@ -122,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             for pc in PCS:
                 name = f"{pc}-OR-CodeEmbedding"
                 handle = VirtualContainerActor.options(name=name, max_concurrency=64).remote(
-                    name, Role.CODE_EMBEDDING, settings.cloud.routes[Role.CODE_EMBEDDING], settings, "aggregate")
+                    name, Role.CODE_EMBEDDING, settings.cloud.routes[Role.CODE_EMBEDDING], settings, "aggregate"
+                )
                 ray.get(handle.set_key.remote(SecretStr(KEY)))
                 handles.append(handle)
             ray.get(get_budget_actor(settings).discover.remote())

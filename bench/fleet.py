@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="samespace-bench-fleet-"))
     repo = function_repo(work / "repo", args.files)
-    texts = [[f"def bench_{b}_{i}(x):\n    return x * {i} + {b}  # batch {b}" for i in range(BATCH)] for b in range(args.batches)]
+    texts = [
+        [f"def bench_{b}_{i}(x):\n    return x * {i} + {b}  # batch {b}" for i in range(BATCH)]
+        for b in range(args.batches)
+    ]
     report: dict[str, Any] = {"batch": BATCH, "batches": args.batches}
     # Logical CPUs: two namespaces' CPU embedder actors (1 CPU each) and the index actors fit side by side.
     ray.init(address="local", namespace="bench-fleet", num_cpus=4, include_dashboard=False, log_to_driver=False)
@@ -77,8 +80,13 @@ def main(argv: list[str] | None = None) -> int:
             # 1 and 2: direct vs through the fleet, same server, same batches, alternating.
             settings = settings_for("bench-fleet")
             serve.run(McpIngress.options(num_replicas=1).bind(settings), name="fleet", route_prefix="/")
-            sidecar = SidecarProcess(master=f"http://127.0.0.1:{port}", serves=[serve_arg("code-embedding", server.base_url)],
-                                     fleet_token=TOKEN, agent_url="http://127.0.0.1:9401", log_level="INFO").start()
+            sidecar = SidecarProcess(
+                master=f"http://127.0.0.1:{port}",
+                serves=[serve_arg("code-embedding", server.base_url)],
+                fleet_token=TOKEN,
+                agent_url="http://127.0.0.1:9401",
+                log_level="INFO",
+            ).start()
             try:
                 sidecar.wait_for_log("registered with the master", timeout_s=60)
                 fleet = get_fleet_actor(settings)
@@ -101,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                 report["direct_batch_ms_p50"] = round(statistics.median(direct_s) * 1000, 1)
                 report["fleet_batch_ms_p50"] = round(statistics.median(fleet_s) * 1000, 1)
                 report["fleet_over_direct"] = round(statistics.median(fleet_s) / statistics.median(direct_s), 3)
-                report["fleet_overhead_ms_p50"] = round((statistics.median(fleet_s) - statistics.median(direct_s)) * 1000, 1)
+                report["fleet_overhead_ms_p50"] = round(
+                    (statistics.median(fleet_s) - statistics.median(direct_s)) * 1000, 1
+                )
 
                 # 3: a reindex with the sidecar's lane beside the CPU actor (actors started first).
                 run_reindex(settings, function_repo(work / "warm", 2), "warm", emit=lambda line: None)
@@ -109,8 +119,11 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.perf_counter()
                 record = run_reindex(settings, repo, "bench", emit=lines.append, full=True)
                 with_sidecar_s = time.perf_counter() - t0
-                report["reindex_with_sidecar"] = {"seconds": round(with_sidecar_s, 2), "chunks": record.chunks,
-                                                  "served_by": next((x for x in lines if x.startswith("served by")), "")}
+                report["reindex_with_sidecar"] = {
+                    "seconds": round(with_sidecar_s, 2),
+                    "chunks": record.chunks,
+                    "served_by": next((x for x in lines if x.startswith("served by")), ""),
+                }
             finally:
                 sidecar.close()
             # The baseline: a namespace without a sidecar, the same repository.
@@ -120,8 +133,11 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             record = run_reindex(alone, repo, "bench", emit=lines.append, full=True)
             alone_s = time.perf_counter() - t0
-            report["reindex_actor_only"] = {"seconds": round(alone_s, 2), "chunks": record.chunks,
-                                            "served_by": next((x for x in lines if x.startswith("served by")), "")}
+            report["reindex_actor_only"] = {
+                "seconds": round(alone_s, 2),
+                "chunks": record.chunks,
+                "served_by": next((x for x in lines if x.startswith("served by")), ""),
+            }
             report["reindex_with_sidecar_over_actor_only"] = round(with_sidecar_s / alone_s, 3)
     finally:
         serve.shutdown()

@@ -37,10 +37,10 @@ _WORD = re.compile(r"\w+")
 
 
 def run_ours(root: Path) -> dict[str, Any]:
-    from cluster.ingest.walker import walk_repository, walk_settings
+    from cluster.index.keywords import chunk_keywords
     from cluster.ingest.chunking import chunk_file
     from cluster.ingest.generated import generated_reason
-    from cluster.index.keywords import chunk_keywords
+    from cluster.ingest.walker import walk_repository, walk_settings
     from cluster.settings import load_settings
 
     settings = load_settings()
@@ -57,8 +57,14 @@ def run_ours(root: Path) -> dict[str, Any]:
             chunks += 1
             chunk_bytes += len(chunk.text.encode("utf-8", "surrogatepass"))
             terms += len(chunk_keywords(chunk.text, source.path, chunk.symbol).indices)
-    return {"files": files, "chunks": chunks, "chunk_bytes": chunk_bytes, "terms": terms,
-            "skipped_generated": len(generated), "generated": generated}
+    return {
+        "files": files,
+        "chunks": chunks,
+        "chunk_bytes": chunk_bytes,
+        "terms": terms,
+        "skipped_generated": len(generated),
+        "generated": generated,
+    }
 
 
 def run_baseline(root: Path) -> dict[str, Any]:
@@ -89,20 +95,34 @@ def launcher(run: str, root: Path) -> None:
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "bench.pathological", "--worker", run, str(root)],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     wall_s = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = usage.ru_utime + usage.ru_stime  # steadier than wall time on a shared machine
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    print(json.dumps({"wall_s": round(wall_s, 3), "cpu_s": round(cpu_s, 3),
-                      "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), **result}))  # ru_maxrss: KiB on Linux
+    print(
+        json.dumps(
+            {
+                "wall_s": round(wall_s, 3),
+                "cpu_s": round(cpu_s, 3),
+                "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+                **result,
+            }
+        )
+    )  # ru_maxrss: KiB on Linux
 
 
 def measure(run: str, root: Path) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "bench.pathological", "--launch", run, str(root)],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

@@ -107,15 +107,29 @@ class Row:
     def metrics(self) -> dict[str, Any]:
         if not self.available:
             return {}
-        return {"recall@1": round(recall_at(self.ranks, 1), 4), "recall@5": round(recall_at(self.ranks, 5), 4),
-                "recall@10": round(recall_at(self.ranks, 10), 4), "mrr@10": round(mrr_at(self.ranks, K), 4),
-                "latency": latency_summary(self.latencies_s)}
+        return {
+            "recall@1": round(recall_at(self.ranks, 1), 4),
+            "recall@5": round(recall_at(self.ranks, 5), 4),
+            "recall@10": round(recall_at(self.ranks, 10), 4),
+            "mrr@10": round(mrr_at(self.ranks, K), 4),
+            "latency": latency_summary(self.latencies_s),
+        }
 
     def report(self) -> dict[str, Any]:
-        return {"row": self.spec.label, "mode": self.spec.mode, "rerank": self.spec.rerank,
-                "available": self.available, "arguments": self.arguments, "notes": self.notes,
-                "errors": self.errors, "reranked_calls": self.reranked, "other_mode_calls": self.other_mode,
-                "empty_answers": self.empty, **self.metrics(), "ranks": self.ranks}
+        return {
+            "row": self.spec.label,
+            "mode": self.spec.mode,
+            "rerank": self.spec.rerank,
+            "available": self.available,
+            "arguments": self.arguments,
+            "notes": self.notes,
+            "errors": self.errors,
+            "reranked_calls": self.reranked,
+            "other_mode_calls": self.other_mode,
+            "empty_answers": self.empty,
+            **self.metrics(),
+            "ranks": self.ranks,
+        }
 
 
 # --- search_code's interface ------------------------------------------------------------------
@@ -147,8 +161,9 @@ def plan_row(spec: RowSpec, interface: Interface) -> Row:
     if interface.modes is None:
         if spec.mode != "dense":
             return Row(spec, None, [f"unavailable: search_code has no `mode` argument ({spec.mode} not offered)"])
-        notes.append("search_code has no `mode` argument: this row is its default path "
-                     "(dense, on servers without `mode`)")
+        notes.append(
+            "search_code has no `mode` argument: this row is its default path (dense, on servers without `mode`)"
+        )
     elif spec.mode not in interface.modes:
         return Row(spec, None, [f"unavailable: mode {spec.mode!r} not among {interface.modes}"])
     else:
@@ -156,8 +171,10 @@ def plan_row(spec: RowSpec, interface: Interface) -> Row:
     if interface.rerank:
         args["rerank"] = spec.rerank
     elif spec.rerank:
-        notes.append("search_code has no `rerank` argument: called without it once a reranker serves "
-                     "(the service reranks by default)")
+        notes.append(
+            "search_code has no `rerank` argument: called without it once a reranker serves "
+            "(the service reranks by default)"
+        )
     else:
         notes.append("search_code has no `rerank` argument: called without it before any reranker serves")
     if spec.rerank:
@@ -240,8 +257,10 @@ async def evaluate(url: str, queries: list[Query], push_key: Any) -> tuple[Inter
             print(f"{row.spec.label}: {len(queries)} queries, search_code(query, **{row.arguments})", flush=True)
             t0 = time.perf_counter()
             await run_row(client, row, queries)
-            print(f"{row.spec.label}: {'done' if row.available else row.notes[0]} ({time.perf_counter() - t0:.1f}s)",
-                  flush=True)
+            print(
+                f"{row.spec.label}: {'done' if row.available else row.notes[0]} ({time.perf_counter() - t0:.1f}s)",
+                flush=True,
+            )
     return interface, rows
 
 
@@ -253,8 +272,10 @@ def table(rows: list[Row]) -> str:
         if not m:
             lines.append(f"| {label} | n/a | n/a | n/a | n/a | n/a |")
         else:
-            lines.append(f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | "
-                         f"{m['mrr@10']:.3f} | {m['latency']['p50_ms']:.1f} |")
+            lines.append(
+                f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | "
+                f"{m['mrr@10']:.3f} | {m['latency']['p50_ms']:.1f} |"
+            )
     return "\n".join(lines)
 
 
@@ -294,13 +315,15 @@ def main(argv: list[str] | None = None) -> int:
     queries = build_corpus(args.packages, work, args.queries, args.seed)
     facts = read_facts(work)
     facts["build_s"] = round(time.perf_counter() - t0, 2)
-    print(f"corpus: {', '.join(f'{p} {v}' for p, v in facts['packages'].items())} — {facts['files']} files, "
-          f"{facts['eligible']} eligible queries ({facts['dropped_ambiguous']} ambiguous dropped), "
-          f"{len(queries)} sampled (seed {args.seed}); {work}", flush=True)
+    print(
+        f"corpus: {', '.join(f'{p} {v}' for p, v in facts['packages'].items())} — {facts['files']} files, "
+        f"{facts['eligible']} eligible queries ({facts['dropped_ambiguous']} ambiguous dropped), "
+        f"{len(queries)} sampled (seed {args.seed}); {work}",
+        flush=True,
+    )
 
     machine = {"cpus": os.cpu_count(), "load_avg_at_start": [round(x, 2) for x in os.getloadavg()]}
-    results: dict[str, Any] = {"corpus": facts, "machine": machine,
-                               "code": code_version()}
+    results: dict[str, Any] = {"corpus": facts, "machine": machine, "code": code_version()}
     with FakeOpenRouterServer(config=FakeConfig(keys={KEY: KeyConfig(label="quality")})) as fake:
         settings = SamespaceSettings(
             store={"data_dir": work / "data"},
@@ -312,9 +335,15 @@ def main(argv: list[str] | None = None) -> int:
         # process elsewhere on this machine that connects with address="auto" does not land on this one
         # (one did, in testing, and took the CPUs the MCP replica needed).
         ray_tmp = tempfile.mkdtemp(prefix="rayq-", dir="/tmp")  # short: unix socket paths are capped
-        ray.init(address="local", num_cpus=os.cpu_count() or 2, namespace=NAMESPACE, include_dashboard=False,
-                 log_to_driver=False, _temp_dir=ray_tmp,
-                 runtime_env={"env_vars": {"SAMESPACE_STORE__DATA_DIR": str(work / "data")}})
+        ray.init(
+            address="local",
+            num_cpus=os.cpu_count() or 2,
+            namespace=NAMESPACE,
+            include_dashboard=False,
+            log_to_driver=False,
+            _temp_dir=ray_tmp,
+            runtime_env={"env_vars": {"SAMESPACE_STORE__DATA_DIR": str(work / "data")}},
+        )
         try:
             from actors import ensure_embedders, ensure_virtual_containers, get_index_actor
             from jobs.reindex import run_reindex
@@ -327,11 +356,18 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             record = run_reindex(settings, corpus_dir(work), REPO, emit=lambda line: print(line, flush=True))
             index_s = time.perf_counter() - t0
-            facts.update(chunks=record.chunks, index_s=round(index_s, 1), actors_startup_s=round(startup_s, 1),
-                         index_chunks_per_s=round(record.chunks / index_s, 1),
-                         load_avg_after_index=[round(x, 2) for x in os.getloadavg()])
-            print(f"indexed {record.chunks} chunks in {index_s:.1f}s ({record.chunks / index_s:.1f} chunks/s; "
-                  f"actor start + model load before it: {startup_s:.1f}s)", flush=True)
+            facts.update(
+                chunks=record.chunks,
+                index_s=round(index_s, 1),
+                actors_startup_s=round(startup_s, 1),
+                index_chunks_per_s=round(record.chunks / index_s, 1),
+                load_avg_after_index=[round(x, 2) for x in os.getloadavg()],
+            )
+            print(
+                f"indexed {record.chunks} chunks in {index_s:.1f}s ({record.chunks / index_s:.1f} chunks/s; "
+                f"actor start + model load before it: {startup_s:.1f}s)",
+                flush=True,
+            )
 
             if ray.available_resources().get("CPU", 0.0) < 0.1:  # serve.run would wait for it forever
                 raise RuntimeError(f"no CPU left for the MCP replica: {ray.available_resources()}")
@@ -351,18 +387,27 @@ def main(argv: list[str] | None = None) -> int:
             ray.shutdown()
         shutil.rmtree(ray_tmp, ignore_errors=True)  # kept (with Ray's logs) when the run failed
 
-    results["search_code"] = {"modes": interface.modes, "rerank_argument": interface.rerank,
-                              "arguments_declared": sorted(interface.schema)}
-    results["settings"] = {"k": K, "rerank_candidates": settings.reranker.candidates,
-                           "query_cache": "off (TTL ~0): every call encodes its query", "rerank": RERANK_NOTE}
+    results["search_code"] = {
+        "modes": interface.modes,
+        "rerank_argument": interface.rerank,
+        "arguments_declared": sorted(interface.schema),
+    }
+    results["settings"] = {
+        "k": K,
+        "rerank_candidates": settings.reranker.candidates,
+        "query_cache": "off (TTL ~0): every call encodes its query",
+        "rerank": RERANK_NOTE,
+    }
     results["rows"] = [row.report() for row in rows]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "quality.json").write_text(json.dumps(results, indent=2))
 
     print()
-    print(f"corpus: {', '.join(facts['packages'])} — {facts['files']} files, {facts['chunks']} chunks, "
-          f"{len(queries)} queries (docstring → function, seed {args.seed}); indexed in {facts['index_s']}s "
-          f"({facts['index_chunks_per_s']} chunks/s, load average {facts['load_avg_after_index'][0]})")
+    print(
+        f"corpus: {', '.join(facts['packages'])} — {facts['files']} files, {facts['chunks']} chunks, "
+        f"{len(queries)} queries (docstring → function, seed {args.seed}); indexed in {facts['index_s']}s "
+        f"({facts['index_chunks_per_s']} chunks/s, load average {facts['load_avg_after_index'][0]})"
+    )
     print()
     print(table(rows))
     print()

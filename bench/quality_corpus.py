@@ -235,8 +235,16 @@ def file_queries(original: bytes | str, stripped: bytes | str, path: str, packag
         text = query_text(docstring) if docstring else None
         if text is None:
             continue
-        queries.append(Query(query=text, path=path, symbol=old.qualname, start_line=new.start_line,
-                             end_line=new.end_line, package=package))
+        queries.append(
+            Query(
+                query=text,
+                path=path,
+                symbol=old.qualname,
+                start_line=new.start_line,
+                end_line=new.end_line,
+                package=package,
+            )
+        )
     return queries
 
 
@@ -317,8 +325,9 @@ def build_corpus(
             candidates.extend(file_queries(original, stripped, rel, package))
     unique, ambiguous = drop_ambiguous(candidates)
     queries = sample_queries(unique, max_queries, seed)
-    facts.update(candidates=len(candidates), dropped_ambiguous=ambiguous, eligible=len(unique),
-                 sampled=len(queries), seed=seed)
+    facts.update(
+        candidates=len(candidates), dropped_ambiguous=ambiguous, eligible=len(unique), sampled=len(queries), seed=seed
+    )
     manifest = {"facts": facts, "queries": [q.model_dump() for q in queries]}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / QUERIES_FILE).write_text(json.dumps(manifest, indent=1))

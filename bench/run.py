@@ -59,9 +59,15 @@ def _incremental(settings: Any, repo: Path, first_s: float) -> dict[str, Any]:
     run_reindex(settings, repo, "bench", emit=lines.append)
     edited_s = time.perf_counter() - t0
     plans = [line for line in lines if line.startswith(("plan:", "up to date"))]
-    return {"first_s": round(first_s, 2), "unchanged_s": round(unchanged_s, 2), "one_file_edited_s": round(edited_s, 2),
-            "unchanged_over_first": round(unchanged_s / first_s, 4), "edited_over_first": round(edited_s / first_s, 4),
-            "goal": "unchanged < 0.1 of first", "plans": plans}
+    return {
+        "first_s": round(first_s, 2),
+        "unchanged_s": round(unchanged_s, 2),
+        "one_file_edited_s": round(edited_s, 2),
+        "unchanged_over_first": round(unchanged_s / first_s, 4),
+        "edited_over_first": round(edited_s / first_s, 4),
+        "goal": "unchanged < 0.1 of first",
+        "plans": plans,
+    }
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -71,8 +77,12 @@ def percentile(values: list[float], q: float) -> float:
 
 def latency_summary(samples_s: list[float]) -> dict[str, float]:
     ms = [s * 1000 for s in samples_s]
-    return {"p50_ms": round(percentile(ms, 50), 2), "p95_ms": round(percentile(ms, 95), 2),
-            "mean_ms": round(statistics.fmean(ms), 2), "n": len(ms)}
+    return {
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p95_ms": round(percentile(ms, 95), 2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+        "n": len(ms),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,12 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=40, help="search calls per side")
     args = parser.parse_args(argv)
 
-    from cluster.local.encoder import LocalEncoder
     from cluster.index.catalog import point_id
+    from cluster.index.store.engines import open_vector_store
+    from cluster.local.encoder import LocalEncoder
     from cluster.settings import SamespaceSettings
     from cluster.space import embedding_text
     from cluster.types import StoredPoint
-    from cluster.index.store.engines import open_vector_store
     from jobs.reindex import collect_chunks
 
     work = Path(tempfile.mkdtemp(prefix="samespace-bench-"))
@@ -108,19 +118,29 @@ def main(argv: list[str] | None = None) -> int:
 
     raw_store = open_vector_store("embedded", data_dir=work / "raw", url=None)
     raw_store.create_collection("raw", encoder.identity.width, ["path"])
-    raw_store.upsert("raw", [StoredPoint(id=point_id("bench", c), vector=v.tolist(), payload={"path": c.path})
-                            for c, v in zip(chunks, vectors, strict=True)])
+    raw_store.upsert(
+        "raw",
+        [
+            StoredPoint(id=point_id("bench", c), vector=v.tolist(), payload={"path": c.path})
+            for c, v in zip(chunks, vectors, strict=True)
+        ],
+    )
 
     import ray
 
-    ray.init(address="local", num_cpus=os.cpu_count() or 2, namespace="bench", log_to_driver=False,
-             include_dashboard=False, runtime_env={"env_vars": {"SAMESPACE_STORE__DATA_DIR": str(work / "data")}})
+    ray.init(
+        address="local",
+        num_cpus=os.cpu_count() or 2,
+        namespace="bench",
+        log_to_driver=False,
+        include_dashboard=False,
+        runtime_env={"env_vars": {"SAMESPACE_STORE__DATA_DIR": str(work / "data")}},
+    )
     try:
         from actors import ensure_embedders, get_index_actor
-        from jobs.reindex import run_reindex
-
         from actors.dispatcher import get_dispatcher
         from cluster.roles import Role
+        from jobs.reindex import run_reindex
 
         # A serving cluster has its actors up and its dispatcher warm: start them untimed.
         ray.get([e.identity.remote() for e in ensure_embedders(settings)])
@@ -150,12 +170,19 @@ def main(argv: list[str] | None = None) -> int:
     raw_summary, mcp_summary = latency_summary(raw_lat), latency_summary(mcp)
     results: dict[str, Any] = {
         "corpus": {"repo": str(args.repo), "files": files, "chunks": len(chunks)},
-        "reindex": {"raw_chunks_per_s": round(raw_rate, 2), "job_chunks_per_s": round(job_rate, 2),
-                    "job_over_raw": round(job_rate / raw_rate, 3), "goal": ">= 0.9"},
+        "reindex": {
+            "raw_chunks_per_s": round(raw_rate, 2),
+            "job_chunks_per_s": round(job_rate, 2),
+            "job_over_raw": round(job_rate / raw_rate, 3),
+            "goal": ">= 0.9",
+        },
         "incremental": incremental,
-        "search": {"raw_encode_plus_store": raw_summary, "mcp_search_code": mcp_summary,
-                   "p50_ratio": round(mcp_summary["p50_ms"] / raw_summary["p50_ms"], 2),
-                   "p95_ratio": round(mcp_summary["p95_ms"] / raw_summary["p95_ms"], 2)},
+        "search": {
+            "raw_encode_plus_store": raw_summary,
+            "mcp_search_code": mcp_summary,
+            "p50_ratio": round(mcp_summary["p50_ms"] / raw_summary["p50_ms"], 2),
+            "p95_ratio": round(mcp_summary["p95_ms"] / raw_summary["p95_ms"], 2),
+        },
         "machine": {"cpus": os.cpu_count()},
     }
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -139,7 +139,9 @@ class UpstreamError(SamespaceError):
 
 
 class RateLimited(UpstreamError):
-    def __init__(self, provider: str, detail: str, status: int | None = 429, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, provider: str, detail: str, status: int | None = 429, retry_after_s: float | None = None
+    ) -> None:
         super().__init__(provider, detail, status)
         self.args = (provider, detail, status, retry_after_s)
         self.retry_after_s = retry_after_s

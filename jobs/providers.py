@@ -1,6 +1,6 @@
 """Print which providers serve which role right now (asks every actor; nothing cached).
 
-    ray job submit --address http://127.0.0.1:8265 -- python -m jobs.providers
+ray job submit --address http://127.0.0.1:8265 -- python -m jobs.providers
 """
 
 from __future__ import annotations

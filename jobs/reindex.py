@@ -33,12 +33,10 @@ from ray.actor import ActorHandle
 
 from actors import get_index_actor
 from actors.dispatcher import get_dispatcher
-from cluster.ingest.chunking import chunk_file
-from cluster.ingest.generated import generated_reason
+from cluster.cloud.budget import Priority
+from cluster.cloud.key_readiness import wait_for_key
 from cluster.errors import CloudKeyMissing, NoProviderLeft, SamespaceError, ScanError, ShrinkRefused
-from cluster.routing.dispatch import LandedBatch
 from cluster.gate.sentinel import reference_drifted, stored_baseline
-from cluster.index.incremental import PlanMode, full_reason, plan_reindex
 from cluster.index.catalog import (
     IndexRecord,
     PointKey,
@@ -49,18 +47,20 @@ from cluster.index.catalog import (
     point_payload,
     validate_index_name,
 )
-from cluster.cloud.key_readiness import wait_for_key
+from cluster.index.incremental import PlanMode, full_reason, plan_reindex
 from cluster.index.keywords import chunk_keywords
 from cluster.index.progress import ProgressMeter
-from cluster.providers import NOT_ANSWERING
-from cluster.cloud.budget import Priority
-from cluster.roles import Role
+from cluster.ingest.chunking import chunk_file
+from cluster.ingest.generated import generated_reason
 from cluster.ingest.secret_scan import find_secrets
-from cluster.settings import SamespaceSettings, load_settings
 from cluster.ingest.skips import SkipLog, SkipReason, SkipSummary
+from cluster.ingest.walker import walk_repository, walk_settings
+from cluster.providers import NOT_ANSWERING
+from cluster.roles import Role
+from cluster.routing.dispatch import LandedBatch
+from cluster.settings import SamespaceSettings, load_settings
 from cluster.space import EncoderIdentity, embedding_text
 from cluster.types import Chunk, StoredPoint, content_hash
-from cluster.ingest.walker import walk_repository, walk_settings
 
 log = logging.getLogger("samespace.reindex")
 
@@ -203,8 +203,13 @@ def run_reindex(
     if settings.cloud.enabled:  # after a restart a durable cloud policy may have lost its key: say so, once
         from actors.registry import key_problem
 
-        missing = wait_for_key(lambda: key_problem(settings, (ROLE,)), wait_s=settings.cloud.key_wait_s,
-                               clock=clock, sleep=time.sleep, emit=emit)
+        missing = wait_for_key(
+            lambda: key_problem(settings, (ROLE,)),
+            wait_s=settings.cloud.key_wait_s,
+            clock=clock,
+            sleep=time.sleep,
+            emit=emit,
+        )
         if missing is not None:
             raise CloudKeyMissing(missing)
     index = get_index_actor(settings)
@@ -226,13 +231,22 @@ def run_reindex(
         check_shrink(name, current, found, settings.ingest.max_shrink_share)
 
     hashes = [embed_hash(chunk) for chunk in chunks]
-    keys = [point_key(name, chunk, found.file_hashes[owner], hashed)
-            for chunk, owner, hashed in zip(chunks, found.owners, hashes, strict=True)]
+    keys = [
+        point_key(name, chunk, found.file_hashes[owner], hashed)
+        for chunk, owner, hashed in zip(chunks, found.owners, hashes, strict=True)
+    ]
     serving_keys = None
     if current is not None and full_reason(current, reference, full=full, reference_drifted=drifted) is None:
         serving_keys = _read_point_keys(index, current.build)
-    plan = plan_reindex(keys, reference, serving=current, serving_keys=serving_keys, repo_root=str(repo),
-                        full=full, reference_drifted=drifted)
+    plan = plan_reindex(
+        keys,
+        reference,
+        serving=current,
+        serving_keys=serving_keys,
+        repo_root=str(repo),
+        full=full,
+        reference_drifted=drifted,
+    )
     emit(plan.line())
     if plan.mode is PlanMode.UP_TO_DATE:
         assert current is not None
@@ -249,8 +263,10 @@ def run_reindex(
     vanished = [i for i in plan.reuse if hashes[i] not in reusable]  # rows gone since their keys were read
     embed = sorted(plan.embed + vanished)
     if vanished:
-        emit(f"{len(vanished)} rows vanished from {current.build if current else '-'}: "
-             f"reused {len(reuse)}, embedding {len(embed)}")
+        emit(
+            f"{len(vanished)} rows vanished from {current.build if current else '-'}: "
+            f"reused {len(reuse)}, embedding {len(embed)}"
+        )
 
     job_id = ray.get_runtime_context().get_job_id()
     build: str = ray.get(index.begin_build.remote(name, reference, str(repo), job_id, probe_vectors))
@@ -294,8 +310,10 @@ def _check_drift(
         emit(f"sentinel: {report.line()}")
     drifted = reference_drifted(reports)
     if current.identity != reference:
-        emit(f"the encoder changed since {name!r} was built ({current.identity.space_id} → {reference.space_id}): "
-             "this reindex replaces it")
+        emit(
+            f"the encoder changed since {name!r} was built ({current.identity.space_id} → {reference.space_id}): "
+            "this reindex replaces it"
+        )
     return current, drifted
 
 
@@ -358,8 +376,16 @@ def _write_build(
         return StoredPoint.model_construct(  # built from validated parts: skip re-validating 384+ floats per row
             id=point_id(name, chunk),
             vector=vector.tolist(),
-            payload=point_payload(name, chunk, reference, writer, provider, build,
-                                  file_hash=found.file_hashes[owners[row]], hashed=hashes[row]),
+            payload=point_payload(
+                name,
+                chunk,
+                reference,
+                writer,
+                provider,
+                build,
+                file_hash=found.file_hashes[owners[row]],
+                hashed=hashes[row],
+            ),
             sparse=chunk_keywords(chunk.text, chunk.path, chunk.symbol),
         )
 
@@ -420,11 +446,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.reindex", description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True, type=Path, help="repository folder to index")
     parser.add_argument("--name", help="index (repo) name; default: the folder's name")
-    parser.add_argument("--full", action="store_true",
-                        help="embed every chunk again (default: reuse the vectors of unchanged chunks)")
-    parser.add_argument("--allow-shrink", action="store_true",
-                        help="commit even when the new build drops more than ingest.max_shrink_share of the "
-                        "serving build's files (or all of them)")
+    parser.add_argument(
+        "--full", action="store_true", help="embed every chunk again (default: reuse the vectors of unchanged chunks)"
+    )
+    parser.add_argument(
+        "--allow-shrink",
+        action="store_true",
+        help="commit even when the new build drops more than ingest.max_shrink_share of the "
+        "serving build's files (or all of them)",
+    )
     args = parser.parse_args(argv)
     name = args.name or args.repo.resolve().name
     settings = load_settings()
@@ -432,8 +462,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     ray.init(address=settings.ray.address, namespace=settings.ray.namespace, log_to_driver=False)
     try:
-        run_reindex(settings, args.repo, name, full=args.full, allow_shrink=args.allow_shrink,
-                    emit=lambda line: print(line, flush=True))
+        run_reindex(
+            settings,
+            args.repo,
+            name,
+            full=args.full,
+            allow_shrink=args.allow_shrink,
+            emit=lambda line: print(line, flush=True),
+        )
     except SamespaceError as exc:
         # An error raised inside an actor arrives as a RayTaskError that is also the cause's type;
         # its str() carries the remote traceback. Say the cause, once, without a traceback.

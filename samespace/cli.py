@@ -34,27 +34,43 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
 
 
-def _command(commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str,
-             example: str, handler: Handler) -> argparse.ArgumentParser:
-    parser = commands.add_parser(name, help=summary, description=f"{summary}\n\nexample:\n  {example}",
-                                 formatter_class=_formatter)
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    example: str,
+    handler: Handler,
+) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        name, help=summary, description=f"{summary}\n\nexample:\n  {example}", formatter_class=_formatter
+    )
     parser.set_defaults(handler=handler)
     return parser
 
 
 def _state_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state-dir", type=Path, default=ROOT / ".samespace",
-                        help="folder of the tokens, the admin config and the store (default: %(default)s)")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=ROOT / ".samespace",
+        help="folder of the tokens, the admin config and the store (default: %(default)s)",
+    )
 
 
 def _serve_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--address", default=DEFAULT_SERVE,
-                        help="the Serve HTTP address of the MCP and admin apps (default: %(default)s)")
+    parser.add_argument(
+        "--address",
+        default=DEFAULT_SERVE,
+        help="the Serve HTTP address of the MCP and admin apps (default: %(default)s)",
+    )
 
 
 def _dashboard_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--address", help="the Ray dashboard (job API) address (default: that of the head "
-                        f"`samespace run` started with STATE_DIR, else {DEFAULT_DASHBOARD})")
+    parser.add_argument(
+        "--address",
+        help="the Ray dashboard (job API) address (default: that of the head "
+        f"`samespace run` started with STATE_DIR, else {DEFAULT_DASHBOARD})",
+    )
 
 
 def _dashboard(args: argparse.Namespace, state: StateDir) -> str:
@@ -65,47 +81,86 @@ def _dashboard(args: argparse.Namespace, state: StateDir) -> str:
 
 
 def _reindex_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--repo", type=Path, default=Path("."),
-                        help="repository to index (default: the current folder)")
+    parser.add_argument(
+        "--repo", type=Path, default=Path("."), help="repository to index (default: the current folder)"
+    )
     parser.add_argument("--name", help="index name (default: the repository folder's name)")
-    parser.add_argument("--working-dir", type=Path, default=ROOT,
-                        help="sent along as the job's working dir (default: this checkout, %(default)s)")
+    parser.add_argument(
+        "--working-dir",
+        type=Path,
+        default=ROOT,
+        help="sent along as the job's working dir (default: this checkout, %(default)s)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="samespace", description=__doc__, formatter_class=_formatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = _command(commands, "run", "start a local Ray head (token auth), deploy the Serve apps, index a repository",
-                   "samespace run --repo ~/src/api --name api", _run)
+    run = _command(
+        commands,
+        "run",
+        "start a local Ray head (token auth), deploy the Serve apps, index a repository",
+        "samespace run --repo ~/src/api --name api",
+        _run,
+    )
     _reindex_options(run)
     run.add_argument("--query", default=DEFAULT_QUERY, help="sample query whose top hits are printed at the end")
     _state_option(run)
-    run.add_argument("--data-dir", type=Path,
-                     help="embedded store folder (default: $SAMESPACE_STORE__DATA_DIR, else STATE_DIR/data)")
+    run.add_argument(
+        "--data-dir", type=Path, help="embedded store folder (default: $SAMESPACE_STORE__DATA_DIR, else STATE_DIR/data)"
+    )
     run.add_argument("--port", type=int, default=DEFAULT_GCS_PORT, help="Ray GCS port (default: %(default)s)")
-    run.add_argument("--dashboard-port", type=int, default=DEFAULT_DASHBOARD_PORT,
-                     help="Ray dashboard / job API port (default: %(default)s)")
-    run.add_argument("--mcp-port", type=int, default=DEFAULT_MCP_PORT,
-                     help="Serve HTTP port of the MCP and admin apps (default: %(default)s)")
-    run.add_argument("--num-cpus", type=int, default=len(os.sched_getaffinity(0)),
-                     help="CPUs the head offers (default: this machine's, %(default)s)")
+    run.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=DEFAULT_DASHBOARD_PORT,
+        help="Ray dashboard / job API port (default: %(default)s)",
+    )
+    run.add_argument(
+        "--mcp-port",
+        type=int,
+        default=DEFAULT_MCP_PORT,
+        help="Serve HTTP port of the MCP and admin apps (default: %(default)s)",
+    )
+    run.add_argument(
+        "--num-cpus",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="CPUs the head offers (default: this machine's, %(default)s)",
+    )
     run.add_argument("--temp-dir", type=Path, help="Ray's temp/session folder (default: Ray's, /tmp/ray)")
-    run.add_argument("--ray-arg", action="append", default=[], metavar="ARG",
-                     help="one more argument for `ray start`, e.g. --ray-arg=--ray-client-server-port=10002")
-    run.add_argument("--config", type=Path, default=ROOT / "serve_config.yaml",
-                     help="the Serve config to deploy (default: %(default)s)")
-    run.add_argument("--wait-s", type=float, default=DEFAULT_WAIT_S,
-                     help="how long to wait for /healthz (default: %(default)s)")
+    run.add_argument(
+        "--ray-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument for `ray start`, e.g. --ray-arg=--ray-client-server-port=10002",
+    )
+    run.add_argument(
+        "--config",
+        type=Path,
+        default=ROOT / "serve_config.yaml",
+        help="the Serve config to deploy (default: %(default)s)",
+    )
+    run.add_argument(
+        "--wait-s", type=float, default=DEFAULT_WAIT_S, help="how long to wait for /healthz (default: %(default)s)"
+    )
     run.add_argument("--dry-run", action="store_true", help="print the commands it would run, run nothing")
 
-    stop = _command(commands, "stop", "stop what `samespace run` started (Serve, then the Ray head)",
-                    "samespace stop", _stop)
+    stop = _command(
+        commands, "stop", "stop what `samespace run` started (Serve, then the Ray head)", "samespace stop", _stop
+    )
     _state_option(stop)
     _dashboard_option(stop)
 
-    reindex = _command(commands, "reindex", "reindex a repository: a Ray job on the cluster (or in-process)",
-                       "samespace reindex --repo ~/src/api --full", _reindex)
+    reindex = _command(
+        commands,
+        "reindex",
+        "reindex a repository: a Ray job on the cluster (or in-process)",
+        "samespace reindex --repo ~/src/api --full",
+        _reindex,
+    )
     _reindex_options(reindex)
     reindex.add_argument("--full", action="store_true", help="embed every chunk again")
     reindex.add_argument("--allow-shrink", action="store_true", help="commit even a build that drops many files")
@@ -113,41 +168,66 @@ def build_parser() -> argparse.ArgumentParser:
     _state_option(reindex)
     _dashboard_option(reindex)
 
-    search = _command(commands, "search", "search the indexed code (the MCP search_code tool)",
-                      'samespace search "where do we retry requests" -k 10', _search)
+    search = _command(
+        commands,
+        "search",
+        "search the indexed code (the MCP search_code tool)",
+        'samespace search "where do we retry requests" -k 10',
+        _search,
+    )
     search.add_argument("query")
     search.add_argument("-k", type=int, default=5, help="how many hits (default: %(default)s)")
     search.add_argument("--repo", help="only this indexed repository")
     _serve_option(search)
 
-    ask = _command(commands, "ask", "answer a question about the code, with citations (the MCP ask_code tool)",
-                   'samespace ask "how is a reindex switched atomically?" --repo samespace', _ask)
+    ask = _command(
+        commands,
+        "ask",
+        "answer a question about the code, with citations (the MCP ask_code tool)",
+        'samespace ask "how is a reindex switched atomically?" --repo samespace',
+        _ask,
+    )
     ask.add_argument("question")
     ask.add_argument("--repo", help="only this indexed repository")
     ask.add_argument("--shallow", action="store_true", help="plain retrieval only: no RLM rounds")
     ask.add_argument("--json", action="store_true", help="print the whole structured result")
     _serve_option(ask)
 
-    status = _command(commands, "status", "providers per role, gate verdicts, budget, and what stops a role",
-                      "samespace status", _status)
+    status = _command(
+        commands,
+        "status",
+        "providers per role, gate verdicts, budget, and what stops a role",
+        "samespace status",
+        _status,
+    )
     _state_option(status)
     _serve_option(status)
 
-    push = _command(commands, "push-key", "push the OpenRouter key, read from stdin (never from the command line)",
-                    "samespace push-key < key.txt", _push_key)
+    push = _command(
+        commands,
+        "push-key",
+        "push the OpenRouter key, read from stdin (never from the command line)",
+        "samespace push-key < key.txt",
+        _push_key,
+    )
     _state_option(push)
     _serve_option(push)
 
-    policy = _command(commands, "set-policy", "set a role's routing policy", "samespace set-policy reranker backup",
-                      _set_policy)
+    policy = _command(
+        commands, "set-policy", "set a role's routing policy", "samespace set-policy reranker backup", _set_policy
+    )
     policy.add_argument("role", choices=[r.value for r in Role])
     policy.add_argument("policy", choices=[p.value for p in Policy])
     _state_option(policy)
     _serve_option(policy)
 
-    sidecar = _command(commands, "sidecar", "run the reference sidecar (every argument goes to `python -m sidecar`)",
-                       "samespace sidecar --master http://master:8000 --serve code-embedding=http://127.0.0.1:8080/v1",
-                       _sidecar)
+    sidecar = _command(
+        commands,
+        "sidecar",
+        "run the reference sidecar (every argument goes to `python -m sidecar`)",
+        "samespace sidecar --master http://master:8000 --serve code-embedding=http://127.0.0.1:8080/v1",
+        _sidecar,
+    )
     sidecar.add_argument("sidecar_args", nargs=argparse.REMAINDER, help="`samespace sidecar --help` lists them")
     return parser
 
@@ -155,13 +235,24 @@ def build_parser() -> argparse.ArgumentParser:
 def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
     """The `RunPlan` of parsed `run` arguments (what it would run, decided before anything starts)."""
     state = StateDir(args.state_dir.resolve())
-    head = HeadSpec(num_cpus=args.num_cpus, port=args.port, dashboard_port=args.dashboard_port,
-                    temp_dir=args.temp_dir.resolve() if args.temp_dir else None, extra_args=tuple(args.ray_arg))
+    head = HeadSpec(
+        num_cpus=args.num_cpus,
+        port=args.port,
+        dashboard_port=args.dashboard_port,
+        temp_dir=args.temp_dir.resolve() if args.temp_dir else None,
+        extra_args=tuple(args.ray_arg),
+    )
     data_dir = args.data_dir.resolve() if args.data_dir else None
     return RunPlan(
-        state=state, head=head, mcp_port=args.mcp_port, config=args.config.resolve(),
-        working_dir=args.working_dir.resolve(), job_args=reindex_argv(args.repo, args.name), query=args.query,
-        wait_s=args.wait_s, env=cluster_env(state, environ, mcp_port=args.mcp_port, data_dir=data_dir),
+        state=state,
+        head=head,
+        mcp_port=args.mcp_port,
+        config=args.config.resolve(),
+        working_dir=args.working_dir.resolve(),
+        job_args=reindex_argv(args.repo, args.name),
+        query=args.query,
+        wait_s=args.wait_s,
+        env=cluster_env(state, environ, mcp_port=args.mcp_port, data_dir=data_dir),
     )
 
 

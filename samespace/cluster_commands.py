@@ -21,8 +21,16 @@ from samespace.head import HeadRecord, HeadSpec, is_listening, ray_start_argv, s
 from samespace.state import StateDir, program
 
 __all__ = [
-    "RunPlan", "health_url", "mcp_url", "reindex_argv", "run", "serve_config_for", "stop", "submit_argv",
-    "submit_reindex", "write_serve_config",
+    "RunPlan",
+    "health_url",
+    "mcp_url",
+    "reindex_argv",
+    "run",
+    "serve_config_for",
+    "stop",
+    "submit_argv",
+    "submit_reindex",
+    "write_serve_config",
 ]
 
 HEALTH_POLL_S = 1.0
@@ -45,8 +53,18 @@ def reindex_argv(repo: Path, name: str | None, *, full: bool = False, allow_shri
 def submit_argv(dashboard_url: str, working_dir: Path, job_args: list[str]) -> list[str]:
     """`ray job submit`: the checkout goes along as the job's working dir; the call waits for the job."""
     return [
-        program("ray"), "job", "submit", "--address", dashboard_url, "--working-dir", str(working_dir), "--",
-        "python", "-m", "jobs.reindex", *job_args,
+        program("ray"),
+        "job",
+        "submit",
+        "--address",
+        dashboard_url,
+        "--working-dir",
+        str(working_dir),
+        "--",
+        "python",
+        "-m",
+        "jobs.reindex",
+        *job_args,
     ]
 
 
@@ -114,8 +132,10 @@ def run(plan: RunPlan, show: Callable[[list[str]], int]) -> int:
         print("starting a local Ray head (token auth on, usage stats off, Ray's ports on 127.0.0.1)")
         start_head(plan.head, state, plan.env)
     elif _auth_is_off(plan.head.dashboard_url):
-        print("warning: the running Ray head has token auth off (started before it was on); "
-              "'samespace stop && samespace run' restarts it with the token")
+        print(
+            "warning: the running Ray head has token auth off (started before it was on); "
+            "'samespace stop && samespace run' restarts it with the token"
+        )
     write_serve_config(plan.config, plan.mcp_port, state)
     _check(plan.deploy, plan.env)
     url = mcp_url(plan.mcp_port)
@@ -131,23 +151,28 @@ def run(plan: RunPlan, show: Callable[[list[str]], int]) -> int:
     searched = show(["--url", url, "-k", "5", plan.query])
     print(f"\nAdmin API: http://127.0.0.1:{plan.mcp_port}/admin/ (bearer token in {state.admin_token})")
     print(f"The cluster stays up: dashboard {plan.head.dashboard_url} (token auth: the token is in {state.ray_token});")
-    print("'samespace stop' stops it. Other Ray commands need: "
-          f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={state.ray_token}")
+    print(
+        "'samespace stop' stops it. Other Ray commands need: "
+        f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={state.ray_token}"
+    )
     return searched
 
 
 def stop(state: StateDir, dashboard_url: str, env: Mapping[str, str]) -> int:
     """Shut Serve down, then stop the head `run` recorded (or, without a record, `ray stop`)."""
-    subprocess.run([program("serve"), "shutdown", "--address", dashboard_url, "-y"], env=dict(env),
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [program("serve"), "shutdown", "--address", dashboard_url, "-y"],
+        env=dict(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     record = HeadRecord.read(state.head_record)
     if record is not None:
         stopped = stop_session(record.session)
         state.head_record.unlink(missing_ok=True)
         print("ray stopped" if stopped else "no Ray head of this state folder was running")
         return 0
-    done = subprocess.run([program("ray"), "stop"], env=dict(env), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
+    done = subprocess.run([program("ray"), "stop"], env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if done.returncode == 0:
         print("ray stopped")
     return 0

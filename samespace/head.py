@@ -84,8 +84,14 @@ class HeadRecord:
 def ray_start_argv(spec: HeadSpec) -> list[str]:
     """The `ray start` command line; it carries no secret (the token is read from RAY_AUTH_TOKEN_PATH)."""
     argv = [
-        program("ray"), "start", "--head", f"--num-cpus={spec.num_cpus}", "--disable-usage-stats",
-        f"--node-ip-address={LOOPBACK}", f"--dashboard-host={LOOPBACK}", f"--port={spec.port}",
+        program("ray"),
+        "start",
+        "--head",
+        f"--num-cpus={spec.num_cpus}",
+        "--disable-usage-stats",
+        f"--node-ip-address={LOOPBACK}",
+        f"--dashboard-host={LOOPBACK}",
+        f"--port={spec.port}",
         f"--dashboard-port={spec.dashboard_port}",
     ]
     if spec.temp_dir is not None:
@@ -106,7 +112,11 @@ def start_head(spec: HeadSpec, state: StateDir, env: Mapping[str, str]) -> HeadR
     """Run `ray start --head` in a new session, its output in the state folder; record the session."""
     with state.ray_start_log.open("wb") as log:
         started = subprocess.Popen(
-            ray_start_argv(spec), env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            ray_start_argv(spec),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         code = started.wait()

@@ -26,7 +26,6 @@ from ray.actor import ActorHandle
 from ray.exceptions import ActorUnavailableError, RayActorError
 from ray.serve import Application
 
-from cluster.cloud.state import ContainerState, disagreements
 from cluster.admin.push_plan import (
     NO_KEY_YET,
     OpenRouterPush,
@@ -37,6 +36,7 @@ from cluster.admin.push_plan import (
     plan_repush,
 )
 from cluster.admin.role_status import CallFailure, RoleAnswer, RoleStatus, role_answer
+from cluster.cloud.state import ContainerState, disagreements
 from cluster.naming import dispatcher_actor_name
 from cluster.providers import ProviderView
 from cluster.roles import Role
@@ -183,8 +183,12 @@ class AdminApi:
         for role in Role:
             role_views, answer = views[role]
             if role_views is None:
-                roles[role.value] = {"policy": effective.policy(role).value, "serving": [],
-                                     "state": answer.status.value, "detail": answer.detail}
+                roles[role.value] = {
+                    "policy": effective.policy(role).value,
+                    "serving": [],
+                    "state": answer.status.value,
+                    "detail": answer.detail,
+                }
                 continue
             serving = [v.provider.name for v in role_views if v.serves != "no"]
             policy = role_views[0].policy_in_force if role_views else effective.policy(role)
@@ -243,8 +247,10 @@ class AdminApi:
                     "roles": roles,
                 }
             )
-        return {"sidecars": out, "gate": {role.value: answer.model_dump(mode="json")
-                                          for role, (_, answer) in reports.items()}}
+        return {
+            "sidecars": out,
+            "gate": {role.value: answer.model_dump(mode="json") for role, (_, answer) in reports.items()},
+        }
 
     async def _container_states(self) -> tuple[list[ContainerState], list[str]]:
         """What every virtual container holds, asked now; and, in words, those that did not answer."""
@@ -253,8 +259,9 @@ class AdminApi:
         containers = await asyncio.to_thread(ensure_cloud_containers, self._settings)
         reads = await asyncio.gather(*(self._read(c.name, c.handle, "state", DESCRIBE_TIMEOUT_S) for c in containers))
         states = [state for state, _ in reads if isinstance(state, ContainerState)]
-        silent = [f"{answer.detail}: {answer.status.value}"
-                  for _, answer in reads if answer.status is not RoleStatus.OK]
+        silent = [
+            f"{answer.detail}: {answer.status.value}" for _, answer in reads if answer.status is not RoleStatus.OK
+        ]
         return states, silent
 
     async def openrouter(self) -> dict[str, Any]:
@@ -269,7 +276,9 @@ class AdminApi:
             "last_pushed_at": stored.last_pushed_at,
             "budget_override": stored.budget_override,
             "base_url": effective.cloud.base_url,
-            "roles": {role.value: route.model_dump(mode="json") for role, route in sorted(effective.cloud.routes.items())},
+            "roles": {
+                role.value: route.model_dump(mode="json") for role, route in sorted(effective.cloud.routes.items())
+            },
             "policies": {role.value: effective.policy(role).value for role in Role},
             "pushed": stored.model_dump(mode="json", include={"base_url", "roles", "policies"}),
             "containers": [state.model_dump(mode="json") for state in sorted(states, key=lambda s: s.name)],
@@ -340,7 +349,9 @@ def build_admin_asgi(api: AdminApi, settings: SamespaceSettings) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         # Never echo input (a bad body may carry the key): location, message and type only.
-        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()]
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()
+        ]
         return JSONResponse(status_code=422, content={"detail": errors})
 
     @app.get("/providers")

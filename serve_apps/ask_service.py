@@ -12,13 +12,13 @@ import logging
 import time
 from typing import Any
 
-from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
-from cluster.search.models import CodeEntry, FileHit, RepoOverview, snippet
-from cluster.errors import NoProviderLeft
 from cluster.ask.evidence import EvidenceBlock
-from cluster.cloud.request_tag import DEFAULT_PROJECT
+from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
 from cluster.ask.rlm import ChatOutcome
+from cluster.cloud.request_tag import DEFAULT_PROJECT
+from cluster.errors import NoProviderLeft
 from cluster.roles import Role
+from cluster.search.models import CodeEntry, FileHit, RepoOverview, snippet
 from cluster.settings import SamespaceSettings
 from serve_apps.code_search import CodeSearchService
 
@@ -69,8 +69,14 @@ class DispatchedChatRole:
 
 def entry_block(entry: CodeEntry, tool: str) -> EvidenceBlock:
     return EvidenceBlock(
-        tool=tool, repo=entry.repo, path=entry.path, start_line=entry.start_line, end_line=entry.end_line,
-        symbol=entry.symbol, kind=entry.kind, text=snippet(entry.text),
+        tool=tool,
+        repo=entry.repo,
+        path=entry.path,
+        start_line=entry.start_line,
+        end_line=entry.end_line,
+        symbol=entry.symbol,
+        kind=entry.kind,
+        text=snippet(entry.text),
     )
 
 
@@ -106,16 +112,32 @@ class RepoTools:
     async def search_code(self, query: str, limit: int, rerank: bool) -> list[EvidenceBlock]:
         result = await self._service.search_code(query, limit, self._repo, None, None, rerank=rerank)
         return [
-            EvidenceBlock(tool="search_code", repo=h.repo, path=h.path, start_line=h.start_line, end_line=h.end_line,
-                          symbol=h.symbol, kind=h.kind, text=snippet(h.snippet))
+            EvidenceBlock(
+                tool="search_code",
+                repo=h.repo,
+                path=h.path,
+                start_line=h.start_line,
+                end_line=h.end_line,
+                symbol=h.symbol,
+                kind=h.kind,
+                text=snippet(h.snippet),
+            )
             for h in result.hits
         ]
 
     async def search_symbols(self, query: str, limit: int) -> list[EvidenceBlock]:
         result = await self._service.search_symbols(query, self._repo, limit)
         return [
-            EvidenceBlock(tool="search_symbols", repo=h.repo, path=h.path, start_line=h.start_line,
-                          end_line=h.end_line, symbol=h.symbol, kind=h.kind, text=snippet(h.snippet))
+            EvidenceBlock(
+                tool="search_symbols",
+                repo=h.repo,
+                path=h.path,
+                start_line=h.start_line,
+                end_line=h.end_line,
+                symbol=h.symbol,
+                kind=h.kind,
+                text=snippet(h.snippet),
+            )
             for h in result.hits
         ]
 
@@ -128,8 +150,17 @@ class RepoTools:
         if where is None:
             raise ValueError("read_range needs a repo: name one (see the evidence headers)")
         lines = await self._service.read_code(where, path, start_line, end_line)
-        return [EvidenceBlock(tool="read_range", repo=lines.repo, path=lines.path, start_line=lines.start_line,
-                              end_line=lines.end_line, kind="lines", text=lines.text)]
+        return [
+            EvidenceBlock(
+                tool="read_range",
+                repo=lines.repo,
+                path=lines.path,
+                start_line=lines.start_line,
+                end_line=lines.end_line,
+                kind="lines",
+                text=lines.text,
+            )
+        ]
 
     async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> list[EvidenceBlock]:
         found = await self._service.neighbors(self._repo or repo, path, line, count)

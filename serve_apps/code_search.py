@@ -12,16 +12,16 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from cluster.ingest.languages import KNOWN_LANGUAGES
-from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import NoProviderLeft, UnknownLanguage
 from cluster.index.catalog import IndexRecord, definitions_filter, path_prefixes
 from cluster.index.keywords import query_keywords
-from cluster.search.query_cache import QueryVectorCache
-from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S
-from cluster.cloud.request_tag import DEFAULT_PROJECT
+from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines
+from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search.query_cache import QueryVectorCache
+from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S
 from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict
 
 log = logging.getLogger("samespace.search")
@@ -153,8 +153,10 @@ class CodeSearchService:
         self._query_encoder = query_encoder
         self._reranker = reranker
         self._candidates = rerank_candidates
-        self._vectors = query_cache if query_cache is not None else QueryVectorCache(
-            ttl_s=DEFAULT_TTL_S, max_entries=DEFAULT_MAX_ENTRIES, clock=time.monotonic
+        self._vectors = (
+            query_cache
+            if query_cache is not None
+            else QueryVectorCache(ttl_s=DEFAULT_TTL_S, max_entries=DEFAULT_MAX_ENTRIES, clock=time.monotonic)
         )
         self._fusion = fusion or FusionParams()
 

@@ -35,7 +35,7 @@ from cluster.errors import ConfigError
 from cluster.settings import ServeSettings
 from serve_apps.auth import bearer_matches
 
-__all__ = ["HttpGuard", "LOOPBACK_HOSTS", "ORIGIN_SCHEMES"]
+__all__ = ["LOOPBACK_HOSTS", "ORIGIN_SCHEMES", "HttpGuard"]
 
 log = logging.getLogger("samespace.http_guard")
 

@@ -23,14 +23,12 @@ from ray.actor import ActorHandle
 from ray.serve import Application
 
 from cluster.ask.pipeline import AskRequest, AskResult
-from cluster.ingest.languages import KNOWN_LANGUAGES
-from cluster.search.models import Neighbors, RepoOverview
 from cluster.errors import SamespaceError
-from cluster.settings import SamespaceSettings, load_settings
+from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.source import SourceLines
+from cluster.search.models import Neighbors, RepoOverview
+from cluster.settings import SamespaceSettings, load_settings
 from serve_apps.ask_service import AskService
-from serve_apps.http_guard import HttpGuard
-from serve_apps.sidecar_routes import REPLICA_MAX_ONGOING_REQUESTS, SIDECAR_ROUTE, add_sidecar_routes
 from serve_apps.code_search import (
     CodeSearchService,
     FileSearchResult,
@@ -39,6 +37,8 @@ from serve_apps.code_search import (
     SearchResult,
     SymbolSearchResult,
 )
+from serve_apps.http_guard import HttpGuard
+from serve_apps.sidecar_routes import REPLICA_MAX_ONGOING_REQUESTS, SIDECAR_ROUTE, add_sidecar_routes
 
 log = logging.getLogger("samespace.mcp")
 
@@ -81,9 +81,13 @@ def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
         ] = None,
         mode: Annotated[
             SearchMode,
-            Field(description="hybrid (meaning + exact words, fused; best), dense (meaning only), keyword (BM25 only)."),
+            Field(
+                description="hybrid (meaning + exact words, fused; best), dense (meaning only), keyword (BM25 only)."
+            ),
         ] = "hybrid",
-        rerank: Annotated[bool, Field(description="Re-score the top candidates with the reranker when one serves.")] = True,
+        rerank: Annotated[
+            bool, Field(description="Re-score the top candidates with the reranker when one serves.")
+        ] = True,
     ) -> SearchResult:
         """Code search over the indexed repositories: by meaning and by exact identifiers, fused.
 
@@ -111,7 +115,9 @@ def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
 
     @mcp.tool()
     async def ask_code(
-        question: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="A question about the code.")],
+        question: Annotated[
+            str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="A question about the code.")
+        ],
         repo: RepoArg = None,
         deep: Annotated[
             bool, Field(description="Let the retrieval model look again before answering (slower, finds more).")
@@ -127,8 +133,14 @@ def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
 
     @mcp.tool()
     async def search_symbols(
-        query: Annotated[str, Field(min_length=1, max_length=200, description="An identifier (parse_config, "
-                                    "TaxTable.lookup) or a few words.")],
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="An identifier (parse_config, TaxTable.lookup) or a few words.",
+            ),
+        ],
         repo: RepoArg = None,
         limit: Annotated[int, Field(ge=1, le=MAX_K)] = 10,
     ) -> SymbolSearchResult:
@@ -224,8 +236,8 @@ class McpIngress:
     def __init__(self, settings: SamespaceSettings) -> None:
         from actors import get_index_actor
         from actors.dispatcher import get_dispatcher
-        from cluster.search.query_cache import QueryVectorCache
         from cluster.roles import Role
+        from cluster.search.query_cache import QueryVectorCache
 
         self._settings = settings
         self._service = CodeSearchService(

@@ -78,7 +78,9 @@ async def _demo(url: str, query: str, k: int, token: SecretStr | None, repo: str
     print(f"top {len(hits)} hits for {query!r}:")
     for rank, hit in enumerate(hits, 1):
         symbol = f" {hit['symbol']}" if hit.get("symbol") else ""
-        print(f"  {rank}. {hit['score']:.3f}  {hit['repo']}:{hit['path']}:{hit['start_line']}-{hit['end_line']}{symbol}")
+        print(
+            f"  {rank}. {hit['score']:.3f}  {hit['repo']}:{hit['path']}:{hit['start_line']}-{hit['end_line']}{symbol}"
+        )
     return 0
 
 

@@ -46,8 +46,18 @@ SIDECAR_ROUTE = "/sidecar"
 NEXT_WAIT_S = 5.0  # how long one outbox read waits on the fleet actor before asking again
 POLICY_VIOLATION = 1008
 # POST /sidecar/<path> → the fleet actor's method that answers it, and the largest body it takes.
-FALLBACK_ROUTES = {"register": "http_register", "heartbeat": "http_heartbeat", "poll": "http_poll", "result": "http_result"}
-BODY_LIMITS = {"register": MAX_FRAME_BYTES, "heartbeat": MAX_FRAME_BYTES, "poll": MAX_FRAME_BYTES, "result": MAX_RESULT_BYTES}
+FALLBACK_ROUTES = {
+    "register": "http_register",
+    "heartbeat": "http_heartbeat",
+    "poll": "http_poll",
+    "result": "http_result",
+}
+BODY_LIMITS = {
+    "register": MAX_FRAME_BYTES,
+    "heartbeat": MAX_FRAME_BYTES,
+    "poll": MAX_FRAME_BYTES,
+    "result": MAX_RESULT_BYTES,
+}
 # A socket per agent (up to MAX_HOSTS), a held poll per HTTP agent, and room for MCP calls beside them.
 REPLICA_MAX_ONGOING_REQUESTS = 4 * MAX_HOSTS
 
@@ -78,7 +88,9 @@ def add_sidecar_routes(api: FastAPI, settings: SamespaceSettings, fleet: Callabl
 
     @api.websocket(SIDECAR_ROUTE)
     async def sidecar_socket(websocket: WebSocket) -> None:
-        if not fleet_settings.websocket or not bearer_matches(websocket.headers.get("authorization"), settings.fleet_token):
+        if not fleet_settings.websocket or not bearer_matches(
+            websocket.headers.get("authorization"), settings.fleet_token
+        ):
             await websocket.close(code=POLICY_VIOLATION)  # before accept: the handshake is refused (403)
             return
         await websocket.accept()

@@ -1,4 +1,5 @@
 """python -m sidecar (see sidecar.cli)."""
+
 from __future__ import annotations
 
 from sidecar.cli import main

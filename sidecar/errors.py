@@ -1,11 +1,11 @@
 """The sidecar's errors, one root:
 
-    SidecarError
-    ├── SettingsError      a bad option at start-up (the CLI exits 2)
-    ├── MasterRejected     the master refused us with an HTTP status (handshake or fallback request)
-    │   └── AuthRejected   ... because of the fleet token (401/403 on a fallback request, 401 on the handshake)
-    ├── ConnectionLost     the master link failed or closed: reconnect with backoff
-    └── UpstreamError      a fronted server failed a command; its message is sent to the master as-is
+SidecarError
+├── SettingsError      a bad option at start-up (the CLI exits 2)
+├── MasterRejected     the master refused us with an HTTP status (handshake or fallback request)
+│   └── AuthRejected   ... because of the fleet token (401/403 on a fallback request, 401 on the handshake)
+├── ConnectionLost     the master link failed or closed: reconnect with backoff
+└── UpstreamError      a fronted server failed a command; its message is sent to the master as-is
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """The admin surface's decisions: what a push changes and where it goes; how a restarting role reads."""
 
+from __future__ import annotations
+
 from cluster.admin.push_plan import (
     NO_KEY_YET,
     OpenRouterPush,
@@ -12,8 +14,8 @@ from cluster.admin.push_plan import (
 from cluster.admin.role_status import CallFailure, RoleAnswer, RoleStatus, role_answer
 
 __all__ = [
-    "CallFailure",
     "NO_KEY_YET",
+    "CallFailure",
     "OpenRouterPush",
     "PushPlan",
     "RoleAnswer",

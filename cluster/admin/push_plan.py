@@ -76,8 +76,11 @@ class OpenRouterPush(_Body):
     def only_local_policies(self) -> bool:
         """Only policies, all `local`: the way out of a missing key, never refused for want of one."""
         return (
-            self.api_key is None and self.base_url is None and not self.models
-            and bool(self.policies) and all(p is Policy.LOCAL for p in (self.policies or {}).values())
+            self.api_key is None
+            and self.base_url is None
+            and not self.models
+            and bool(self.policies)
+            and all(p is Policy.LOCAL for p in (self.policies or {}).values())
         )
 
 
@@ -145,8 +148,15 @@ def plan_push(settings: SamespaceSettings, persisted: PersistedConfig, push: Ope
 
 def plan_repush(settings: SamespaceSettings, persisted: PersistedConfig) -> PushPlan:
     """The whole durable config again (never a key): every role's route and policy, and the base URL."""
-    return _plan(settings, persisted, routes=set(Role), policies=set(Role), base_url=True, sends_key=False,
-                 needs_containers=False)
+    return _plan(
+        settings,
+        persisted,
+        routes=set(Role),
+        policies=set(Role),
+        base_url=True,
+        sends_key=False,
+        needs_containers=False,
+    )
 
 
 def _plan(

@@ -79,7 +79,9 @@ def estimate_tokens(chars: int) -> int:
 def evidence_budget_chars(context_tokens: int, overhead_chars: int, output_tokens: int, cap_chars: int) -> int:
     """Characters of evidence that fit beside the prompt (`overhead_chars`) and a reply of
     `output_tokens` (never below MIN_OUTPUT_TOKENS) in a `context_tokens` window; at most `cap_chars`."""
-    room = context_tokens - SAFETY_MARGIN_TOKENS - max(MIN_OUTPUT_TOKENS, output_tokens) - estimate_tokens(overhead_chars)
+    room = (
+        context_tokens - SAFETY_MARGIN_TOKENS - max(MIN_OUTPUT_TOKENS, output_tokens) - estimate_tokens(overhead_chars)
+    )
     return max(0, min(cap_chars, int(room * TOKEN_CHAR_RATIO)))
 
 

@@ -65,7 +65,9 @@ class AskTrace(Strict):
     mode: Mode
     deep: bool
     rounds: int = 0
-    rlm_status: str | None = Field(default=None, description="answered | max-rounds | deadline | endpoint-error | unavailable")
+    rlm_status: str | None = Field(
+        default=None, description="answered | max-rounds | deadline | endpoint-error | unavailable"
+    )
     plan: list[str] = Field(default_factory=list)
     tools_called: list[str] = Field(default_factory=list)
     rejected_tool_calls: list[str] = Field(default_factory=list)
@@ -98,7 +100,9 @@ class _Notes:
 class AskPipeline:
     """One object per serving replica; `ask()` is safe to run concurrently."""
 
-    def __init__(self, tools: CodeTools, rlm: ChatRole, assistant: ChatRole, settings: RlmSettings, clock: Clock) -> None:
+    def __init__(
+        self, tools: CodeTools, rlm: ChatRole, assistant: ChatRole, settings: RlmSettings, clock: Clock
+    ) -> None:
         self._tools = tools
         self._rlm = rlm
         self._assistant = assistant
@@ -117,8 +121,12 @@ class AskPipeline:
                 question=request.question,
                 answer="samespace could not answer this question (an internal error was logged).",
                 citations=[],
-                produced=AskTrace(mode="no-evidence", deep=request.deep, fallbacks=fallbacks,
-                                  timings=AskTimings(total_ms=self._ms_since(started))),
+                produced=AskTrace(
+                    mode="no-evidence",
+                    deep=request.deep,
+                    fallbacks=fallbacks,
+                    timings=AskTimings(total_ms=self._ms_since(started)),
+                ),
             )
 
     async def _ask(self, request: AskRequest, started: float, trace: _Notes) -> AskResult:
@@ -132,7 +140,9 @@ class AskPipeline:
         gathered: GatherResult | None = None
         gather_started = self._clock()
         if request.deep:
-            gather_deadline = min(gather_started + settings.gather_deadline_s, ask_deadline - settings.synthesis_reserve_s)
+            gather_deadline = min(
+                gather_started + settings.gather_deadline_s, ask_deadline - settings.synthesis_reserve_s
+            )
             loop = GatherLoop(self._rlm, self._tools, settings, self._clock)
             gathered = await loop.run(request.question, seed, gather_deadline, request.repo)
             trace.context_tokens["rlm"] = gathered.context_tokens
@@ -140,8 +150,10 @@ class AskPipeline:
             if gathered.status == "unavailable":
                 fallbacks.append(f"rlm: unavailable ({gathered.error or 'no provider'}) → plain retrieval")
             elif gathered.status in ("endpoint-error", "deadline"):
-                fallbacks.append(f"rlm: {gathered.status} ({gathered.error or 'no answer'}) after round "
-                                 f"{gathered.rounds} → the evidence gathered so far")
+                fallbacks.append(
+                    f"rlm: {gathered.status} ({gathered.error or 'no answer'}) after round "
+                    f"{gathered.rounds} → the evidence gathered so far"
+                )
         gather_ms = self._ms_since(gather_started) if request.deep else 0.0
 
         evidence = gathered.evidence if gathered is not None and gathered.status != "unavailable" else None
@@ -171,7 +183,9 @@ class AskPipeline:
             evidence_blocks=len(evidence.blocks),
             unverified_citations=unverified,
             timings=AskTimings(
-                retrieval_ms=retrieval_ms, gather_ms=gather_ms, synthesis_ms=synthesis_ms,
+                retrieval_ms=retrieval_ms,
+                gather_ms=gather_ms,
+                synthesis_ms=synthesis_ms,
                 total_ms=self._ms_since(started),
             ),
         )
@@ -187,11 +201,16 @@ class AskPipeline:
             return []
         hits = [h.model_copy(update={"via": "seed"}) for h in hits]
         expansions = await asyncio.gather(
-            *(self._tools.neighbors(h.repo, h.path, h.start_line, 1)
-              for h in hits[:NEIGHBOR_EXPANSION_HITS] if h.path and h.start_line is not None),
+            *(
+                self._tools.neighbors(h.repo, h.path, h.start_line, 1)
+                for h in hits[:NEIGHBOR_EXPANSION_HITS]
+                if h.path and h.start_line is not None
+            ),
             return_exceptions=True,
         )
-        around = [b.model_copy(update={"via": "seed"}) for found in expansions if isinstance(found, list) for b in found]
+        around = [
+            b.model_copy(update={"via": "seed"}) for found in expansions if isinstance(found, list) for b in found
+        ]
         return hits + around
 
     async def _answer(
@@ -268,8 +287,14 @@ def verify_citations(text: str, evidence: EvidenceSet) -> tuple[list[Citation], 
             continue
         seen.add(key)
         found.append(
-            Citation(repo=block.repo, path=block.path or span.path, start_line=span.start_line,
-                     end_line=span.end_line, symbol=block.symbol, via=block.via)
+            Citation(
+                repo=block.repo,
+                path=block.path or span.path,
+                start_line=span.start_line,
+                end_line=span.end_line,
+                symbol=block.symbol,
+                via=block.via,
+            )
         )
     return found, unverified
 

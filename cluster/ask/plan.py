@@ -46,7 +46,11 @@ def parse_plan(text: str | None, question: str) -> list[SubQuestion] | None:
         return None
     if isinstance(payload, dict):
         items = next(
-            (payload[k] for k in ("subQuestions", "sub_questions", "subquestions", "questions", "plan") if k in payload),
+            (
+                payload[k]
+                for k in ("subQuestions", "sub_questions", "subquestions", "questions", "plan")
+                if k in payload
+            ),
             None,
         )
     else:

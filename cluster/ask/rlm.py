@@ -150,10 +150,11 @@ class GatherLoop:
         await self._emit(f"plan: {'; '.join(f'{s.tool}({s.query!r})' for s in subs)}")
 
         first = f"Question: {question}\n\nEvidence so far:\n{evidence.render(seeded) or NO_RESULTS}"
-        messages: list[dict[str, Any]] = [{"role": "system", "content": LOOP_SYSTEM}, {"role": "user", "content": first}]
-        planned = [
-            validate_call(f"plan-{i}", sub.tool, {"query": sub.query}) for i, sub in enumerate(subs)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": LOOP_SYSTEM},
+            {"role": "user", "content": first},
         ]
+        planned = [validate_call(f"plan-{i}", sub.tool, {"query": sub.query}) for i, sub in enumerate(subs)]
         messages += await self._execute(planned, None, state, deadline, repo)
 
         # ROUNDS: the model reads the evidence and asks for more, or drafts; the last round cannot call tools.
@@ -246,14 +247,17 @@ class GatherLoop:
                     "type": "function",
                     "function": {
                         "name": call.name,
-                        "arguments": call.args.model_dump_json(exclude_none=True) if isinstance(call, ToolRequest) else "{}",
+                        "arguments": call.args.model_dump_json(exclude_none=True)
+                        if isinstance(call, ToolRequest)
+                        else "{}",
                     },
                 }
                 for call in calls
             ],
         }
         tool_messages = [
-            {"role": "tool", "tool_call_id": call.id, "content": answer} for call, answer in zip(calls, answers, strict=True)
+            {"role": "tool", "tool_call_id": call.id, "content": answer}
+            for call, answer in zip(calls, answers, strict=True)
         ]
         return [assistant, *tool_messages]
 

@@ -104,7 +104,9 @@ def validate_call(call_id: str, name: str, arguments: str | dict[str, Any] | Non
     """One call as the model wrote it → a validated request, or an error the model will be shown."""
     model = ARGUMENTS.get(name)
     if model is None:
-        return ToolCallError(id=call_id, name=name[:80], error=f"unknown tool {name[:80]!r}; tools: {', '.join(ARGUMENTS)}")
+        return ToolCallError(
+            id=call_id, name=name[:80], error=f"unknown tool {name[:80]!r}; tools: {', '.join(ARGUMENTS)}"
+        )
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}

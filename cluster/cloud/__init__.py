@@ -1,5 +1,7 @@
 """OpenRouter: the wire, the client, the key-wide budget, request tags, key readiness and cloud state."""
 
+from __future__ import annotations
+
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
 from cluster.cloud.faults import read_json, upstream_faults
 from cluster.cloud.key_readiness import NO_KEY_REASON, local_only_roles, missing_key_message, wait_for_key
@@ -9,14 +11,14 @@ from cluster.cloud.state import ContainerState, disagreements
 from cluster.cloud.wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
 
 __all__ = [
+    "DEFAULT_PROJECT",
+    "NO_KEY_REASON",
     "BudgetController",
     "BudgetLimits",
     "BudgetSnapshot",
     "ChatResult",
     "ContainerState",
-    "DEFAULT_PROJECT",
     "KeyFacts",
-    "NO_KEY_REASON",
     "OpenRouterClient",
     "Outcome",
     "Priority",

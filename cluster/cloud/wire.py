@@ -209,8 +209,7 @@ def parse_chat_result(payload: Any) -> ChatResult:
     parsed = _ChatResponse.model_validate(payload)
     choice = parsed.choices[0]
     calls = [
-        ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
-        for c in choice.message.tool_calls or []
+        ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments) for c in choice.message.tool_calls or []
     ]
     return ChatResult(
         content=choice.message.content, tool_calls=calls, finish_reason=choice.finish_reason, usage=parsed.usage

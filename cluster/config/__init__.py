@@ -1,5 +1,7 @@
 """Durable configuration: atomic file writes and the config store that admin pushes persist to."""
 
+from __future__ import annotations
+
 from cluster.config.atomic_file import fsync_dir, write_bytes_atomic
 from cluster.config.store import ConfigStore, PersistedConfig, PersistedRole, effective_settings, overlay
 

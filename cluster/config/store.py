@@ -152,7 +152,9 @@ class ConfigStore:
         try:
             restored = _parse(backup_bytes)
         except ValueError:
-            raise ConfigError("config", f"{self.path} {problem} and its backup {self.backup_path} is unreadable too") from None
+            raise ConfigError(
+                "config", f"{self.path} {problem} and its backup {self.backup_path} is unreadable too"
+            ) from None
         write_bytes_atomic(self.path, backup_bytes)
         logger.warning("config %s %s: restored from backup %s", self.path, problem, self.backup_path)
         return restored
@@ -187,7 +189,9 @@ def overlay(settings: SamespaceSettings, persisted: PersistedConfig) -> Samespac
     routes = dict(settings.cloud.routes)
     for role, pushed in persisted.roles.items():
         previous = routes.get(role)
-        tokens = previous.max_input_tokens if previous is not None else RoleRoute.model_fields["max_input_tokens"].default
+        tokens = (
+            previous.max_input_tokens if previous is not None else RoleRoute.model_fields["max_input_tokens"].default
+        )
         routes[role] = RoleRoute(model=pushed.model, upstream=pushed.upstream, max_input_tokens=tokens)
     cloud_update: dict[str, object] = {"routes": routes}
     if persisted.base_url is not None:  # only a pushed URL overrides the configured one

@@ -1,6 +1,8 @@
 """The sidecar fleet: the wire protocol, agent identity, the registry, the command desk, sidecar providers."""
 
-from cluster.fleet.hub import Answer, CLOSE_SOCKET, FleetHub
+from __future__ import annotations
+
+from cluster.fleet.hub import CLOSE_SOCKET, Answer, FleetHub
 from cluster.fleet.identity import credential_digest
 from cluster.fleet.protocol import AGENT_ID_HEADER, CREDENTIAL_HEADER, MAX_FRAME_BYTES, MAX_RESULT_BYTES, error_frame
 from cluster.fleet.providers import sidecar_providers
@@ -8,15 +10,15 @@ from cluster.fleet.registry import Fleet, HostRecord, HostView
 
 __all__ = [
     "AGENT_ID_HEADER",
-    "Answer",
     "CLOSE_SOCKET",
     "CREDENTIAL_HEADER",
+    "MAX_FRAME_BYTES",
+    "MAX_RESULT_BYTES",
+    "Answer",
     "Fleet",
     "FleetHub",
     "HostRecord",
     "HostView",
-    "MAX_FRAME_BYTES",
-    "MAX_RESULT_BYTES",
     "credential_digest",
     "error_frame",
     "sidecar_providers",

@@ -65,6 +65,7 @@ class CommandDesk:
     ) -> dict[str, Any]:
         """Queue a `command` for `agent` in `outbox` and await its result's fields (UpstreamError on
         failure: the agent's error, its disconnection, or no result within `timeout_s`)."""
+
         def frame_of(command_id: str) -> dict[str, Any]:
             return command_frame(command_id, action, payload)
 

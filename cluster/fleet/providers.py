@@ -87,7 +87,9 @@ def sidecar_providers(
                     node_id="",
                     host=host.hostname or host.agent_url,
                     model=model,
-                    identity=sidecar_identity(host.agent_url, host.agent_id, model, width) if role.writes_index and model else None,
+                    identity=sidecar_identity(host.agent_url, host.agent_id, model, width)
+                    if role.writes_index and model
+                    else None,
                     eligible=reason is None,
                     reason=reason,
                     served=served,
@@ -108,7 +110,9 @@ def decode_embeddings(result: dict[str, Any], count: int, provider: str) -> np.n
         raise MalformedResponse(provider, f"embed: expected {count} rows, got {got}")
     try:
         decoded = [
-            np.frombuffer(base64.b64decode(row, validate=True), dtype="<f4") if isinstance(row, str) else np.asarray(row, dtype=np.float32)
+            np.frombuffer(base64.b64decode(row, validate=True), dtype="<f4")
+            if isinstance(row, str)
+            else np.asarray(row, dtype=np.float32)
             for row in rows
         ]
         matrix = np.stack(decoded).astype(np.float32) if decoded else np.zeros((0, 0), dtype=np.float32)
@@ -134,7 +138,9 @@ class SidecarCalls:
 
     async def embed(self, provider: str, texts: list[str]) -> np.ndarray:
         route = self._route(provider)
-        result = await self._send(route.agent, provider, "embed", {"role": route.role.value, "model": route.model, "texts": texts})
+        result = await self._send(
+            route.agent, provider, "embed", {"role": route.role.value, "model": route.model, "texts": texts}
+        )
         return decode_embeddings(result, len(texts), provider)
 
     async def rerank(self, provider: str, query: str, documents: list[str]) -> list[float]:
@@ -164,7 +170,9 @@ class SidecarCalls:
     ) -> ChatResult:
         route = self._route(provider)
         body = chat_request_body(route.model, messages, tools, tool_choice, max_tokens, temperature)
-        result = await self._send(route.agent, provider, "chat", {"role": route.role.value, "model": route.model, "request": body})
+        result = await self._send(
+            route.agent, provider, "chat", {"role": route.role.value, "model": route.model, "request": body}
+        )
         try:
             return parse_chat_result(result.get("response"))
         except (ValidationError, IndexError):

@@ -192,7 +192,10 @@ class Fleet:
         if host is not None and same_agent:
             agent_id = host.record.agent_id
             host.record = host.record.model_copy(
-                update={"credential_sha256": credential_digest(credential), "hostname": frame.hostname or host.record.hostname}
+                update={
+                    "credential_sha256": credential_digest(credential),
+                    "hostname": frame.hostname or host.record.hostname,
+                }
             )
         else:
             if host is not None:
@@ -201,7 +204,10 @@ class Fleet:
             while agent_id in self._ids:
                 agent_id = self._new_id()
             record = HostRecord(
-                agent_url=url, agent_id=agent_id, credential_sha256=credential_digest(credential), hostname=frame.hostname
+                agent_url=url,
+                agent_id=agent_id,
+                credential_sha256=credential_digest(credential),
+                hostname=frame.hostname,
             )
             host = self._hosts[url] = _Host(record)
             self._ids[agent_id] = url
@@ -408,8 +414,11 @@ class Fleet:
 
     def _evict_one(self, now: float) -> bool:
         """Make room for a new agent: drop the longest-silent entry that is not live; False if all are."""
-        idle = [(host.last_seen if host.last_seen is not None else float("-inf"), url)
-                for url, host in self._hosts.items() if not self._live(host, now)]
+        idle = [
+            (host.last_seen if host.last_seen is not None else float("-inf"), url)
+            for url, host in self._hosts.items()
+            if not self._live(host, now)
+        ]
         if not idle:
             return False
         _, url = min(idle)

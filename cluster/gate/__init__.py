@@ -1,5 +1,7 @@
 """The compatibility gate: probes, the verdict ledger, admission and batch guards, the drift sentinel."""
 
+from __future__ import annotations
+
 from cluster.gate.admission import Embed, Gatekeeper, SpotCheckStats, reference_candidates
 from cluster.gate.ledger import GateLedger
 from cluster.gate.probe import GateReport, Verdict

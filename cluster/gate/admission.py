@@ -225,9 +225,7 @@ class Gatekeeper:
         """What the spot checks have cost and found so far (the cost is the reference's re-embeds)."""
         return SpotCheckStats(**vars(self._spot_counts))
 
-    async def probe_against(
-        self, info: ProviderInfo, embed: Embed, regime: Regime, vectors: np.ndarray
-    ) -> GateReport:
+    async def probe_against(self, info: ProviderInfo, embed: Embed, regime: Regime, vectors: np.ndarray) -> GateReport:
         """Probe a provider against stored probe `vectors` alone (the drift sentinel's check); the
         ledger is left as it was: the caller decides what the report means."""
         return await probe(
@@ -324,7 +322,11 @@ class Gatekeeper:
                 report = await self.ledger.ensure(
                     key,
                     lambda target=target: probe(  # type: ignore[misc]
-                        target, None, regime=regime, expected_width=self._width, clock=self._clock,
+                        target,
+                        None,
+                        regime=regime,
+                        expected_width=self._width,
+                        clock=self._clock,
                         timeout_s=self._timeout_s,
                     ),
                 )

@@ -248,9 +248,7 @@ async def probe(
 
     # 5. one row per probe text
     if vectors.shape[0] != len(PROBE_TEXTS):
-        return report(
-            Verdict.PROBE_FAILED, f"{vectors.shape[0]} rows for {len(PROBE_TEXTS)} probe texts", width=width
-        )
+        return report(Verdict.PROBE_FAILED, f"{vectors.shape[0]} rows for {len(PROBE_TEXTS)} probe texts", width=width)
     if not _usable(vectors, np.linalg.norm(vectors.astype(np.float64), axis=1)):
         return report(Verdict.PROBE_FAILED, "candidate returned non-finite or zero rows", width=width)
 
@@ -324,4 +322,3 @@ def _clip(text: str) -> str:
     if len(text) > _DETAIL_MAX_CHARS:
         text = text[: _DETAIL_MAX_CHARS - 1] + "…"
     return text
-

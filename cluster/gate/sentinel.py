@@ -115,9 +115,7 @@ async def sentinel_round(
     """
     regime = regime_of(selection.policy)
     reference_embed = embeds[reference.name]
-    baseline = (
-        stored if stored is not None else await gatekeeper.reference_vectors(reference, reference_embed, regime)
-    )
+    baseline = stored if stored is not None else await gatekeeper.reference_vectors(reference, reference_embed, regime)
     reports = await reprobe(gatekeeper, sentinel_targets(selection, reference, embeds), regime, baseline)
     if stored is not None and reference.kind is ProviderKind.LOCAL:
         reports.append(

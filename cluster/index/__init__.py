@@ -1,6 +1,8 @@
 """The index: a catalogue of builds guarded by encoder space (staged, switched atomically), the
 incremental plan, progress, sparse keywords and identifier tokens, and the vector store (Edge or Qdrant)."""
 
+from __future__ import annotations
+
 from cluster.index.catalog import (
     BuildProgress,
     IndexCatalog,
@@ -22,8 +24,8 @@ from cluster.index.store.engines import open_vector_store
 from cluster.index.tokens import IDENTIFIER, identifier_tokens
 
 __all__ = [
-    "BuildProgress",
     "IDENTIFIER",
+    "BuildProgress",
     "IndexCatalog",
     "IndexRecord",
     "PlanMode",

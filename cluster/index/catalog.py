@@ -149,10 +149,27 @@ def point_payload(
     }
 
 
-PAYLOAD_FIELDS = frozenset({
-    "repo", "path", "path_prefixes", "start_line", "end_line", "language", "symbol", "kind", "content_hash",
-    "text", "space", "encoder", "provider", "build", "embed_hash", "file_hash", DEFINES_FIELD,
-})  # the keys of point_payload: a row lacking one is rewritten by the next reindex
+PAYLOAD_FIELDS = frozenset(
+    {
+        "repo",
+        "path",
+        "path_prefixes",
+        "start_line",
+        "end_line",
+        "language",
+        "symbol",
+        "kind",
+        "content_hash",
+        "text",
+        "space",
+        "encoder",
+        "provider",
+        "build",
+        "embed_hash",
+        "file_hash",
+        DEFINES_FIELD,
+    }
+)  # the keys of point_payload: a row lacking one is rewritten by the next reindex
 
 
 class PointKey(Strict):
@@ -179,10 +196,17 @@ class PointKey(Strict):
         try:
             hashed = payload.get("embed_hash") or embed_hash(_payload_chunk(payload))
             return cls(
-                id=point_id, path=payload["path"], start_line=payload["start_line"],
-                end_line=payload["end_line"], language=payload["language"], symbol=payload.get("symbol"),
-                kind=payload["kind"], content_hash=payload["content_hash"], embed_hash=hashed,
-                file_hash=payload.get("file_hash"), complete=PAYLOAD_FIELDS.issubset(payload),
+                id=point_id,
+                path=payload["path"],
+                start_line=payload["start_line"],
+                end_line=payload["end_line"],
+                language=payload["language"],
+                symbol=payload.get("symbol"),
+                kind=payload["kind"],
+                content_hash=payload["content_hash"],
+                embed_hash=hashed,
+                file_hash=payload.get("file_hash"),
+                complete=PAYLOAD_FIELDS.issubset(payload),
             )
         except (KeyError, TypeError, ValidationError):
             return None
@@ -191,16 +215,28 @@ class PointKey(Strict):
 def point_key(repo: str, chunk: Chunk, file_hash: str | None, hashed: str | None = None) -> PointKey:
     """The key the row of `chunk` gets in a build of `repo` (see PointKey)."""
     return PointKey(
-        id=point_id(repo, chunk), path=chunk.path, start_line=chunk.start_line, end_line=chunk.end_line,
-        language=chunk.language, symbol=chunk.symbol, kind=chunk.kind, content_hash=chunk.content_hash,
-        embed_hash=hashed if hashed is not None else embed_hash(chunk), file_hash=file_hash,
+        id=point_id(repo, chunk),
+        path=chunk.path,
+        start_line=chunk.start_line,
+        end_line=chunk.end_line,
+        language=chunk.language,
+        symbol=chunk.symbol,
+        kind=chunk.kind,
+        content_hash=chunk.content_hash,
+        embed_hash=hashed if hashed is not None else embed_hash(chunk),
+        file_hash=file_hash,
     )
 
 
 def _payload_chunk(payload: Payload) -> Chunk:
     return Chunk(
-        path=payload["path"], start_line=payload["start_line"], end_line=payload["end_line"],
-        language=payload["language"], symbol=payload.get("symbol"), kind=payload["kind"], text=payload["text"],
+        path=payload["path"],
+        start_line=payload["start_line"],
+        end_line=payload["end_line"],
+        language=payload["language"],
+        symbol=payload.get("symbol"),
+        kind=payload["kind"],
+        text=payload["text"],
     )
 
 
@@ -244,13 +280,15 @@ class IndexCatalog:
         build = f"{name}{BUILD_SEPARATOR}{stamp}{uuid.uuid4().hex[:6]}"
         self._store.create_collection(build, identity.width, KEYWORD_FIELDS)
         record = IndexRecord(
-            name=name, build=build, repo_root=repo_root, identity=identity, probe_vectors=probe_vectors,
+            name=name,
+            build=build,
+            repo_root=repo_root,
+            identity=identity,
+            probe_vectors=probe_vectors,
             started_at=started,
         )
         self._store.put_metadata(build, {"state": "building", "record": record.model_dump(mode="json")})
-        self._builds[name] = BuildState(
-            index=name, build=build, state="building", job_id=job_id, started_at=started
-        )
+        self._builds[name] = BuildState(index=name, build=build, state="building", job_id=job_id, started_at=started)
         return build
 
     def write(self, build: str, points: Sequence[StoredPoint]) -> None:
@@ -377,8 +415,15 @@ class IndexCatalog:
             require_same_space(name, record.identity, query_identity)
         elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
             raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
-        return self._store.query(record.build, vector=vector, keywords=keywords, limit=limit, filter=filter,
-                                 fusion=fusion, definitions=definitions)
+        return self._store.query(
+            record.build,
+            vector=vector,
+            keywords=keywords,
+            limit=limit,
+            filter=filter,
+            fusion=fusion,
+            definitions=definitions,
+        )
 
     def search_all(
         self,

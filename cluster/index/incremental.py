@@ -41,8 +41,9 @@ class ReindexPlan(Strict):
         files = [f"{len(self.changed_files)} files to embed"] if self.changed_files else []
         if self.removed_files:
             files.append(f"{len(self.removed_files)} removed")
-        return (f"plan: {self.mode.value} ({self.reason}): reused {len(self.reuse)}, embedding {len(self.embed)}"
-                + (f"; {', '.join(files)}" if files else ""))
+        return f"plan: {self.mode.value} ({self.reason}): reused {len(self.reuse)}, embedding {len(self.embed)}" + (
+            f"; {', '.join(files)}" if files else ""
+        )
 
 
 def full_reason(
@@ -81,8 +82,7 @@ def plan_reindex(
     if reason is None and serving_keys is None:
         reason = "the serving build's rows were not read"
     if reason is not None:
-        return ReindexPlan(mode=PlanMode.FULL, reason=reason, embed=everything,
-                           changed_files=_paths(keys, everything))
+        return ReindexPlan(mode=PlanMode.FULL, reason=reason, embed=everything, changed_files=_paths(keys, everything))
     assert serving is not None and serving_keys is not None
     known = [row for row in serving_keys if row is not None]
     reusable = {row.embed_hash for row in known}
@@ -105,8 +105,15 @@ def plan_reindex(
         why = "sources changed"
     else:
         why = "rows to rewrite (lines, file hashes or payload fields changed)"
-    return ReindexPlan(mode=PlanMode.INCREMENTAL, reason=why, reuse=reuse, embed=embed,
-                       changed_files=_paths(keys, embed), removed_files=removed, dropped_rows=dropped)
+    return ReindexPlan(
+        mode=PlanMode.INCREMENTAL,
+        reason=why,
+        reuse=reuse,
+        embed=embed,
+        changed_files=_paths(keys, embed),
+        removed_files=removed,
+        dropped_rows=dropped,
+    )
 
 
 def _paths(keys: Sequence[PointKey], rows: Sequence[int]) -> list[str]:

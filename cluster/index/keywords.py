@@ -52,8 +52,26 @@ _METHOD_HEAD = re.compile(
 _CLOSE_THEN_COLON = re.compile(r"\)\s*:")  # `) : ReturnType` (TS/Kotlin-style return types)
 _THROWS = re.compile(r"\s*throws [\w., ]+")
 _ASSIGNED = re.compile(r"\b(?:const|let|var)\s+([A-Za-z_$][A-Za-z0-9_$]*)\s*=\s*(?:async\s*)?(?:function\b|\()")
-_NOT_NAMES = frozenset({"if", "for", "while", "switch", "catch", "return", "function", "func", "fn", "def", "else",
-                        "do", "try", "with", "new", "await"})
+_NOT_NAMES = frozenset(
+    {
+        "if",
+        "for",
+        "while",
+        "switch",
+        "catch",
+        "return",
+        "function",
+        "func",
+        "fn",
+        "def",
+        "else",
+        "do",
+        "try",
+        "with",
+        "new",
+        "await",
+    }
+)
 _BARE_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:(?:\.|::|#)[A-Za-z_$][A-Za-z0-9_$]*)*(?:\(\))?")
 
 
@@ -68,10 +86,12 @@ def identifier_query(query: str) -> str | None:
 
 
 # English function words: a docstring-style query is mostly these, code comments too.
-STOPWORDS = frozenset("""a an the of to in for and or is are be been being this that these those it its with as by
+STOPWORDS = frozenset(
+    """a an the of to in for and or is are be been being this that these those it its with as by
 on from at if not no into than then else when whether which who whom what will would can could should may might must
 do does did has have had was were so such also only any all each other some more most very just but about over under
-""".split())
+""".split()
+)
 
 
 _TERM_CACHE = 1 << 16  # stem, term_id and compounds are pure; identifiers repeat, so cache them
@@ -83,8 +103,15 @@ def stem(term: str) -> str:
     headers → header, classes → class, entries → entry. Whole identifiers are never stemmed."""
     if len(term) <= 3 or term.startswith(WHOLE_PREFIX):
         return term
-    for suffix, replacement in (("sses", "ss"), ("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""),
-                                ("ly", "")):
+    for suffix, replacement in (
+        ("sses", "ss"),
+        ("ies", "y"),
+        ("ied", "y"),
+        ("ing", ""),
+        ("ed", ""),
+        ("es", ""),
+        ("ly", ""),
+    ):
         if term.endswith(suffix) and len(term) - len(suffix) >= 3:
             term = term[: -len(suffix)] + replacement
             break
@@ -162,9 +189,8 @@ def method_name(line: str) -> str | None:
     first = max(head.rfind(";"), head.rfind("=")) + 1  # a "(" before this sees a ';' or '=' after it
     if end <= first:
         return None
-    marked = (
-        line[:first].replace(_PARAMS_MARK, "\x01")
-        + line[first:end].replace(_PARAMS_MARK, "\x01").replace("(", _PARAMS_MARK)
+    marked = line[:first].replace(_PARAMS_MARK, "\x01") + line[first:end].replace(_PARAMS_MARK, "\x01").replace(
+        "(", _PARAMS_MARK
     )
     match = _METHOD_HEAD.match(marked)
     return match.group(1) if match else None

@@ -1,6 +1,8 @@
 """From a repository on disk to chunks: the walk (ignore files, deny-list, symlinks), the secret scan,
 languages, syntax-aware chunking, generated-file detection, source reads and skip reasons."""
 
+from __future__ import annotations
+
 from cluster.ingest.chunking import chunk_file
 from cluster.ingest.generated import generated_reason
 from cluster.ingest.languages import KNOWN_LANGUAGES

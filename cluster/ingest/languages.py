@@ -69,9 +69,7 @@ _EXTENSIONS: Mapping[str, str] = {
 }
 _FILENAMES: Mapping[str, str] = {"Dockerfile": "dockerfile", "Makefile": "make"}
 
-KNOWN_LANGUAGES: frozenset[str] = frozenset(
-    {*_EXTENSIONS.values(), *_FILENAMES.values(), FALLBACK_LANGUAGE}
-)
+KNOWN_LANGUAGES: frozenset[str] = frozenset({*_EXTENSIONS.values(), *_FILENAMES.values(), FALLBACK_LANGUAGE})
 
 GRAMMARS: Mapping[str, Callable[[], object]] = {
     "python": tree_sitter_python.language,

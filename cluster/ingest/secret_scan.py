@@ -179,7 +179,9 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(r"hooks\.slack\.com/services/T[A-Za-z0-9_]{6,20}/B[A-Za-z0-9_]{6,20}/[A-Za-z0-9_]{16,64}"),
     ),
     _Rule(SecretRule.STRIPE_KEY, ("k_live_",), re.compile(r"(?<![A-Za-z0-9])[rs]k_live_[A-Za-z0-9]{20,250}")),
-    _Rule(SecretRule.GOOGLE_API_KEY, ("AIza",), re.compile(_NOT_TOKEN_BEFORE + r"AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])")),
+    _Rule(
+        SecretRule.GOOGLE_API_KEY, ("AIza",), re.compile(_NOT_TOKEN_BEFORE + r"AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])")
+    ),
     _Rule(SecretRule.NPM_TOKEN, ("npm_",), re.compile(_NOT_WORD_BEFORE + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])")),
     _Rule(SecretRule.PYPI_TOKEN, ("pypi-",), re.compile(r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,250}")),
     _Rule(

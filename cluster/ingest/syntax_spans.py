@@ -29,9 +29,7 @@ class Span:
     symbol: str | None
 
 
-def syntax_spans(
-    language: str, text: str, lines: Sequence[str], settings: ChunkingSettings
-) -> list[Span] | None:
+def syntax_spans(language: str, text: str, lines: Sequence[str], settings: ChunkingSettings) -> list[Span] | None:
     if not has_grammar(language):
         return None
     source = text.encode("utf-8", errors="replace")
@@ -247,9 +245,7 @@ def _has_body(node: Node) -> bool:
     return node.child_by_field_name("body") is not None
 
 
-_FUNCTION_VALUES = frozenset(
-    {"arrow_function", "function_expression", "function", "generator_function"}
-)
+_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
 
 
 def _function_declarator(node: Node) -> Node | None:
@@ -290,9 +286,7 @@ def _symbol(node: Node) -> str | None:
         return _qualify(receiver, _text(node.child_by_field_name("name")))
     if kind == "type_declaration":
         names = [
-            _text(c.child_by_field_name("name"))
-            for c in node.named_children
-            if c.type in ("type_spec", "type_alias")
+            _text(c.child_by_field_name("name")) for c in node.named_children if c.type in ("type_spec", "type_alias")
         ]
         return ", ".join(n for n in names if n) or None
     if kind in ("lexical_declaration", "variable_declaration"):

@@ -76,6 +76,7 @@ ALWAYS_SKIPPED_DIRS = frozenset(
     }
 )
 
+
 @dataclass(frozen=True)
 class WalkSettings:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES

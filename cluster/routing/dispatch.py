@@ -355,9 +355,7 @@ class Dispatcher:
         return Lane(name=provider.info.name, kind=provider.info.kind.value, embed=provider.embed)
 
 
-async def first_success(
-    role: Role, providers: Sequence[Provider], attempt: Callable[[Provider], Awaitable[T]]
-) -> T:
+async def first_success(role: Role, providers: Sequence[Provider], attempt: Callable[[Provider], Awaitable[T]]) -> T:
     """Try providers in order; the first answer wins. Every failure is logged and skipped."""
     reasons = []
     for provider in providers:

@@ -330,4 +330,3 @@ class _Run:
 
     async def _wait_for_change(self) -> None:
         await self._changed.wait()
-

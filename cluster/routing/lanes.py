@@ -144,7 +144,10 @@ def count_failure(state: LaneState, exc: BaseException, *, max_consecutive_failu
     state.consecutive_failures += 1
     log.warning(
         "%s: lane %s failed (%d in a row): %s",
-        role, state.lane.name, state.consecutive_failures, _describe(exc),
+        role,
+        state.lane.name,
+        state.consecutive_failures,
+        _describe(exc),
     )
     if state.dropped is not None:
         return False

@@ -143,8 +143,12 @@ class CodeMap:
         self._offer_tokens(normalised, offer)
         ranked = sorted(
             best.items(),
-            key=lambda item: (-item[1][0], self._units[item[0]].rank, self._units[item[0]].path,
-                              self._units[item[0]].start_line),
+            key=lambda item: (
+                -item[1][0],
+                self._units[item[0]].rank,
+                self._units[item[0]].path,
+                self._units[item[0]].start_line,
+            ),
         )
         return [self._hit(self._units[unit_id], score, match) for unit_id, (score, match) in ranked[:limit]]
 

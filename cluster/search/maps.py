@@ -69,9 +69,7 @@ class CodeMaps:
     def search_symbols(self, repo: str | None, query: str, limit: int = 10) -> list[SymbolHit]:
         return merge_symbol_hits((self.get(name).search_symbols(query, limit) for name in self._targets(repo)), limit)
 
-    def search_files(
-        self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12
-    ) -> list[FileHit]:
+    def search_files(self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12) -> list[FileHit]:
         return merge_file_hits(
             (self.get(name).search_files(query, limit, symbols_per_file) for name in self._targets(repo)), limit
         )

@@ -21,8 +21,9 @@ def neighbors_of(repo: str, chunks: Sequence[CodeEntry], line: int, count: int) 
     before: list[CodeEntry] = []
     frontier = anchor.start_line
     while len(before) < count:
-        pool = [c for c in chunks if c.start_line < frontier and c.end_line < anchor.end_line
-                and _span_key(c) not in shown]
+        pool = [
+            c for c in chunks if c.start_line < frontier and c.end_line < anchor.end_line and _span_key(c) not in shown
+        ]
         chosen = _step_before(pool, frontier)
         if chosen is None:
             break
@@ -32,8 +33,11 @@ def neighbors_of(repo: str, chunks: Sequence[CodeEntry], line: int, count: int) 
     after: list[CodeEntry] = []
     frontier = anchor.end_line
     while len(after) < count:
-        pool = [c for c in chunks if c.end_line > frontier and c.start_line > anchor.start_line
-                and _span_key(c) not in shown]
+        pool = [
+            c
+            for c in chunks
+            if c.end_line > frontier and c.start_line > anchor.start_line and _span_key(c) not in shown
+        ]
         chosen = _step_after(pool, frontier)
         if chosen is None:
             break

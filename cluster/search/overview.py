@@ -43,15 +43,22 @@ def build_overview(
         if unit.symbol is None or unit.kind not in TYPE_KINDS or (unit.symbol, unit.path) in types:
             continue
         types[(unit.symbol, unit.path)] = TypeEntry(
-            symbol=unit.symbol, kind=unit.kind, path=unit.path, line=unit.start_line,
+            symbol=unit.symbol,
+            kind=unit.kind,
+            path=unit.path,
+            line=unit.start_line,
             references=references.get(last_component(unit.names[0], unit.kind), (0, 0, unit))[0],
         )
     top_types = sorted(types.values(), key=lambda t: (-t.references, t.path, t.line))[:TOP_TYPES]
     referenced = sorted(
         (
             ReferencedSymbol(
-                symbol=unit.symbol or name, kind=unit.kind, path=unit.path, line=unit.start_line,
-                references=count, definitions=definitions,
+                symbol=unit.symbol or name,
+                kind=unit.kind,
+                path=unit.path,
+                line=unit.start_line,
+                references=count,
+                definitions=definitions,
             )
             for name, (count, definitions, unit) in references.items()
             if count > 0

@@ -17,7 +17,6 @@ from cluster.types import Clock
 V = TypeVar("V")
 
 
-
 class QueryVectorCache(Generic[V]):
     """ttl_s: how long a value is served; max_entries: least recently used entries go first."""
 

@@ -30,8 +30,7 @@ __all__ = [
 
 # Kinds that name a definition (rank before windows, sections and module runs in ties).
 DEFINITION_KINDS = frozenset(
-    {"function", "method", "class", "struct", "interface", "enum", "trait", "type", "impl", "record",
-     "union", "macro"}
+    {"function", "method", "class", "struct", "interface", "enum", "trait", "type", "impl", "record", "union", "macro"}
 )
 
 # Tier scores of search_symbols; every tier's range lies strictly below the one above it.
@@ -62,9 +61,7 @@ def substring_score(query_chars: int, symbol_chars: int) -> float:
     return _SUBSTRING_BASE + _SUBSTRING_SPAN * query_chars / symbol_chars
 
 
-def tokens_score(
-    query_tokens: set[str], symbol_tokens: frozenset[str], definition_tokens: frozenset[str]
-) -> float:
+def tokens_score(query_tokens: set[str], symbol_tokens: frozenset[str], definition_tokens: frozenset[str]) -> float:
     """Identifier tokens shared with the name (Jaccard) and found on the definition's line; 0 when none."""
     shared = len(query_tokens & symbol_tokens)
     jaccard = shared / len(query_tokens | symbol_tokens) if shared else 0.0

@@ -1,4 +1,5 @@
 """The one settings model (`SamespaceSettings`, read by `load_settings`) and its sections."""
+
 from __future__ import annotations
 
 from cluster.settings.model import SamespaceSettings, load_settings

@@ -133,7 +133,9 @@ class CloudSettings(_Section):
         description="Model (and pin) per role; a role without a route has no virtual container.",
     )
     key_wait_s: float = Field(
-        default=0.0, ge=0, le=3600,
+        default=0.0,
+        ge=0,
+        le=3600,
         description="How long a reindex waits for a key push when a role's policy needs the cloud and no "
         "virtual container holds a key (0 = say so and stop at once).",
     )
@@ -142,9 +144,7 @@ class CloudSettings(_Section):
     def _embedding_routes_are_pinned(self) -> CloudSettings:
         for role, route in self.routes.items():
             if role.writes_index and route.upstream is None:
-                raise ValueError(
-                    f"cloud.routes.{role.value}: an embedding route must name an upstream pin (DESIGN §6)"
-                )
+                raise ValueError(f"cloud.routes.{role.value}: an embedding route must name an upstream pin (DESIGN §6)")
         self.check_base_url(self.base_url)
         return self
 
@@ -213,8 +213,12 @@ class RlmSettings(_Section):
     default_context_tokens: int = Field(
         default=8192, ge=1024, description="Context window assumed when the endpoint does not report one."
     )
-    query_cache_ttl_s: float = Field(default=DEFAULT_TTL_S, gt=0, description="Query-vector cache lifetime (peer: 10 min).")
-    query_cache_entries: int = Field(default=DEFAULT_MAX_ENTRIES, ge=1, description="Query-vector cache size (peer: 500).")
+    query_cache_ttl_s: float = Field(
+        default=DEFAULT_TTL_S, gt=0, description="Query-vector cache lifetime (peer: 10 min)."
+    )
+    query_cache_entries: int = Field(
+        default=DEFAULT_MAX_ENTRIES, ge=1, description="Query-vector cache size (peer: 500)."
+    )
 
 
 class GateSettings(_Section):
@@ -278,17 +282,25 @@ class StoreSettings(_Section):
 
 
 class ChunkingSettings(_Section):
-    window_lines: int = Field(default=DEFAULT_WINDOW_LINES, ge=2, le=10_000, description="Longest span before windowing (peer: 40).")
-    overlap_lines: int = Field(default=DEFAULT_OVERLAP_LINES, ge=0, description="Overlap of consecutive windows (peer: 10).")
+    window_lines: int = Field(
+        default=DEFAULT_WINDOW_LINES, ge=2, le=10_000, description="Longest span before windowing (peer: 40)."
+    )
+    overlap_lines: int = Field(
+        default=DEFAULT_OVERLAP_LINES, ge=0, description="Overlap of consecutive windows (peer: 10)."
+    )
     max_file_bytes: int = Field(default=1_000_000, ge=1, description="Files larger than this are skipped.")
     max_chunk_bytes: int = Field(
-        default=16_384, ge=256, le=1_000_000,
+        default=16_384,
+        ge=256,
+        le=1_000_000,
         description="Longest chunk text in UTF-8 bytes; a longer window is cut by lines, a longer line by "
         "characters. 16 KiB keeps every normal 40-line chunk whole (this repository's largest is "
         "~4.4 KB) and cuts a 1 MB one-line file into ~61 chunks.",
     )
     max_syntax_depth: int = Field(
-        default=32, ge=1, le=200,
+        default=32,
+        ge=1,
+        le=200,
         description="Deepest nesting of classes, namespaces and wrappers the chunker descends into; deeper "
         "code is chunked in line windows (a 10,000-deep file must not exhaust the Python stack).",
     )
@@ -315,7 +327,9 @@ class IngestSettings(_Section):
         "(the secret content scan still applies).",
     )
     max_shrink_share: float = Field(
-        default=0.5, ge=0, le=1,
+        default=0.5,
+        ge=0,
+        le=1,
         description="A build that drops more than this share of the serving build's files is refused "
         "unless the job is run with --allow-shrink.",
     )
@@ -445,15 +459,24 @@ class FleetSettings(BaseModel):
     handshake_timeout_s: float = Field(default=30.0, gt=0, description="A socket must register within this.")
     ping_interval_s: float = Field(default=30.0, gt=0, description="Ping sweep period.")
     max_missed_pongs: int = Field(default=3, ge=1, description="Close after this many unanswered pings.")
-    superseded_grace_s: float = Field(default=45.0, ge=0, description="An older socket of a re-registered agent lives this long.")
-    stale_after_s: float = Field(default=30.0, gt=0, description="No heartbeat for this long: the host leaves the lanes.")
-    command_timeout_s: float = Field(default=60.0, gt=0, description="A command unanswered this long fails (peer 60 s).")
+    superseded_grace_s: float = Field(
+        default=45.0, ge=0, description="An older socket of a re-registered agent lives this long."
+    )
+    stale_after_s: float = Field(
+        default=30.0, gt=0, description="No heartbeat for this long: the host leaves the lanes."
+    )
+    command_timeout_s: float = Field(
+        default=60.0, gt=0, description="A command unanswered this long fails (peer 60 s)."
+    )
     poll_wait_max_s: float = Field(default=25.0, gt=0, description="Longest a POST /sidecar/poll is held open.")
     max_hosts: int = Field(
-        default=MAX_HOSTS, ge=1, le=65536,
+        default=MAX_HOSTS,
+        ge=1,
+        le=65536,
         description="Registry cap: a new agent beyond it is refused (a stale, disconnected entry makes room first).",
     )
     registry_writes_per_min: int = Field(
-        default=REGISTRY_WRITES_PER_MIN, ge=1,
+        default=REGISTRY_WRITES_PER_MIN,
+        ge=1,
         description="Durable registry writes allowed in any 60 s; later changes are coalesced into the next one.",
     )

@@ -5,9 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ray.job_submission import JobStatus, JobSubmissionClient
-
 from conftest import RayCluster, reindex_entrypoint
+from ray.job_submission import JobStatus, JobSubmissionClient
 
 TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
 AGENT_WAIT_S = 120.0  # the dashboard's job agent may come up well after the job API answers a list

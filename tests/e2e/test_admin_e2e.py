@@ -21,14 +21,24 @@ MODEL, PIN = "qwen/qwen3-embedding-4b", "exact"  # the fixture's code-embedding 
 NEW_MODEL, NEW_PIN = "sentence-transformers/all-minilm-l6-v2", "pin-b"
 FIXTURE_ROUTE = {"code-embedding": {"model": MODEL, "provider": PIN}}
 DEADLINE_S = 60.0  # a condition polled for; generous, the machine is shared
-ROUTES = [("GET", "/providers"), ("GET", "/gate"), ("POST", "/gate/verify"), ("GET", "/budget"),
-          ("PUT", "/budget"), ("GET", "/health"), ("GET", "/openrouter"), ("POST", "/openrouter"),
-          ("POST", "/openrouter/repush"), ("GET", "/sidecars")]
+ROUTES = [
+    ("GET", "/providers"),
+    ("GET", "/gate"),
+    ("POST", "/gate/verify"),
+    ("GET", "/budget"),
+    ("PUT", "/budget"),
+    ("GET", "/health"),
+    ("GET", "/openrouter"),
+    ("POST", "/openrouter"),
+    ("POST", "/openrouter/repush"),
+    ("GET", "/sidecars"),
+]
 
 
 @pytest.fixture(scope="module")
-def admin(ray_cluster: RayCluster, mcp_server: McpServer, fake_openrouter: Any,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def admin(
+    ray_cluster: RayCluster, mcp_server: McpServer, fake_openrouter: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
     from ray import serve
 
     from cluster.settings import SamespaceSettings
@@ -40,15 +50,25 @@ def admin(ray_cluster: RayCluster, mcp_server: McpServer, fake_openrouter: Any,
         ray={"namespace": NAMESPACE},
         store={"data_dir": tmp_path_factory.mktemp("admin-data")},
         admin={"token": TOKEN, "config_path": config_dir / "config.json"},
-        cloud={"enabled": True, "base_url": fake_openrouter.base_url,
-               "routes": {"code-embedding": {"model": "qwen/qwen3-embedding-4b", "upstream": "exact"},
-                          "reranker": {"model": "qwen/qwen3-reranker-8b"}}},
+        cloud={
+            "enabled": True,
+            "base_url": fake_openrouter.base_url,
+            "routes": {
+                "code-embedding": {"model": "qwen/qwen3-embedding-4b", "upstream": "exact"},
+                "reranker": {"model": "qwen/qwen3-reranker-8b"},
+            },
+        },
     )
     serve.run(AdminIngress.bind(settings), name="admin", route_prefix="/admin")
     base = f"http://127.0.0.1:{mcp_server.port}/admin"
     with httpx.Client(base_url=base, timeout=60) as client:
-        yield {"client": client, "settings": settings, "config_dir": config_dir, "responses": [],
-               "dashboard": ray_cluster.dashboard_url}
+        yield {
+            "client": client,
+            "settings": settings,
+            "config_dir": config_dir,
+            "responses": [],
+            "dashboard": ray_cluster.dashboard_url,
+        }
     serve.delete("admin")
     for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE]:
         ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE))
@@ -89,13 +109,19 @@ def no_key_anywhere(admin: dict[str, Any]) -> None:
 
 def push_key(admin: dict[str, Any]) -> None:
     """This test's own starting point: the key held, the fixture's route, the default policy."""
-    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE,
-                                               "policies": {"code-embedding": "aggregate"}}).json()["ok"]
+    assert call(
+        admin,
+        "POST",
+        "/openrouter",
+        {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE, "policies": {"code-embedding": "aggregate"}},
+    ).json()["ok"]
 
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)
 @pytest.mark.parametrize("token", [None, "wrong"])
-def test_every_route_is_401_without_the_right_token(admin: dict[str, Any], method: str, path: str, token: str | None) -> None:
+def test_every_route_is_401_without_the_right_token(
+    admin: dict[str, Any], method: str, path: str, token: str | None
+) -> None:
     response = call(admin, method, path, {"api_key": CANARY_KEY}, token=token)
     assert response.status_code == 401 and response.content == b""
 
@@ -105,8 +131,12 @@ def test_every_route_is_401_without_the_right_token(admin: dict[str, Any], metho
     [
         ("POST", "/openrouter", {"policies": {"rlm": "sometimes"}}, "policies"),
         ("POST", "/openrouter", {"policies": {"rerankr": "local"}}, "policies"),
-        ("POST", "/openrouter", {"api_key": CANARY_KEY, "models": {"code-embedding": {"model": "m"}}},
-         "models.code-embedding.provider"),
+        (
+            "POST",
+            "/openrouter",
+            {"api_key": CANARY_KEY, "models": {"code-embedding": {"model": "m"}}},
+            "models.code-embedding.provider",
+        ),
         ("POST", "/openrouter", {"api_key": CANARY_KEY, "models": {"reranker": {"model": "m", "dims": -1}}}, "dims"),
         ("POST", "/openrouter", {"base_url": "https://user:" + CANARY_KEY + "@openrouter.ai/api/v1"}, "base_url"),
         ("POST", "/openrouter", {"base_url": "ftp://openrouter.ai/api/v1"}, "base_url"),
@@ -124,9 +154,7 @@ def test_a_bad_body_is_422_naming_the_field_and_changes_nothing(
     assert call(admin, "GET", "/openrouter").json() == before
 
 
-def test_the_key_is_pushed_to_the_containers_and_never_comes_back(
-    admin: dict[str, Any], no_key_anywhere: None
-) -> None:
+def test_the_key_is_pushed_to_the_containers_and_never_comes_back(admin: dict[str, Any], no_key_anywhere: None) -> None:
     refused = call(admin, "POST", "/openrouter", {"policies": {"code-embedding": "aggregate"}}).json()
     assert refused["ok"] is False and "no key has been pushed" in refused["issues"][0]
     pushed = call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY}).json()
@@ -158,8 +186,12 @@ def test_the_budget_override_is_set_and_cleared(admin: dict[str, Any]) -> None:
     assert state["ceiling"] == 32 and state["source"] == "manual"
     state = call(admin, "PUT", "/budget", {"max_concurrent": None}).json()
     assert state["source"] != "manual"
-    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE,
-                                               "policies": {"code-embedding": "aggregate"}}).json()["ok"]
+    assert call(
+        admin,
+        "POST",
+        "/openrouter",
+        {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE, "policies": {"code-embedding": "aggregate"}},
+    ).json()["ok"]
     local_embedder_answers(admin)
     health = call(admin, "GET", "/health").json()
     assert health["ray"] == "ok" and health["roles"]["code-embedding"]["state"] == "serving"
@@ -241,8 +273,12 @@ def test_restarted_actors_keep_the_pushed_config_and_come_back_needing_the_key(
     from cluster.roles import Role
 
     same_server = fake_openrouter.base_url + "/"  # another spelling of the fake: a different pushed value
-    push = {"api_key": CANARY_KEY, "policies": {"code-embedding": "local"}, "base_url": same_server,
-            "models": {"code-embedding": {"model": NEW_MODEL, "provider": NEW_PIN}}}
+    push = {
+        "api_key": CANARY_KEY,
+        "policies": {"code-embedding": "local"},
+        "base_url": same_server,
+        "models": {"code-embedding": {"model": NEW_MODEL, "provider": NEW_PIN}},
+    }
     try:
         assert call(admin, "POST", "/openrouter", push).json()["ok"]
         restarted(get_dispatcher(admin["settings"], Role.CODE_EMBEDDING), admin["dashboard"])
@@ -250,8 +286,11 @@ def test_restarted_actors_keep_the_pushed_config_and_come_back_needing_the_key(
 
         def back(providers: dict[str, Any]) -> bool:  # the dispatcher answers and every container describes itself
             cloud = [v for v in providers["code-embedding"] if v["provider"]["kind"] == "cloud"]
-            return role_answered(providers) and bool(cloud) and all(
-                "did not answer" not in (v["provider"]["reason"] or "") for v in cloud)
+            return (
+                role_answered(providers)
+                and bool(cloud)
+                and all("did not answer" not in (v["provider"]["reason"] or "") for v in cloud)
+            )
 
         providers = eventually(lambda: call(admin, "GET", "/providers").json(), back)
         assert role_answered(providers), providers["roles"]
@@ -277,14 +316,23 @@ def test_one_push_of_model_pin_and_policy_is_what_the_upstream_receives(
     from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
 
-    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE,
-                                               "policies": {"code-embedding": "aggregate"}}).json()["ok"]
-    push = {"models": {"code-embedding": {"model": NEW_MODEL, "provider": NEW_PIN}},
-            "policies": {"code-embedding": "cloud"}}
+    assert call(
+        admin,
+        "POST",
+        "/openrouter",
+        {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE, "policies": {"code-embedding": "aggregate"}},
+    ).json()["ok"]
+    push = {
+        "models": {"code-embedding": {"model": NEW_MODEL, "provider": NEW_PIN}},
+        "policies": {"code-embedding": "cloud"},
+    }
     try:
         pushed = call(admin, "POST", "/openrouter", push).json()
         assert pushed["ok"] and pushed["issues"] == [], pushed
-        old, new = embeds(fake_openrouter, model=MODEL, upstream=PIN), embeds(fake_openrouter, model=NEW_MODEL, upstream=NEW_PIN)
+        old, new = (
+            embeds(fake_openrouter, model=MODEL, upstream=PIN),
+            embeds(fake_openrouter, model=NEW_MODEL, upstream=NEW_PIN),
+        )
         dispatcher = get_dispatcher(admin["settings"], Role.CODE_EMBEDDING)
         _, identity, provider = ray.get(dispatcher.encode_query.remote("multiply x", "pins"))
         assert provider.endswith("-OR-CodeEmbedding")  # policy cloud: the query went to the cloud
@@ -295,13 +343,18 @@ def test_one_push_of_model_pin_and_policy_is_what_the_upstream_receives(
         state = call(admin, "GET", "/openrouter").json()
         assert state["roles"]["code-embedding"]["model"] == NEW_MODEL and state["policies"]["code-embedding"] == "cloud"
         held = containers_of(state)
-        assert held and all((c["route"]["model"], c["route"]["upstream"], c["policy"]) == (NEW_MODEL, NEW_PIN, "cloud")
-                            for c in held)
+        assert held and all(
+            (c["route"]["model"], c["route"]["upstream"], c["policy"]) == (NEW_MODEL, NEW_PIN, "cloud") for c in held
+        )
         assert state["disagreements"] == []
         cloud = cloud_views(admin)
-        assert cloud and all(v["provider"]["model"] == NEW_MODEL and v["provider"]["upstream"] == NEW_PIN
-                             and v["policy_in_force"] == v["policy_applied"] == "cloud" and v["serves"] == "pool"
-                             for v in cloud)
+        assert cloud and all(
+            v["provider"]["model"] == NEW_MODEL
+            and v["provider"]["upstream"] == NEW_PIN
+            and v["policy_in_force"] == v["policy_applied"] == "cloud"
+            and v["serves"] == "pool"
+            for v in cloud
+        )
     finally:
         restore = {"models": FIXTURE_ROUTE, "policies": {"code-embedding": "aggregate"}}
         assert call(admin, "POST", "/openrouter", restore).json()["ok"]
@@ -341,8 +394,12 @@ def test_health_and_status_say_once_that_a_restart_lost_the_key(
     from serve_apps.admin_client import main
 
     way_out = "`make set-policy ROLE=code-embedding POLICY=local`"
-    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE,
-                                               "policies": {"code-embedding": "cloud"}}).json()["ok"]
+    assert call(
+        admin,
+        "POST",
+        "/openrouter",
+        {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE, "policies": {"code-embedding": "cloud"}},
+    ).json()["ok"]
     try:
         assert call(admin, "GET", "/health").json()["problems"] == []  # a key is held: nothing to say
         restart_code_embedding_containers(admin)
@@ -385,8 +442,12 @@ def test_cloud_traffic_and_upstream_faults_under_the_canary_key(
     from cluster.roles import Role
     from jobs.reindex import run_reindex
 
-    assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE,
-                                               "policies": {"code-embedding": "cloud"}}).json()["ok"]
+    assert call(
+        admin,
+        "POST",
+        "/openrouter",
+        {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE, "policies": {"code-embedding": "cloud"}},
+    ).json()["ok"]
     repo = tmp_path / "canary-repo"
     repo.mkdir()
     for f in range(4):
@@ -396,15 +457,22 @@ def test_cloud_traffic_and_upstream_faults_under_the_canary_key(
     dispatcher = get_dispatcher(admin["settings"], Role.CODE_EMBEDDING)
     ray.get(dispatcher.encode_query.remote("multiply x", "canary"))
 
-    container = next(ray.get_actor(e["name"], namespace=NAMESPACE) for e in ray.util.list_named_actors(all_namespaces=True)
-                     if e["namespace"] == NAMESPACE and e["name"].endswith("-OR-CodeEmbedding"))
+    container = next(
+        ray.get_actor(e["name"], namespace=NAMESPACE)
+        for e in ray.util.list_named_actors(all_namespaces=True)
+        if e["namespace"] == NAMESPACE and e["name"].endswith("-OR-CodeEmbedding")
+    )
     ray.get(container.embed.remote(["def f(x): return x"], "canary", "bulk"))  # a clean cloud call first
     faults: list[tuple[dict[str, Any], type[UpstreamError]]] = [
-        ({"fail_rate_429": 1.0}, RateLimited), ({"fail_5xx_rate": 1.0}, UpstreamUnavailable),
-        ({"malformed": "invalid-json"}, MalformedResponse)]
+        ({"fail_rate_429": 1.0}, RateLimited),
+        ({"fail_5xx_rate": 1.0}, UpstreamUnavailable),
+        ({"malformed": "invalid-json"}, MalformedResponse),
+    ]
     try:
         for fault, expected in faults:
-            fake_openrouter.configure(keys={CANARY_KEY: {"label": "admin"}}, upstreams={"exact": {"vectors": "same", **fault}})
+            fake_openrouter.configure(
+                keys={CANARY_KEY: {"label": "admin"}}, upstreams={"exact": {"vectors": "same", **fault}}
+            )
             with pytest.raises(expected) as caught:  # the actor's own error type reaches the caller
                 ray.get(container.embed.remote(["x"], "canary", "bulk"))
             admin["responses"].append(str(caught.value))
@@ -430,11 +498,16 @@ def test_the_canary_key_is_nowhere_after_all_of_the_above(admin: dict[str, Any],
     session_dir = Path(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001
     needle = CANARY_KEY.encode()
     roots = (session_dir, admin["config_dir"], admin["settings"].store.data_dir)
-    leaks = [str(p) for root in roots for p in root.rglob("*")
-             if p.is_file() and p.stat().st_size < 50_000_000 and needle in p.read_bytes()]
+    leaks = [
+        str(p)
+        for root in roots
+        for p in root.rglob("*")
+        if p.is_file() and p.stat().st_size < 50_000_000 and needle in p.read_bytes()
+    ]
     assert leaks == []
     assert all(CANARY_KEY not in text for text in admin["responses"])
     address = ray_cluster.dashboard_url  # this session's Ray: others may run beside it
-    listings = (str(list_actors(address=address, limit=10_000, detail=True))
-                + str(list_tasks(address=address, limit=10_000, detail=True)))
+    listings = str(list_actors(address=address, limit=10_000, detail=True)) + str(
+        list_tasks(address=address, limit=10_000, detail=True)
+    )
     assert CANARY_KEY not in listings

@@ -29,8 +29,9 @@ def kill_namespace(namespace: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def served(ray_cluster: RayCluster, mcp_server: McpServer, fake_openrouter: Any,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def served(
+    ray_cluster: RayCluster, mcp_server: McpServer, fake_openrouter: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
     """The admin app on real Serve, with the cloud on (one code-embedding container per PC)."""
     from ray import serve
 
@@ -41,8 +42,11 @@ def served(ray_cluster: RayCluster, mcp_server: McpServer, fake_openrouter: Any,
         ray={"namespace": NAMESPACE},
         store={"data_dir": tmp_path_factory.mktemp("restart-data")},
         admin={"token": TOKEN, "config_path": tmp_path_factory.mktemp("restart-config") / "config.json"},
-        cloud={"enabled": True, "base_url": fake_openrouter.base_url,
-               "routes": {"code-embedding": {"model": "qwen/qwen3-embedding-4b", "upstream": "exact"}}},
+        cloud={
+            "enabled": True,
+            "base_url": fake_openrouter.base_url,
+            "routes": {"code-embedding": {"model": "qwen/qwen3-embedding-4b", "upstream": "exact"}},
+        },
     )
     serve.run(AdminIngress.bind(settings), name="admin-restart", route_prefix="/admin-restart")
     base = f"http://127.0.0.1:{mcp_server.port}/admin-restart"
@@ -134,8 +138,11 @@ def test_status_routes_answer_200_while_the_dispatchers_and_containers_restart(s
 
     def back(providers: dict[str, Any]) -> bool:
         cloud = [v for v in providers["code-embedding"] if v["provider"]["kind"] == "cloud"]
-        return set(statuses(providers).values()) == {"ok"} and bool(cloud) and all(
-            "did not answer" not in (v["provider"]["reason"] or "") for v in cloud)
+        return (
+            set(statuses(providers).values()) == {"ok"}
+            and bool(cloud)
+            and all("did not answer" not in (v["provider"]["reason"] or "") for v in cloud)
+        )
 
     after = until(read, back)
     assert back(after), after
@@ -154,8 +161,11 @@ def test_a_role_whose_dispatcher_is_restarting_is_reported_and_the_other_roles_a
     settings = in_process["settings"]
     hold = tmp_path / "hold-the-restart"
     stand_in = stand_in_class().remote(str(hold))
-    api = AdminApi(settings, status_timeout_s=5.0,
-                   dispatcher=lambda role: stand_in if role is Role.EMBEDDING else get_dispatcher(settings, role))
+    api = AdminApi(
+        settings,
+        status_timeout_s=5.0,
+        dispatcher=lambda role: stand_in if role is Role.EMBEDDING else get_dispatcher(settings, role),
+    )
     client = TestClient(build_admin_asgi(api, settings), base_url="http://127.0.0.1:8000", headers=AUTH)
     try:
         started = until(lambda: client.get("/providers").json(), lambda p: set(statuses(p).values()) == {"ok"})
@@ -195,8 +205,11 @@ def test_a_role_whose_dispatcher_is_gone_for_good_is_reported_unavailable(in_pro
 
     settings = in_process["settings"]
     stand_in = stand_in_class().remote("/nonexistent/never-held")
-    api = AdminApi(settings, status_timeout_s=5.0,
-                   dispatcher=lambda role: stand_in if role is Role.EMBEDDING else get_dispatcher(settings, role))
+    api = AdminApi(
+        settings,
+        status_timeout_s=5.0,
+        dispatcher=lambda role: stand_in if role is Role.EMBEDDING else get_dispatcher(settings, role),
+    )
     client = TestClient(build_admin_asgi(api, settings), base_url="http://127.0.0.1:8000", headers=AUTH)
     started = until(lambda: client.get("/providers").json(), lambda p: set(statuses(p).values()) == {"ok"})
     assert set(statuses(started).values()) == {"ok"}, started["roles"]

@@ -18,16 +18,16 @@ from typing import Any
 import httpx
 import pytest
 import ray
-from pydantic import SecretStr
-
 from conftest import McpServer, RayCluster
 from fakes.local_llm import LocalLlmConfig
 from fakes.local_llm_server import FakeLocalLlmServer
 from fakes.openrouter_fake import FakeConfig, KeyConfig, UpstreamBehaviour
 from fakes.openrouter_server import FakeOpenRouterServer
 from fakes.scripted_chat import ChatRule, ScriptedToolCall
-from serve_apps.mcp_client import call_tool, result_text
+from pydantic import SecretStr
 from waiting import wait_until
+
+from serve_apps.mcp_client import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -37,30 +37,51 @@ CANARY_KEY = "sk-or-v1-" + "a5c0de" * 8
 CLOUD_CODER = "poolside/laguna-s-2.1"
 CLOUD_RLM = "deepseek/deepseek-v4-flash"
 QUESTION = "How is the late fee of an overdue invoice computed?"
-PLAN = '{"restated": "late fee", "subQuestions": [{"question": "where is the late fee computed", ' \
-       '"tool": "search_code", "query": "late fee overdue invoice"}]}'
+PLAN = (
+    '{"restated": "late fee", "subQuestions": [{"question": "where is the late fee computed", '
+    '"tool": "search_code", "query": "late fee overdue invoice"}]}'
+)
 
 # Nonces route one test's asks to that test's scripted behaviour.
 N_ONCE, N_ROUNDS, N_GARBAGE, N_WINDOW = "nonce-once", "nonce-rounds", "nonce-garbage", "nonce-window"
 N_KILL_RLM, N_KILL_CODER, N_CLOUD_CODER, N_KILL_CLOUD, N_ALL_DOWN = (
-    "nonce-kill-rlm", "nonce-kill-coder", "nonce-cloud-coder", "nonce-kill-cloud", "nonce-all-down")
+    "nonce-kill-rlm",
+    "nonce-kill-coder",
+    "nonce-cloud-coder",
+    "nonce-kill-cloud",
+    "nonce-all-down",
+)
 SLOW_S = 4.0
 
 RLM_RULES = [
     ChatRule(when_all=[N_GARBAGE, "subQuestions"], content="{not: json,, at all"),
-    ChatRule(when_all=[N_GARBAGE], requires_tools=True, times=1, tool_calls=[
-        ScriptedToolCall(name="search_symbols", arguments="{not json"),
-        ScriptedToolCall(name="drop_tables", arguments={"query": "x"}),
-        ScriptedToolCall(name="read_range", arguments={"path": "billing/adjust.py", "start_line": "one", "end_line": 2}),
-    ]),
+    ChatRule(
+        when_all=[N_GARBAGE],
+        requires_tools=True,
+        times=1,
+        tool_calls=[
+            ScriptedToolCall(name="search_symbols", arguments="{not json"),
+            ScriptedToolCall(name="drop_tables", arguments={"query": "x"}),
+            ScriptedToolCall(
+                name="read_range", arguments={"path": "billing/adjust.py", "start_line": "one", "end_line": 2}
+            ),
+        ],
+    ),
     ChatRule(when_all=[N_ONCE, "subQuestions"], content="I would rather not plan."),
-    ChatRule(when_all=[N_ROUNDS], requires_tools=True,
-             tool_calls=[ScriptedToolCall(name="search_files", arguments={"query": "billing"})]),
+    ChatRule(
+        when_all=[N_ROUNDS],
+        requires_tools=True,
+        tool_calls=[ScriptedToolCall(name="search_files", arguments={"query": "billing"})],
+    ),
     ChatRule(when_all=[N_KILL_RLM], requires_tools=True, latency_s=SLOW_S, content="never delivered"),
     ChatRule(when_all=[N_KILL_CLOUD], requires_tools=True, latency_s=SLOW_S, content="Draft: {citations}"),
     ChatRule(when_all=["subQuestions"], content=PLAN),
-    ChatRule(requires_tools=True, when_all=["zeta_adjust("], when_none=["def zeta_adjust"],
-             tool_calls=[ScriptedToolCall(name="search_symbols", arguments={"query": "zeta_adjust"})]),
+    ChatRule(
+        requires_tools=True,
+        when_all=["zeta_adjust("],
+        when_none=["def zeta_adjust"],
+        tool_calls=[ScriptedToolCall(name="search_symbols", arguments={"query": "zeta_adjust"})],
+    ),
     ChatRule(content="Draft: the late fee comes from {citations}."),
 ]
 CODER_RULES = [
@@ -75,10 +96,12 @@ CLOUD_RULES = [
 
 
 def decoy(i: int) -> str:
-    return (f"def late_fee_region_{i}(invoice):\n"
-            f"    \"\"\"Late fee of an overdue invoice in region {i}: a share of the invoice total.\"\"\"\n"
-            f"    overdue_share = invoice.total * 0.0{i % 10 + 1}\n"
-            f"    return zeta_adjust(overdue_share)\n")
+    return (
+        f"def late_fee_region_{i}(invoice):\n"
+        f'    """Late fee of an overdue invoice in region {i}: a share of the invoice total."""\n'
+        f"    overdue_share = invoice.total * 0.0{i % 10 + 1}\n"
+        f"    return zeta_adjust(overdue_share)\n"
+    )
 
 
 def write_shop(root: Path) -> Path:
@@ -120,9 +143,15 @@ def env(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest
     with contextlib.ExitStack() as stack:
         rlm = stack.enter_context(FakeLocalLlmServer(LocalLlmConfig(model="local/rlm", chat_rules=RLM_RULES)))
         coder = stack.enter_context(FakeLocalLlmServer(LocalLlmConfig(model="local/coder", chat_rules=CODER_RULES)))
-        cloud = stack.enter_context(FakeOpenRouterServer(config=FakeConfig(
-            keys={CANARY_KEY: KeyConfig(label="ask")}, upstreams={"ask-exact": UpstreamBehaviour(vectors="same")},
-            chat_rules=CLOUD_RULES)))
+        cloud = stack.enter_context(
+            FakeOpenRouterServer(
+                config=FakeConfig(
+                    keys={CANARY_KEY: KeyConfig(label="ask")},
+                    upstreams={"ask-exact": UpstreamBehaviour(vectors="same")},
+                    chat_rules=CLOUD_RULES,
+                )
+            )
+        )
 
         def endpoint(server: FakeLocalLlmServer, model: str) -> dict[str, Any]:
             return {"url": server.base_url, "model": model, "timeout_s": 20, "context_ttl_s": 0}
@@ -130,12 +159,19 @@ def env(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest
         settings = SamespaceSettings(
             ray={"namespace": NAMESPACE},
             store={"data_dir": tmp_path_factory.mktemp("ask-data")},
-            llm={"endpoints": {"rlm": [endpoint(rlm, "local/rlm")], "code-assistant": [endpoint(coder, "local/coder")]}},
-            cloud={"enabled": True, "base_url": cloud.base_url, "timeout_s": 20, "routes": {
-                "code-embedding": {"model": "sentence-transformers/all-minilm-l6-v2", "upstream": "ask-exact"},
-                "code-assistant": {"model": CLOUD_CODER},
-                "rlm": {"model": CLOUD_RLM},
-            }},
+            llm={
+                "endpoints": {"rlm": [endpoint(rlm, "local/rlm")], "code-assistant": [endpoint(coder, "local/coder")]}
+            },
+            cloud={
+                "enabled": True,
+                "base_url": cloud.base_url,
+                "timeout_s": 20,
+                "routes": {
+                    "code-embedding": {"model": "sentence-transformers/all-minilm-l6-v2", "upstream": "ask-exact"},
+                    "code-assistant": {"model": CLOUD_CODER},
+                    "rlm": {"model": CLOUD_RLM},
+                },
+            },
         )
         containers = ensure_virtual_containers(settings)
         ray.get([c.set_key.remote(SecretStr(CANARY_KEY)) for c in containers])
@@ -171,7 +207,9 @@ def cited_paths(result: dict[str, Any]) -> set[str]:
 
 
 def chat_requests(server: Any, nonce: str, model: str | None = None) -> list[dict[str, Any]]:
-    return [r for r in server.chat_log() if nonce in str(r.get("messages")) and (model is None or r.get("model") == model)]
+    return [
+        r for r in server.chat_log() if nonce in str(r.get("messages")) and (model is None or r.get("model") == model)
+    ]
 
 
 def ask_in_background(env: AskEnv, question: str) -> tuple[threading.Thread, dict[str, Any]]:

@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 import ray
-from pydantic import SecretStr
-
 from conftest import RayCluster
+from pydantic import SecretStr
 from waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -46,8 +45,11 @@ def budget_settings(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path: Pat
         budget={"window_s": WINDOW_S, "acquire_timeout_s": 60},
         # Local only for code-embedding: a cloud lane joins only the calls that name a container.
         policies={"code-embedding": "local"},
-        cloud={"enabled": True, "base_url": fake_openrouter.base_url,
-               "routes": {"code-embedding": {"model": "qwen/qwen3-embedding-4b", "upstream": "exact"}}},
+        cloud={
+            "enabled": True,
+            "base_url": fake_openrouter.base_url,
+            "routes": {"code-embedding": {"model": "qwen/qwen3-embedding-4b", "upstream": "exact"}},
+        },
     )
     yield settings
     for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == namespace]:

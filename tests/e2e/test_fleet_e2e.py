@@ -21,7 +21,6 @@ from typing import Any
 import httpx
 import pytest
 import ray
-
 from conftest import McpServer, RayCluster
 from fakes.embedding_server import FakeEmbeddingServer
 from fakes.repos import function_repo
@@ -83,7 +82,6 @@ class Fleet:
             if offset is None:
                 return found
 
-
     def provider_of(self, sidecar: SidecarProcess) -> str:
         """The provider the sidecar is now: its name carries the agent id the master issued at its
         latest registration (a restarted sidecar is a new agent, probed afresh)."""
@@ -94,14 +92,21 @@ class Fleet:
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[FakeEmbeddingServer, FakeEmbeddingServer]]:
-    with FakeEmbeddingServer(api_key=UPSTREAM_KEY) as exact, FakeEmbeddingServer(perturb=0.5, api_key=UPSTREAM_KEY) as perturbed:
+    with (
+        FakeEmbeddingServer(api_key=UPSTREAM_KEY) as exact,
+        FakeEmbeddingServer(perturb=0.5, api_key=UPSTREAM_KEY) as perturbed,
+    ):
         yield exact, perturbed
 
 
 @pytest.fixture(scope="module", params=["ws", "http"])
-def fleet(request: pytest.FixtureRequest, ray_cluster: RayCluster, mcp_server: McpServer,
-          servers: tuple[FakeEmbeddingServer, FakeEmbeddingServer],
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+def fleet(
+    request: pytest.FixtureRequest,
+    ray_cluster: RayCluster,
+    mcp_server: McpServer,
+    servers: tuple[FakeEmbeddingServer, FakeEmbeddingServer],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Fleet]:
     from ray import serve
 
     from cluster.settings import SamespaceSettings
@@ -113,7 +118,10 @@ def fleet(request: pytest.FixtureRequest, ray_cluster: RayCluster, mcp_server: M
     settings = SamespaceSettings(
         ray={"namespace": namespace},
         store={"data_dir": tmp_path_factory.mktemp(f"fleet-{transport}-data")},
-        admin={"token": ADMIN_TOKEN, "config_path": tmp_path_factory.mktemp(f"fleet-{transport}-config") / "config.json"},
+        admin={
+            "token": ADMIN_TOKEN,
+            "config_path": tmp_path_factory.mktemp(f"fleet-{transport}-config") / "config.json",
+        },
         policies={"code-embedding": "local"},
         fleet_token=FLEET_TOKEN,
         # WebSocket disabled: the sidecars (transport auto) are refused at the handshake and fall back to HTTP.
@@ -124,18 +132,36 @@ def fleet(request: pytest.FixtureRequest, ray_cluster: RayCluster, mcp_server: M
     master = f"http://127.0.0.1:{mcp_server.port}{prefix}"
     exact_server, perturbed_server = servers
     sidecars = [
-        SidecarProcess(master=master, serves=[serve_arg("code-embedding", server.base_url)], fleet_token=FLEET_TOKEN,
-                       upstream_key=UPSTREAM_KEY, agent_url=f"http://127.0.0.1:{port}", hostname=f"ws-{port}",
-                       poll_wait_s=1.0, log_level="INFO")
+        SidecarProcess(
+            master=master,
+            serves=[serve_arg("code-embedding", server.base_url)],
+            fleet_token=FLEET_TOKEN,
+            upstream_key=UPSTREAM_KEY,
+            agent_url=f"http://127.0.0.1:{port}",
+            hostname=f"ws-{port}",
+            poll_wait_s=1.0,
+            log_level="INFO",
+        )
         for server, port in ((exact_server, 9301), (perturbed_server, 9302))
     ]
-    admin = httpx.Client(base_url=f"http://127.0.0.1:{mcp_server.port}{prefix}-admin",
-                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=60)
+    admin = httpx.Client(
+        base_url=f"http://127.0.0.1:{mcp_server.port}{prefix}-admin",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        timeout=60,
+    )
     try:
         for sidecar in sidecars:
             sidecar.start()
-        yield Fleet(settings, admin, sidecars[0], sidecars[1], exact_server, perturbed_server,
-                    function_repo(tmp_path_factory.mktemp(f"fleet-{transport}-repo") / "shop", files=30), transport)
+        yield Fleet(
+            settings,
+            admin,
+            sidecars[0],
+            sidecars[1],
+            exact_server,
+            perturbed_server,
+            function_repo(tmp_path_factory.mktemp(f"fleet-{transport}-repo") / "shop", files=30),
+            transport,
+        )
     finally:
         admin.close()
         for sidecar in sidecars:
@@ -146,7 +172,9 @@ def fleet(request: pytest.FixtureRequest, ray_cluster: RayCluster, mcp_server: M
             ray.kill(ray.get_actor(entry["name"], namespace=namespace))
 
 
-def test_both_register_the_exact_one_serves_part_of_a_reindex_and_the_perturbed_one_serves_nothing(fleet: Fleet) -> None:
+def test_both_register_the_exact_one_serves_part_of_a_reindex_and_the_perturbed_one_serves_nothing(
+    fleet: Fleet,
+) -> None:
     from cluster.gate.probe import PROBE_TEXTS
 
     fleet.exact.wait_for_log("registered with the master", timeout_s=30)
@@ -198,8 +226,11 @@ def test_a_sidecar_killed_mid_reindex_is_requeued_the_index_completes_and_it_rej
     job = threading.Thread(target=run)
     job.start()
     # It is serving this reindex now (or the job ended without it: reported below).
-    wait_until(lambda: fleet.exact_server.stats().requests >= served_before + 2 or not job.is_alive(),
-               interval_s=0.05, what="the sidecar serving the reindex")
+    wait_until(
+        lambda: fleet.exact_server.stats().requests >= served_before + 2 or not job.is_alive(),
+        interval_s=0.05,
+        what="the sidecar serving the reindex",
+    )
     assert job.is_alive(), f"the sidecar never served the reindex: {outcome}"
     fleet.exact.kill()
     job.join(timeout=240)

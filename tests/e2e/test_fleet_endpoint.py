@@ -18,12 +18,12 @@ import httpx
 import numpy as np
 import pytest
 import ray
+from conftest import McpServer, RayCluster
+from waiting import wait_until_async
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from cluster.errors import UpstreamUnavailable
-from conftest import McpServer, RayCluster
-from waiting import wait_until_async
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -57,7 +57,9 @@ class Master:
 
 
 @pytest.fixture(scope="module")
-def master(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+def master(
+    ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Master]:
     from ray import serve
 
     from cluster.settings import SamespaceSettings
@@ -68,8 +70,14 @@ def master(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pyt
         store={"data_dir": tmp_path_factory.mktemp("fleet-endpoint-data")},
         admin={"config_path": tmp_path_factory.mktemp("fleet-endpoint-config") / "config.json"},
         fleet_token=TOKEN,
-        fleet={"handshake_timeout_s": 2, "ping_interval_s": 1, "max_missed_pongs": 3, "superseded_grace_s": 1,
-               "stale_after_s": 3, "command_timeout_s": 10},
+        fleet={
+            "handshake_timeout_s": 2,
+            "ping_interval_s": 1,
+            "max_missed_pongs": 3,
+            "superseded_grace_s": 1,
+            "stale_after_s": 3,
+            "command_timeout_s": 10,
+        },
     )
     serve.run(McpIngress.options(num_replicas=1).bind(settings), name="fleet-endpoint", route_prefix=PREFIX)
     http = f"http://127.0.0.1:{mcp_server.port}{PREFIX}"
@@ -86,10 +94,21 @@ def _auth(token: str = TOKEN) -> dict[str, str]:
 
 
 def heartbeat(agent: str, running: bool = True, model: str = "all-MiniLM-L6-v2") -> dict[str, Any]:
-    container = {"name": "ss-code-embedding", "status": "running" if running else "stopped", "model": model,
-                 "type": "openai", "endpoint": "http://127.0.0.1:9/v1", "config": {"model": model, "port": 9}}
-    return {"type": "heartbeat", "agentUrl": agent, "containers": ["ss-code-embedding"], "activeRequests": 0,
-            "statusData": {"agentUrl": agent, "hostname": "ws-test", "containers": {"code-embedding": container}}}
+    container = {
+        "name": "ss-code-embedding",
+        "status": "running" if running else "stopped",
+        "model": model,
+        "type": "openai",
+        "endpoint": "http://127.0.0.1:9/v1",
+        "config": {"model": model, "port": 9},
+    }
+    return {
+        "type": "heartbeat",
+        "agentUrl": agent,
+        "containers": ["ss-code-embedding"],
+        "activeRequests": 0,
+        "statusData": {"agentUrl": agent, "hostname": "ws-test", "containers": {"code-embedding": container}},
+    }
 
 
 async def recv(ws: ClientConnection, timeout: float = 10.0, skip_pings: bool = True) -> dict[str, Any]:
@@ -106,7 +125,9 @@ async def register(ws: ClientConnection, agent: str, proof: dict[str, Any] | Non
         frame.update(agentId=proof["agentId"], credential=proof["credential"])
     await ws.send(json.dumps(frame))
     answer = await recv(ws)
-    assert answer["type"] == "registered" and answer["ok"] is True and answer["agentId"] and answer["credential"], answer
+    assert answer["type"] == "registered" and answer["ok"] is True and answer["agentId"] and answer["credential"], (
+        answer
+    )
     return answer
 
 
@@ -116,7 +137,9 @@ def agent_headers(answer: dict[str, Any]) -> dict[str, str]:
 
 
 async def http_register(client: httpx.AsyncClient, agent: str) -> dict[str, Any]:
-    response = await client.post("/sidecar/register", json={"type": "register", "agentUrl": agent, "hostname": "ws-http"})
+    response = await client.post(
+        "/sidecar/register", json={"type": "register", "agentUrl": agent, "hostname": "ws-http"}
+    )
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -142,8 +165,9 @@ async def test_a_wrong_or_missing_token_is_refused_at_the_handshake_and_over_htt
         assert refused.value.response.status_code == 403
     async with httpx.AsyncClient(base_url=master.http) as client:
         for path in ("register", "heartbeat", "poll", "result"):
-            response = await client.post(f"/sidecar/{path}", json={"type": "register", "agentUrl": "http://x"},
-                                         headers=_auth("wrong"))
+            response = await client.post(
+                f"/sidecar/{path}", json={"type": "register", "agentUrl": "http://x"}, headers=_auth("wrong")
+            )
             assert response.status_code == 401 and response.content == b""
     assert "http://x" not in master.agents()
 
@@ -157,7 +181,8 @@ async def test_register_heartbeat_and_a_command_answered_by_id(master: Master) -
         await master.provider_named("sidecar-127.0.0.1:9101", eligible=True)
         infos = [i for i in ray.get(fleet.providers.remote()) if i.name.startswith("sidecar-127.0.0.1:9101")]
         assert [(i.roles[0].value, i.hosted, i.eligible, i.model) for i in infos] == [
-            ("code-embedding", "sidecar", True, "all-MiniLM-L6-v2")]
+            ("code-embedding", "sidecar", True, "all-MiniLM-L6-v2")
+        ]
         name = infos[0].name
 
         pending = fleet.embed.remote(name, ["alpha", "beta"])
@@ -168,8 +193,16 @@ async def test_register_heartbeat_and_a_command_answered_by_id(master: Master) -
         import base64
 
         await ws.send(json.dumps({"type": "result", "id": "cmd-not-ours", "embeddings": []}))  # ignored
-        await ws.send(json.dumps({"type": "result", "id": command["id"],
-                                  "embeddings": [base64.b64encode(r.tobytes()).decode() for r in rows], "dims": 384}))
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "result",
+                    "id": command["id"],
+                    "embeddings": [base64.b64encode(r.tobytes()).decode() for r in rows],
+                    "dims": 384,
+                }
+            )
+        )
         assert np.array_equal(await pending, rows)
 
         failing = fleet.embed.remote(name, ["gamma"])
@@ -209,7 +242,8 @@ async def test_liveness_unregistered_silent_and_superseded_sockets_are_closed(ma
             assert again["agentId"] == first["agentId"]
             # Both answer their pings: the older one is closed once superseded (grace 1 s), the newer stays.
             old_closed, new_closed = await asyncio.gather(
-                closed_within(old, 8, answer_pings=True), closed_within(new, 8, answer_pings=True))
+                closed_within(old, 8, answer_pings=True), closed_within(new, 8, answer_pings=True)
+            )
             assert old_closed and not new_closed
 
 
@@ -229,7 +263,9 @@ FUZZ: list[tuple[str, str | bytes]] = [
 
 
 @pytest.mark.parametrize(("what", "raw"), FUZZ, ids=[f[0] for f in FUZZ])
-async def test_a_hostile_frame_gets_an_error_frame_and_creates_no_entry(master: Master, what: str, raw: str | bytes) -> None:
+async def test_a_hostile_frame_gets_an_error_frame_and_creates_no_entry(
+    master: Master, what: str, raw: str | bytes
+) -> None:
     async with connect(master.ws, additional_headers=_auth(), max_size=None) as ws:
         await ws.send(raw)
         answer = await recv(ws)
@@ -284,7 +320,9 @@ async def test_the_http_fallback_never_creates_an_entry_from_a_heartbeat_and_car
         assert agent not in master.agents()
         assert (await client.post("/sidecar/poll", json={"agentUrl": agent})).status_code == 409
 
-        assert (await client.post("/sidecar/heartbeat", json=heartbeat(agent), headers={"X-Sidecar-Agent": "ab"})).status_code == 409
+        assert (
+            await client.post("/sidecar/heartbeat", json=heartbeat(agent), headers={"X-Sidecar-Agent": "ab"})
+        ).status_code == 409
         registered = await http_register(client, agent)
         client.headers.update(agent_headers(registered))
         response = await client.post("/sidecar/heartbeat", json=heartbeat(agent))
@@ -356,15 +394,24 @@ async def test_no_spelling_of_a_live_agents_url_takes_it_over(master: Master) ->
         async with httpx.AsyncClient(base_url=master.http, headers=_auth(), timeout=30) as client:
             guessed = {"type": "register", "agentUrl": owner_url, "agentId": first["agentId"], "credential": "guess"}
             assert (await client.post("/sidecar/register", json=guessed)).status_code == 409
-            with_userinfo = await client.post("/sidecar/register", json={"type": "register", "agentUrl": "ws://x@127.0.0.1:9110"})
+            with_userinfo = await client.post(
+                "/sidecar/register", json={"type": "register", "agentUrl": "ws://x@127.0.0.1:9110"}
+            )
             assert with_userinfo.status_code == 400 and "x@" not in with_userinfo.text
             other = await http_register(client, "http://127.0.0.1:9110/zzz")  # another agent: its own id
             assert other["agentId"] != first["agentId"]
-            assert (await client.post("/sidecar/heartbeat", json=heartbeat("http://127.0.0.1:9110/zzz"),
-                                      headers=agent_headers(other))).status_code == 200
-        names = {i.name for i in ray.get(master.fleet().providers.remote()) if i.name.startswith("sidecar-127.0.0.1:9110-")}
-        assert names == {f"sidecar-127.0.0.1:9110-{first['agentId']}-code-embedding",
-                         f"sidecar-127.0.0.1:9110-{other['agentId']}-code-embedding"}
+            assert (
+                await client.post(
+                    "/sidecar/heartbeat", json=heartbeat("http://127.0.0.1:9110/zzz"), headers=agent_headers(other)
+                )
+            ).status_code == 200
+        names = {
+            i.name for i in ray.get(master.fleet().providers.remote()) if i.name.startswith("sidecar-127.0.0.1:9110-")
+        }
+        assert names == {
+            f"sidecar-127.0.0.1:9110-{first['agentId']}-code-embedding",
+            f"sidecar-127.0.0.1:9110-{other['agentId']}-code-embedding",
+        }
         hosts = {h.agent_url: h.agent_id for h in ray.get(master.fleet().hosts.remote())}
         assert hosts[owner_url] == first["agentId"] and "ws://x@127.0.0.1:9110" not in hosts
         assert not keepalive.done()  # the owner's socket was never disturbed
@@ -377,7 +424,9 @@ async def test_poll_and_result_are_bound_to_the_agent_by_its_credential(master: 
     async with httpx.AsyncClient(base_url=master.http, headers=_auth(), timeout=30) as client:
         victim, thief = await http_register(client, victim_url), await http_register(client, thief_url)
         for url, answer in ((victim_url, victim), (thief_url, thief)):
-            assert (await client.post("/sidecar/heartbeat", json=heartbeat(url), headers=agent_headers(answer))).status_code == 200
+            assert (
+                await client.post("/sidecar/heartbeat", json=heartbeat(url), headers=agent_headers(answer))
+            ).status_code == 200
         fleet = master.fleet()
         name = (await master.provider_named("sidecar-127.0.0.1:9120-", eligible=True)).name
         pending = fleet.embed.remote(name, ["secret source text"])
@@ -389,17 +438,26 @@ async def test_poll_and_result_are_bound_to_the_agent_by_its_credential(master: 
         refusals = [
             await client.post("/sidecar/poll", json=poll),  # the victim's URL, no agent headers: the old hole
             await client.post("/sidecar/poll", json=poll, headers={"X-Sidecar-Agent": victim["agentId"]}),
-            await client.post("/sidecar/poll", json=poll, headers={**agent_headers(victim), "X-Sidecar-Credential": "guess"}),
-            await client.post("/sidecar/poll", json=poll, headers={**agent_headers(victim),
-                                                                    "X-Sidecar-Credential": thief["credential"]}),
+            await client.post(
+                "/sidecar/poll", json=poll, headers={**agent_headers(victim), "X-Sidecar-Credential": "guess"}
+            ),
+            await client.post(
+                "/sidecar/poll",
+                json=poll,
+                headers={**agent_headers(victim), "X-Sidecar-Credential": thief["credential"]},
+            ),
             await client.post("/sidecar/poll", json=poll, headers=agent_headers(thief)),  # its own proof, her URL
         ]
         assert [r.status_code for r in refusals] == [409, 403, 403, 403, 403]
         assert refusals and all("secret source text" not in r.text for r in refusals)
         # The thief's own outbox is empty; the victim's command is still waiting for her.
-        mine = await client.post("/sidecar/poll", json={"agentUrl": thief_url, "waitS": 0}, headers=agent_headers(thief))
+        mine = await client.post(
+            "/sidecar/poll", json={"agentUrl": thief_url, "waitS": 0}, headers=agent_headers(thief)
+        )
         assert mine.status_code == 200 and mine.json() == {"commands": []}
-        polled = await client.post("/sidecar/poll", json={"agentUrl": victim_url, "waitS": 5}, headers=agent_headers(victim))
+        polled = await client.post(
+            "/sidecar/poll", json={"agentUrl": victim_url, "waitS": 5}, headers=agent_headers(victim)
+        )
         [command] = polled.json()["commands"]
         assert command["texts"] == ["secret source text"]
 
@@ -407,8 +465,11 @@ async def test_poll_and_result_are_bound_to_the_agent_by_its_credential(master: 
         assert (await client.post("/sidecar/result", json=forged, headers=agent_headers(thief))).status_code == 404
         assert (await client.post("/sidecar/result", json=forged)).status_code == 409
         row = [0.25] * 384
-        done = await client.post("/sidecar/result", json={"type": "result", "id": command["id"], "embeddings": [row]},
-                                 headers=agent_headers(victim))
+        done = await client.post(
+            "/sidecar/result",
+            json={"type": "result", "id": command["id"], "embeddings": [row]},
+            headers=agent_headers(victim),
+        )
         assert done.status_code == 200
         assert np.allclose(await pending, [row])
 
@@ -426,8 +487,12 @@ async def test_request_bodies_are_limited_before_they_are_read(master: Master) -
     # A declared gigabyte, and no body sent at all: answered 413 from the headers alone.
     host, port = master.http.removeprefix("http://").split("/")[0].split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write((f"POST {PREFIX}/sidecar/result HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {TOKEN}\r\n"
-                  "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n").encode())
+    writer.write(
+        (
+            f"POST {PREFIX}/sidecar/result HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+        ).encode()
+    )
     await writer.drain()
     status_line = await asyncio.wait_for(reader.readline(), 10)
     writer.close()
@@ -465,7 +530,8 @@ async def test_a_hostile_frame_on_one_socket_never_delays_another_agents_heartbe
             await hostile.send(json.dumps({"type": "result", "id": "cmd-x", "pad": "x" * MAX_RESULT_BYTES}))  # over
             await hostile.send(json.dumps({"type": "heartbeat", "pad": "y" * (MAX_RESULT_BYTES - 100)}))  # under
             response = await asyncio.wait_for(
-                client.post("/sidecar/heartbeat", json=heartbeat(beating_url), headers=agent_headers(beating)), 10)
+                client.post("/sidecar/heartbeat", json=heartbeat(beating_url), headers=agent_headers(beating)), 10
+            )
             assert response.status_code == 200  # well within 10 s; it hung for over 60 s
             await wait_until_async(lambda: len(errors) >= 2, what="an error frame for each oversized frame")
             assert [e["message"].split(":")[0] for e in errors] == ["frame too large"] * 2

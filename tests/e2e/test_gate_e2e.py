@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 import ray
-from pydantic import SecretStr
-
 from conftest import RayCluster
+from pydantic import SecretStr
 from waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -47,8 +46,11 @@ def gate(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_factory: pytest
         ray={"namespace": NAMESPACE},
         store={"data_dir": tmp_path_factory.mktemp("gate-data")},
         gate={"sentinel_period_s": 1.0},
-        cloud={"enabled": True, "base_url": fake_openrouter.base_url,
-               "routes": {"code-embedding": {"model": MODEL, "upstream": "exact"}}},
+        cloud={
+            "enabled": True,
+            "base_url": fake_openrouter.base_url,
+            "routes": {"code-embedding": {"model": MODEL, "upstream": "exact"}},
+        },
     )
     from actors import ensure_embedders
 
@@ -68,8 +70,13 @@ def container(settings: Any, name: str | None = None) -> Any:
     name = name or f"{socket.gethostname()}-OR-CodeEmbedding"
     handle = VirtualContainerActor.options(
         name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
-    ).remote(name, Role.CODE_EMBEDDING, settings.cloud.routes[Role.CODE_EMBEDDING], settings,
-             settings.policy(Role.CODE_EMBEDDING))
+    ).remote(
+        name,
+        Role.CODE_EMBEDDING,
+        settings.cloud.routes[Role.CODE_EMBEDDING],
+        settings,
+        settings.policy(Role.CODE_EMBEDDING),
+    )
     ray.get(handle.set_key.remote(SecretStr(CANARY_KEY)))
     return handle
 
@@ -111,9 +118,15 @@ def fresh_gate(gate: Any) -> None:
     from cluster.roles import Role
 
     def stale() -> list[str]:
-        return [e["name"] for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE
-                and (e["name"] == dispatcher_actor_name(Role.CODE_EMBEDDING)
-                     or (e["name"].endswith("-OR-CodeEmbedding") and e["name"] != HOST))]
+        return [
+            e["name"]
+            for e in ray.util.list_named_actors(all_namespaces=True)
+            if e["namespace"] == NAMESPACE
+            and (
+                e["name"] == dispatcher_actor_name(Role.CODE_EMBEDDING)
+                or (e["name"].endswith("-OR-CodeEmbedding") and e["name"] != HOST)
+            )
+        ]
 
     for name in stale():
         ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
@@ -122,8 +135,12 @@ def fresh_gate(gate: Any) -> None:
 
 @pytest.mark.parametrize(
     ("upstream", "verdict"),
-    [("exact", "verified"), ("quantised", "vector-incompatible"), ("wide", "dimension-mismatch"),
-     ("other", "vector-incompatible")],
+    [
+        ("exact", "verified"),
+        ("quantised", "vector-incompatible"),
+        ("wide", "dimension-mismatch"),
+        ("other", "vector-incompatible"),
+    ],
 )
 def test_under_aggregate_a_cloud_upstream_is_verified_against_the_local_reference(
     gate: Any, fake_openrouter: Any, upstream: str, verdict: str
@@ -166,7 +183,9 @@ def test_an_upstream_exact_on_the_probe_texts_only_is_caught_in_service_and_writ
     report = report_of(dispatcher, HOST, "probe-exact")
     assert report.verdict == "vector-incompatible" and report.detail.startswith("spot check"), report.detail
     assert report.min_cosine is not None and report.min_cosine < 0.5  # junk, though it passed the probe texts
-    assert requests_to(fake_openrouter, "probe-exact") - before >= 2  # the probe and at least one batch: caught in service
+    assert (
+        requests_to(fake_openrouter, "probe-exact") - before >= 2
+    )  # the probe and at least one batch: caught in service
     assert record.providers == ["samespace-embedder-cpu0"]
 
     index = get_index_actor(gate)
@@ -210,7 +229,9 @@ def test_under_cloud_one_provider_is_checked_on_width_and_pin_only_two_use_an_an
     ray.kill(ray.get_actor(other_pc, namespace=NAMESPACE))
 
 
-def test_a_pinned_upstream_that_drifts_is_evicted_and_never_written(gate: Any, fake_openrouter: Any, tmp_path: Path) -> None:
+def test_a_pinned_upstream_that_drifts_is_evicted_and_never_written(
+    gate: Any, fake_openrouter: Any, tmp_path: Path
+) -> None:
     from actors import get_index_actor
     from jobs.reindex import run_reindex
 
@@ -231,8 +252,11 @@ def test_a_pinned_upstream_that_drifts_is_evicted_and_never_written(gate: Any, f
 
         dispatcher = get_dispatcher(gate, Role.CODE_EMBEDDING)
         # The sentinel re-probes every second; wait for its verdict, not for a guessed number of rounds.
-        wait_until(lambda: report_of(dispatcher, HOST, "exact").verdict != "verified", interval_s=0.25,
-                   what="the sentinel's verdict on the drifted upstream")
+        wait_until(
+            lambda: report_of(dispatcher, HOST, "exact").verdict != "verified",
+            interval_s=0.25,
+            what="the sentinel's verdict on the drifted upstream",
+        )
         evicted = report_of(dispatcher, HOST, "exact")
         assert evicted.verdict == "vector-incompatible" and "sentinel" in evicted.detail
 

@@ -24,11 +24,11 @@ from typing import Any
 import httpx
 import pytest
 import ray
+from conftest import FIXTURES, McpServer, RayCluster, reindex_entrypoint
+from jobs_util import submit_job, wait_for_job
 from pydantic import SecretStr
 from ray.job_submission import JobStatus, JobSubmissionClient
 
-from conftest import FIXTURES, McpServer, RayCluster, reindex_entrypoint
-from jobs_util import submit_job, wait_for_job
 from serve_apps.mcp_client import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -62,8 +62,12 @@ def write_hostile_repo(root: Path) -> Path:
     repo = root / "hostile"
     shutil.copytree(FIXTURES / "polyglot", repo)
     files = {
-        **{f"pkg/plain_{i}.py": "".join(f"def step_{i}_{j}(value):\n    return value * {j} + {i}\n\n\n"
-                                          for j in range(4)) for i in range(30)},
+        **{
+            f"pkg/plain_{i}.py": "".join(
+                f"def step_{i}_{j}(value):\n    return value * {j} + {i}\n\n\n" for j in range(4)
+            )
+            for i in range(30)
+        },
         "pkg/marker.py": f'def describe_marker():\n    """Return the plain marker word."""\n    return "{MARKER}"\n',
         "src/keys.py": (
             "def load_fallback_key():\n    return '''" + pem_block(CANARIES["pem"]) + "'''\n\n\n"
@@ -77,14 +81,15 @@ def write_hostile_repo(root: Path) -> Path:
         "deploy/id_rsa": pem_block(CANARIES["pem"]) + "\n",
         ".env": f"OPENROUTER_API_KEY={CANARIES['openrouter']}\n",
         ".aws/credentials": f"[default]\naws_access_key_id = {CANARIES['aws']}\n"
-                            f"aws_secret_access_key = {CANARIES['aws_secret']}\n",
+        f"aws_secret_access_key = {CANARIES['aws_secret']}\n",
         ".npmrc": f"//registry.npmjs.org/:_authToken={CANARIES['npm']}\n",
         "notes/private.md": f"# Private\n\n{CANARIES['excluded']} is only in an excluded file.\n",
         "web/vendor.min.js": ";".join(f"function v{i}(a){{return a*{i}+1}}" for i in range(20_000)) + "\n",
         # 1,000 nested namespaces once killed the job with a RecursionError; 10,000 in every
         # grammar is the pathological corpus's test below.
-        "native/deep.cpp": "".join(f"namespace n{i} {{\n" for i in range(DEPTH)) + "int deepest() { return 1; }\n"
-                           + "}\n" * DEPTH,
+        "native/deep.cpp": "".join(f"namespace n{i} {{\n" for i in range(DEPTH))
+        + "int deepest() { return 1; }\n"
+        + "}\n" * DEPTH,
         "native/deep.rs": "".join("mod m {\n" for _ in range(DEPTH)) + "fn deepest() -> i32 { 1 }\n" + "}\n" * DEPTH,
     }
     for rel, text in files.items():
@@ -95,7 +100,7 @@ def write_hostile_repo(root: Path) -> Path:
     (git / "info").mkdir(parents=True)
     (git / "info" / "exclude").write_text("notes/private.md\n")
     (git / "config").write_text(
-        "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n"
+        '[core]\n\trepositoryformatversion = 0\n[remote "origin"]\n'
         f"\turl = https://ci-bot:{CANARIES['github']}@github.com/acme/hostile.git\n"
     )
     (repo / "git-remote.cfg").symlink_to(git / "config")
@@ -115,7 +120,10 @@ class Hostile:
 
 
 def job_env(cluster: RayCluster, settings: Any, fake: Any) -> dict[str, str]:
-    routes = {"code-embedding": {"model": MODEL, "upstream": UPSTREAM}, "code-assistant": {"model": "poolside/laguna-s-2.1"}}
+    routes = {
+        "code-embedding": {"model": MODEL, "upstream": UPSTREAM},
+        "code-assistant": {"model": "poolside/laguna-s-2.1"},
+    }
     return {
         **cluster.env,
         "SAMESPACE_RAY__NAMESPACE": NAMESPACE,
@@ -134,8 +142,9 @@ def run_job(cluster: RayCluster, env: dict[str, str], repo: Path, *extra: str) -
 
 
 @pytest.fixture(scope="module")
-def hostile(ray_cluster: RayCluster, mcp_server: McpServer, fake_openrouter: Any,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
+def hostile(
+    ray_cluster: RayCluster, mcp_server: McpServer, fake_openrouter: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Hostile]:
     from ray import serve
 
     from actors import ensure_virtual_containers
@@ -148,9 +157,14 @@ def hostile(ray_cluster: RayCluster, mcp_server: McpServer, fake_openrouter: Any
     settings = SamespaceSettings(
         ray={"namespace": NAMESPACE},
         store={"data_dir": data_dir},
-        cloud={"enabled": True, "base_url": fake_openrouter.base_url,
-               "routes": {"code-embedding": {"model": MODEL, "upstream": UPSTREAM},
-                          "code-assistant": {"model": "poolside/laguna-s-2.1"}}},
+        cloud={
+            "enabled": True,
+            "base_url": fake_openrouter.base_url,
+            "routes": {
+                "code-embedding": {"model": MODEL, "upstream": UPSTREAM},
+                "code-assistant": {"model": "poolside/laguna-s-2.1"},
+            },
+        },
     )
     env = job_env(ray_cluster, settings, fake_openrouter)
     containers = ensure_virtual_containers(settings)
@@ -184,8 +198,17 @@ def test_the_job_succeeds_and_reports_the_skips_by_reason(hostile: Hostile) -> N
     log = hostile.log
     assert f"committed {INDEX!r}" in log
     assert "skipped: " in log
-    for path in (".env", "deploy/server.pem", "deploy/id_rsa", ".aws/", ".npmrc", "git-remote.cfg",
-                 "web/vendor.min.js", "src/keys.py", "src/settings.py"):
+    for path in (
+        ".env",
+        "deploy/server.pem",
+        "deploy/id_rsa",
+        ".aws/",
+        ".npmrc",
+        "git-remote.cfg",
+        "web/vendor.min.js",
+        "src/keys.py",
+        "src/settings.py",
+    ):
         assert path in log, path
     assert "notes/private.md" not in log  # excluded by .git/info/exclude: ignored, not a reportable skip
     assert not leaked(log), leaked(log)
@@ -223,8 +246,16 @@ async def test_the_deep_files_and_the_clean_parts_of_leaky_files_are_searchable(
     assert any(s["path"] == "src/keys.py" for s in symbols["hits"])
 
 
-QUERIES = ["private key", "aws access key id secret", "openrouter api key", "git remote url token",
-           "npm auth token registry", "excluded private note", "load fallback key", "region"]
+QUERIES = [
+    "private key",
+    "aws access key id secret",
+    "openrouter api key",
+    "git remote url token",
+    "npm auth token registry",
+    "excluded private note",
+    "load fallback key",
+    "region",
+]
 
 
 async def test_no_mcp_tool_and_no_ask_returns_a_canary(hostile: Hostile) -> None:
@@ -243,8 +274,9 @@ async def test_no_mcp_tool_and_no_ask_returns_a_canary(hostile: Hostile) -> None
         seen.append(json.dumps(near))
     seen.append(json.dumps(await tool(hostile, "repo_overview", repo=INDEX)))
     for path in (".env", "deploy/server.pem", "git-remote.cfg", ".git/config", "notes/private.md", ".npmrc"):
-        result = await call_tool(hostile.mcp_url, "read_code",
-                                 {"repo": INDEX, "path": path, "start_line": 1, "end_line": 10})
+        result = await call_tool(
+            hostile.mcp_url, "read_code", {"repo": INDEX, "path": path, "start_line": 1, "end_line": 10}
+        )
         assert result.is_error, path  # never an indexed file
         seen.append(result_text(result))
     everything = "\n".join(seen + hostile.responses)
@@ -254,8 +286,9 @@ async def test_no_mcp_tool_and_no_ask_returns_a_canary(hostile: Hostile) -> None
 
 def test_rlm_ask_returns_no_canary(hostile: Hostile) -> None:
     for query in QUERIES:
-        response = httpx.post(f"{hostile.base}/rlm/ask", json={"question": f"show me the {query}", "repo": INDEX},
-                              timeout=120)
+        response = httpx.post(
+            f"{hostile.base}/rlm/ask", json={"question": f"show me the {query}", "repo": INDEX}, timeout=120
+        )
         assert response.status_code == 200, response.text
         assert not leaked(response.text), (query, leaked(response.text))
 
@@ -267,8 +300,9 @@ def test_no_canary_is_in_the_stores_files(hostile: Hostile) -> None:
         assert not any(secret.encode() in blob for blob in blobs), name
 
 
-def test_a_vanished_root_is_an_error_and_the_index_keeps_serving(ray_cluster: RayCluster, hostile: Hostile,
-                                                                 tmp_path: Path) -> None:
+def test_a_vanished_root_is_an_error_and_the_index_keeps_serving(
+    ray_cluster: RayCluster, hostile: Hostile, tmp_path: Path
+) -> None:
     from actors import get_index_actor
 
     before = ray.get(get_index_actor(hostile.settings).record.remote(INDEX))
@@ -279,8 +313,9 @@ def test_a_vanished_root_is_an_error_and_the_index_keeps_serving(ray_cluster: Ra
     assert ray.get(get_index_actor(hostile.settings).record.remote(INDEX)).build == before.build
 
 
-def test_a_root_whose_files_all_vanished_does_not_wipe_the_index(ray_cluster: RayCluster, hostile: Hostile,
-                                                                 tmp_path: Path) -> None:
+def test_a_root_whose_files_all_vanished_does_not_wipe_the_index(
+    ray_cluster: RayCluster, hostile: Hostile, tmp_path: Path
+) -> None:
     from actors import get_index_actor
 
     before = ray.get(get_index_actor(hostile.settings).record.remote(INDEX))
@@ -295,15 +330,17 @@ def test_a_root_whose_files_all_vanished_does_not_wipe_the_index(ray_cluster: Ra
     assert after.build == before.build and after.chunks == before.chunks
 
 
-def test_the_pathological_corpus_is_indexed_by_the_job(ray_cluster: RayCluster, hostile: Hostile,
-                                                       tmp_path: Path) -> None:
+def test_the_pathological_corpus_is_indexed_by_the_job(
+    ray_cluster: RayCluster, hostile: Hostile, tmp_path: Path
+) -> None:
     """10,000-deep nesting in every grammar, 1 MB one-line files, a 100,000-line file, NULs, invalid
     UTF-8 and mixed line endings, through the real job. 2,000-line windows keep the embedding work
     to ~450 chunks on 2 CPU cores; the parse, the depth cap, the byte cap and the keyword
     extraction see every line all the same (the 40-line default is covered per file, without
     embedding, by tests/unit/test_pathological.py)."""
-    from actors import get_index_actor
     from fakes.pathological import MINIFIED, write_pathological_corpus
+
+    from actors import get_index_actor
 
     corpus = tmp_path / "pathological"
     written = write_pathological_corpus(corpus)

@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import pytest
 import websockets
+from conftest import McpServer, RayCluster
 from pydantic import SecretStr
 from websockets.exceptions import InvalidStatus
 
-from conftest import McpServer, RayCluster
 from serve_apps.mcp_client import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -84,8 +84,12 @@ async def test_a_browser_websocket_is_refused_before_accept(mcp_server: McpServe
     for name, path, headers, status, body in cases:  # Serve forwards the denial response: the HTTP answer
         with pytest.raises(InvalidStatus) as refused:
             async with websockets.connect(
-                f"ws://{name}:{port}{path}", host="127.0.0.1", port=port, proxy=None,
-                additional_headers=headers, open_timeout=30,
+                f"ws://{name}:{port}{path}",
+                host="127.0.0.1",
+                port=port,
+                proxy=None,
+                additional_headers=headers,
+                open_timeout=30,
             ):
                 pass
         assert (refused.value.response.status_code, bytes(refused.value.response.body or b"")) == (status, body)

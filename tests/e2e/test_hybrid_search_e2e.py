@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import ray
-
 from conftest import McpServer, RayCluster
+
 from serve_apps.mcp_client import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -52,7 +52,7 @@ def parse_config(path):
 def default_settings():
     return {"port": 8080, "debug": False}
 ''',
-    "app/main.py": '''from app.config import parse_config
+    "app/main.py": """from app.config import parse_config
 
 
 def main(argv):
@@ -62,7 +62,7 @@ def main(argv):
 
 def reload(path):
     return parse_config(path)
-''',
+""",
     "docs/setup.md": "# Setup\n\nInstall the service, write a YAML settings file and start it.\n",
 }
 
@@ -79,7 +79,9 @@ def hybrid(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pyt
     for path, text in SOURCES.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
-    settings = SamespaceSettings(ray={"namespace": NAMESPACE}, store={"data_dir": tmp_path_factory.mktemp("hybrid-data")})
+    settings = SamespaceSettings(
+        ray={"namespace": NAMESPACE}, store={"data_dir": tmp_path_factory.mktemp("hybrid-data")}
+    )
     run_reindex(settings, repo, REPO, emit=lambda line: None)
     serve.run(McpIngress.options(num_replicas=1).bind(settings), name="hybrid", route_prefix="/hybrid")
     try:
@@ -96,11 +98,16 @@ async def search(url: str, **arguments: Any) -> dict[str, Any]:
     return dict(result.structured_content or {})
 
 
-@pytest.mark.parametrize(("query", "path", "symbol"), [
-    ("getUserById", "src/users/repository.ts", "UserRepository"),  # the class chunk holds the method
-    ("parse_config", "app/config.py", "parse_config"),
-])
-async def test_an_exact_identifier_ranks_its_defining_chunk_first(hybrid: str, query: str, path: str, symbol: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "path", "symbol"),
+    [
+        ("getUserById", "src/users/repository.ts", "UserRepository"),  # the class chunk holds the method
+        ("parse_config", "app/config.py", "parse_config"),
+    ],
+)
+async def test_an_exact_identifier_ranks_its_defining_chunk_first(
+    hybrid: str, query: str, path: str, symbol: str
+) -> None:
     found = await search(hybrid, query=query, k=5)
     assert found["mode"] == "hybrid" and found["encoded_by"]
     first = found["hits"][0]

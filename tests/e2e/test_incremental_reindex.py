@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pytest
 import ray
-
 from conftest import RayCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -67,8 +66,11 @@ class Env:
         from cluster.types import PayloadFilter
 
         vector, identity = ray.get(self.embedder.encode_query.remote(text))
-        hits, _ = ray.get(self.index.search.remote(
-            name, vector.tolist(), identity, limit, PayloadFilter(equals=filters) if filters else None))
+        hits, _ = ray.get(
+            self.index.search.remote(
+                name, vector.tolist(), identity, limit, PayloadFilter(equals=filters) if filters else None
+            )
+        )
         return list(hits)
 
     def vectors(self, build: str) -> dict[str, tuple[np.ndarray, str]]:
@@ -96,10 +98,12 @@ def env(ray_cluster: RayCluster, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 def function(topic: str, i: int, body: str = "") -> str:
-    return (f"def {topic}_step_{i}(record, limit={i}):\n"
-            f"    \"\"\"Step {i} of the {topic} pipeline: validate the {topic} record and clamp it.\"\"\"\n"
-            f"    value = record.get('{topic}_{i}', {i}) {body or '* 2'}\n"
-            f"    return min(value, limit)\n")
+    return (
+        f"def {topic}_step_{i}(record, limit={i}):\n"
+        f'    """Step {i} of the {topic} pipeline: validate the {topic} record and clamp it."""\n'
+        f"    value = record.get('{topic}_{i}', {i}) {body or '* 2'}\n"
+        f"    return min(value, limit)\n"
+    )
 
 
 def module(topic: str, functions: int = 3) -> str:
@@ -138,8 +142,11 @@ def test_an_edited_file_embeds_only_its_changed_chunks_and_search_finds_the_new_
 
     repo = write_repo(env.tmp.mktemp("edit") / "shop")
     first, _ = env.reindex(repo, "edit")
-    (repo / "invoice.py").write_text(module("invoice").replace(
-        "* 2", "* 2\n    value += compute_zebra_surcharge(value)  # the zebra surcharge of overdue invoices", 1))
+    (repo / "invoice.py").write_text(
+        module("invoice").replace(
+            "* 2", "* 2\n    value += compute_zebra_surcharge(value)  # the zebra surcharge of overdue invoices", 1
+        )
+    )
     texts = env.texts(repo)
     before = env.counts(texts)
     second, lines = env.reindex(repo, "edit")
@@ -166,7 +173,9 @@ def test_a_deleted_file_has_no_points_and_read_code_refuses_it(env: Env) -> None
     before = env.counts(env.texts(repo))
     (repo / "customer.py").unlink()
     record, lines = env.reindex(repo, "delete")
-    assert any(line.startswith("plan: incremental") and line.endswith("embedding 0; 1 removed") for line in lines), lines
+    assert any(line.startswith("plan: incremental") and line.endswith("embedding 0; 1 removed") for line in lines), (
+        lines
+    )
     assert env.query("delete", "customer record", path="customer.py") == []
     assert record.chunks == len(before) - 3 and record.files == 4
     with pytest.raises(ReadRefused):
@@ -182,7 +191,9 @@ def test_a_moved_function_keeps_its_vector_and_provider_at_its_new_lines(env: En
     first, _ = env.reindex(repo, "move")
     old_vectors = env.vectors(first.build)
     shipment = [function("shipment", i) for i in range(3)]
-    (repo / "shipment.py").write_text("\n\n".join([function("shipment", 9, "+ 7"), shipment[2], shipment[0], shipment[1]]))
+    (repo / "shipment.py").write_text(
+        "\n\n".join([function("shipment", 9, "+ 7"), shipment[2], shipment[0], shipment[1]])
+    )
     texts = env.texts(repo)
     before = env.counts(texts)
     second, _ = env.reindex(repo, "move")
@@ -264,10 +275,14 @@ def test_an_index_in_another_encoder_space_is_rebuilt_in_full(env: Env) -> None:
     index = env.index
     build = ray.get(index.begin_build.remote("space", other, str(repo.resolve()), None, None))
     found = collect_repository(repo.resolve(), env.settings)
-    points = [StoredPoint(id=point_id("space", c), vector=vectors[embed_hash(c)][0].tolist(),
-                          payload=point_payload("space", c, other, other, "elsewhere", build,
-                                                file_hash=found.file_hashes[o]))
-              for c, o in zip(found.chunks, found.owners, strict=True)]
+    points = [
+        StoredPoint(
+            id=point_id("space", c),
+            vector=vectors[embed_hash(c)][0].tolist(),
+            payload=point_payload("space", c, other, other, "elsewhere", build, file_hash=found.file_hashes[o]),
+        )
+        for c, o in zip(found.chunks, found.owners, strict=True)
+    ]
     ray.get(index.write.remote(build, points))
     ray.get(index.commit_build.remote(build, found.files, ["elsewhere"]))
     texts = env.texts(repo)

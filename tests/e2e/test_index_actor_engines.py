@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import ray
-
 from conftest import RayCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -17,15 +16,18 @@ def test_the_index_actor_builds_switches_and_searches_on_both_engines(
     ray_cluster: RayCluster, tmp_path: Path, kind: str
 ) -> None:
     from actors import ensure_embedders, get_index_actor
-    from cluster.ingest.chunking import chunk_file
     from cluster.errors import EncoderMismatch
     from cluster.index.catalog import point_id, point_payload
+    from cluster.ingest.chunking import chunk_file
     from cluster.settings import SamespaceSettings
     from cluster.space import embedding_text
     from cluster.types import StoredPoint
 
-    store = {"kind": "embedded", "data_dir": tmp_path} if kind == "embedded" else {
-        "kind": "server", "url": f"path:{tmp_path}"}
+    store = (
+        {"kind": "embedded", "data_dir": tmp_path}
+        if kind == "embedded"
+        else {"kind": "server", "url": f"path:{tmp_path}"}
+    )
     settings = SamespaceSettings(store=store, ray={"namespace": f"engine-{kind}"})
     index = get_index_actor(settings)
     (embedder,) = ensure_embedders(ray_cluster.settings)  # type: ignore[arg-type]
@@ -37,9 +39,14 @@ def test_the_index_actor_builds_switches_and_searches_on_both_engines(
         for _ in range(2):
             build = ray.get(index.begin_build.remote("engine", identity, str(tmp_path), None))
             vectors = ray.get(embedder.encode_batch.remote([embedding_text(c) for c in chunks]))
-            points = [StoredPoint(id=point_id("engine", c), vector=v.tolist(),
-                                  payload=point_payload("engine", c, identity, identity, "test", build))
-                      for c, v in zip(chunks, vectors, strict=True)]
+            points = [
+                StoredPoint(
+                    id=point_id("engine", c),
+                    vector=v.tolist(),
+                    payload=point_payload("engine", c, identity, identity, "test", build),
+                )
+                for c, v in zip(chunks, vectors, strict=True)
+            ]
             ray.get(index.write.remote(build, points))
             record = ray.get(index.commit_build.remote(build, 1, ["test"]))
             assert record.chunks == len(chunks) == 2

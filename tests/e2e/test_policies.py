@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 import ray
-from pydantic import SecretStr
-
 from conftest import CanaryScan, RayCluster
+from pydantic import SecretStr
 from waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -36,8 +35,9 @@ class CloudCluster:
 
 
 @pytest.fixture(scope="module")
-def cloud(ray_cluster: RayCluster, fake_openrouter: Any, canary_scan: CanaryScan,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudCluster]:
+def cloud(
+    ray_cluster: RayCluster, fake_openrouter: Any, canary_scan: CanaryScan, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CloudCluster]:
     from actors import ensure_embedders, ensure_virtual_containers
     from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
@@ -82,8 +82,11 @@ def fresh_gate_and_budget(cloud: CloudCluster) -> None:
 
     def stale() -> list[str]:
         names = {dispatcher_actor_name(Role.CODE_EMBEDDING), BUDGET_ACTOR_NAME}
-        return [e["name"] for e in ray.util.list_named_actors(all_namespaces=True)
-                if e["namespace"] == NAMESPACE and e["name"] in names]
+        return [
+            e["name"]
+            for e in ray.util.list_named_actors(all_namespaces=True)
+            if e["namespace"] == NAMESPACE and e["name"] in names
+        ]
 
     for name in stale():
         ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
@@ -260,8 +263,7 @@ def test_an_aggregate_reindex_records_rows_from_both_local_and_cloud_providers(
     repo = tmp_path / "agg"
     repo.mkdir()
     for f in range(8):
-        (repo / f"m{f}.py").write_text("\n\n".join(
-            f"def fn_{f}_{g}(x):\n    return x * {g} + {f}" for g in range(12)))
+        (repo / f"m{f}.py").write_text("\n\n".join(f"def fn_{f}_{g}(x):\n    return x * {g} + {f}" for g in range(12)))
     push_policy(cloud.settings, Role.CODE_EMBEDDING, "aggregate")
     record = run_reindex(cloud.settings, repo, "agg", emit=lambda line: None)
     assert record.chunks == 96
@@ -273,4 +275,3 @@ def test_an_aggregate_reindex_records_rows_from_both_local_and_cloud_providers(
     hits, _ = ray.get(index.search.remote("agg", vector.tolist(), identity, 96, None))
     writers = {h.payload["provider"] for h in hits}
     assert len(writers) == 2 and len(hits) == 96  # provenance per row names each writer
-

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import free_port
 
 pytestmark = pytest.mark.slow  # starts its own Ray head
@@ -126,7 +125,8 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenHead]:
         os.umask(old_umask)
     gcs_port, dashboard_port = free_port(), free_port()
     base_env = {
-        key: value for key, value in os.environ.items()
+        key: value
+        for key, value in os.environ.items()
         if not key.startswith("RAY_") and key not in {"HOME", "PYTEST_CURRENT_TEST"}
     }
     base_env.update(
@@ -146,14 +146,30 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenHead]:
     log = base / "ray-start.log"
     with log.open("wb") as out:
         started = subprocess.Popen(
-            [RAY, "start", "--head", "--block", "--num-cpus=1", "--disable-usage-stats",
-             "--node-ip-address=127.0.0.1", f"--port={gcs_port}", "--dashboard-host=127.0.0.1",
-             f"--dashboard-port={dashboard_port}", f"--ray-client-server-port={free_port()}",
-             f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
-             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
-             f"--temp-dir={base / 'ray'}"],
-            env=state.token_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                RAY,
+                "start",
+                "--head",
+                "--block",
+                "--num-cpus=1",
+                "--disable-usage-stats",
+                "--node-ip-address=127.0.0.1",
+                f"--port={gcs_port}",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={dashboard_port}",
+                f"--ray-client-server-port={free_port()}",
+                f"--node-manager-port={free_port()}",
+                f"--object-manager-port={free_port()}",
+                f"--dashboard-agent-listen-port={free_port()}",
+                f"--dashboard-agent-grpc-port={free_port()}",
+                f"--metrics-export-port={free_port()}",
+                f"--runtime-env-agent-port={free_port()}",
+                f"--temp-dir={base / 'ray'}",
+            ],
+            env=state.token_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         _wait_for_job_api(state, token, started, log)
@@ -217,8 +233,7 @@ def test_the_documented_job_submit_line_runs_a_driver_that_joins_and_runs_a_task
     # README / Makefile: RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=.samespace/ray-token \
     #   ray job submit --address http://127.0.0.1:8265 --working-dir . -- python ...
     done = _run(
-        [RAY, "job", "submit", "--address", head.dashboard_url, "--working-dir", ".", "--",
-         "python", "-c", JOB_SCRIPT],
+        [RAY, "job", "submit", "--address", head.dashboard_url, "--working-dir", ".", "--", "python", "-c", JOB_SCRIPT],
         env=head.token_env(),
         timeout_s=180.0,
     )

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 import ray
-from pydantic import SecretStr
-
 from conftest import RayCluster
+from pydantic import SecretStr
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -19,8 +18,9 @@ DOCS = ["the weather is sunny today", "retry a failing request with exponential 
 
 @pytest.fixture(scope="module")
 def rerank_settings(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from cluster.settings import SamespaceSettings
     from fakes.models import build_local_cross_encoder
+
+    from cluster.settings import SamespaceSettings
 
     fake_openrouter.configure(keys={CANARY_KEY: {"label": "rerank"}})
     model_dir = build_local_cross_encoder(tmp_path_factory.mktemp("ce"))
@@ -28,8 +28,11 @@ def rerank_settings(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_fact
         ray={"namespace": NAMESPACE},
         store={"data_dir": tmp_path_factory.mktemp("rerank-data")},
         reranker={"model": str(model_dir)},
-        cloud={"enabled": True, "base_url": fake_openrouter.base_url,
-               "routes": {"reranker": {"model": "qwen/qwen3-reranker-8b"}}},
+        cloud={
+            "enabled": True,
+            "base_url": fake_openrouter.base_url,
+            "routes": {"reranker": {"model": "qwen/qwen3-reranker-8b"}},
+        },
     )
     yield settings
     for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE]:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 import ray
-
 from conftest import McpServer, RayCluster
 from jobs_util import reindex
+
 from serve_apps.mcp_client import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pytest
 import ray
-
 from conftest import RayCluster
 from waiting import wait_until
 
@@ -31,9 +30,21 @@ class SecondNode:
     def __init__(self, gcs_address: str, log: Path) -> None:
         self._log = log.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.ray_worker_node", "--address", gcs_address,
-             "--num-cpus", "1", "--resources", '{"fake_gpu": 1}'],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "tests.fakes.ray_worker_node",
+                "--address",
+                gcs_address,
+                "--num-cpus",
+                "1",
+                "--resources",
+                '{"fake_gpu": 1}',
+            ],
+            cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def stop(self) -> None:
@@ -91,8 +102,11 @@ def test_a_joining_node_gets_an_embedder_and_a_lane_and_a_leaving_node_loses_no_
         running = dispatcher.embed.remote(TEXTS)
         (joined_handle,) = [h for h, i in zip(handles, infos, strict=True) if i.name == joined.name]
         served_before = ray.get(joined_handle.describe.remote()).served
-        wait_until(lambda: ray.get(joined_handle.describe.remote()).served > served_before, 120,
-                   what="the new node's lane serving during the run")
+        wait_until(
+            lambda: ray.get(joined_handle.describe.remote()).served > served_before,
+            120,
+            what="the new node's lane serving during the run",
+        )
         node.stop()  # the node leaves mid-run
         outcome = ray.get(running, timeout=600)
     finally:

@@ -31,8 +31,13 @@ RUN_TIMEOUT_S = 1200  # a cold head, the model loaded by the MCP replica and the
 CALL_TIMEOUT_S = 180
 # Ray ports `ray start --head` would otherwise take at fixed defaults (client server 10001, agent 52365).
 RAY_PORT_FLAGS = (
-    "--ray-client-server-port", "--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
-    "--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port",
+    "--ray-client-server-port",
+    "--node-manager-port",
+    "--object-manager-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--metrics-export-port",
+    "--runtime-env-agent-port",
 )
 
 
@@ -45,14 +50,18 @@ class UserCluster:
     run: subprocess.CompletedProcess[str]
 
     def samespace(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([SAMESPACE, *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
-                              timeout=CALL_TIMEOUT_S)
+        return subprocess.run(
+            [SAMESPACE, *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=CALL_TIMEOUT_S
+        )
 
 
 def _user_env(home: Path) -> dict[str, str]:
     """A user's shell: no samespace or Ray settings from this test process, a HOME of the test's own."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("SAMESPACE_", "RAY_")) and key != "PYTEST_CURRENT_TEST"}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SAMESPACE_", "RAY_")) and key != "PYTEST_CURRENT_TEST"
+    }
     env["HOME"] = str(home)
     return env
 
@@ -83,9 +92,26 @@ def user_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserClust
     mcp_port = free_port()
     env = _user_env(base / "home")
     argv = [
-        SAMESPACE, "run", "--repo", str(repo), "--name", "polyglot", "--query", "write a JSON file atomically",
-        "--state-dir", str(state_dir), "--port", str(free_port()), "--dashboard-port", str(free_port()),
-        "--mcp-port", str(mcp_port), "--temp-dir", str(temp_dir), "--wait-s", "900",
+        SAMESPACE,
+        "run",
+        "--repo",
+        str(repo),
+        "--name",
+        "polyglot",
+        "--query",
+        "write a JSON file atomically",
+        "--state-dir",
+        str(state_dir),
+        "--port",
+        str(free_port()),
+        "--dashboard-port",
+        str(free_port()),
+        "--mcp-port",
+        str(mcp_port),
+        "--temp-dir",
+        str(temp_dir),
+        "--wait-s",
+        "900",
         *(f"--ray-arg={flag}={free_port()}" for flag in RAY_PORT_FLAGS),
     ]
     try:
@@ -114,7 +140,13 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     assert any((state / "data").iterdir())  # the store lives in the state dir given, not the repository's
 
     found = user_cluster.samespace(
-        "search", "--address", f"http://127.0.0.1:{user_cluster.mcp_port}", "--repo", "polyglot", "-k", "3",
+        "search",
+        "--address",
+        f"http://127.0.0.1:{user_cluster.mcp_port}",
+        "--repo",
+        "polyglot",
+        "-k",
+        "3",
         "write a JSON file atomically so readers never see a torn file",
     )
     assert found.returncode == 0, found.stdout + found.stderr

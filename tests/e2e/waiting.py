@@ -18,8 +18,12 @@ DEADLINE_S = 60.0  # generous: a condition that holds at all holds well within t
 INTERVAL_S = 0.1
 
 
-def wait_until(predicate: Callable[[], T], timeout_s: float = DEADLINE_S, interval_s: float = INTERVAL_S,
-               what: str = "the condition") -> T:
+def wait_until(
+    predicate: Callable[[], T],
+    timeout_s: float = DEADLINE_S,
+    interval_s: float = INTERVAL_S,
+    what: str = "the condition",
+) -> T:
     """Poll `predicate` until it returns something truthy; return that. AssertionError after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -31,8 +35,12 @@ def wait_until(predicate: Callable[[], T], timeout_s: float = DEADLINE_S, interv
         time.sleep(interval_s)
 
 
-async def wait_until_async(predicate: Callable[[], T], timeout_s: float = DEADLINE_S, interval_s: float = INTERVAL_S,
-                           what: str = "the condition") -> T:
+async def wait_until_async(
+    predicate: Callable[[], T],
+    timeout_s: float = DEADLINE_S,
+    interval_s: float = INTERVAL_S,
+    what: str = "the condition",
+) -> T:
     """`wait_until` for a test running on an event loop: sleeps without blocking the loop."""
     deadline = time.monotonic() + timeout_s
     while True:

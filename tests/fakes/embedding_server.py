@@ -215,9 +215,7 @@ class FakeEmbeddingServer(FakeServerProcess):
         self._api_key = api_key
 
     def __repr__(self) -> str:
-        return (
-            f"FakeEmbeddingServer(base_url={self.base_url!r}, perturb={self.perturb}, mode={self.mode!r}, pid={self.pid})"
-        )
+        return f"FakeEmbeddingServer(base_url={self.base_url!r}, perturb={self.perturb}, mode={self.mode!r}, pid={self.pid})"
 
     def _extra_args(self) -> list[str]:
         args = ["--model-name", self.model_name, "--perturb", repr(self.perturb), "--mode", self.mode]
@@ -251,8 +249,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model-name", default=DEFAULT_MODEL_NAME, help="Id listed by /v1/models.")
     parser.add_argument("--perturb", type=float, default=0.0, help="Noise norm added to each row (0 = exact).")
-    parser.add_argument("--mode", choices=MODES, default="uniform",
-                        help="probe-exact: the gate's probe texts get exact rows, every other text is perturbed.")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="uniform",
+        help="probe-exact: the gate's probe texts get exact rows, every other text is perturbed.",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads.")
     parser.add_argument("--api-key-env", default=None, help="Env var holding the bearer key /v1/* requires.")
     args = parser.parse_args(argv)

@@ -96,7 +96,9 @@ class LocalLlmState:
 
 def openai_error(status: int, message: str, error_type: str) -> JSONResponse:
     """vLLM's error body: {"error": {"message", "type", "param", "code"}}."""
-    return JSONResponse({"error": {"message": message, "type": error_type, "param": None, "code": status}}, status_code=status)
+    return JSONResponse(
+        {"error": {"message": message, "type": error_type, "param": None, "code": status}}, status_code=status
+    )
 
 
 def model_card(config: LocalLlmConfig) -> dict[str, Any]:
@@ -163,7 +165,9 @@ def build_local_llm_app(state: LocalLlmState | None = None) -> Starlette:
             return openai_error(400, "Invalid JSON body", "BadRequestError")
         messages = body.get("messages")
         if not isinstance(body.get("model"), str) or not isinstance(messages, list) or not messages:
-            return openai_error(400, "Invalid request: `model` and a non-empty `messages` are required", "BadRequestError")
+            return openai_error(
+                400, "Invalid request: `model` and a non-empty `messages` are required", "BadRequestError"
+            )
         if not all(isinstance(m, dict) for m in messages):
             return openai_error(400, "Invalid request: every message must be an object", "BadRequestError")
         if body["model"] != config.model:

@@ -337,7 +337,9 @@ class FakeState:
 # Wire helpers
 
 
-def error_response(status: int, message: str, *, metadata: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, message: str, *, metadata: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """OpenRouter's error body: {"error": {"code", "message", "metadata"?}}."""
     error: dict[str, Any] = {"code": status, "message": message}
     if metadata:
@@ -526,10 +528,16 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
             if (every is not None and runtime.requests % every == 0) or runtime.rng.random() < behaviour.fail_rate_429:
                 headers = _retry_after_header(behaviour.retry_after_s, behaviour.retry_after_format)
                 metadata = {"error_type": "rate_limit_exceeded", "provider_name": upstream or "fake"}
-                return fail(error_response(429, "Provider returned error: rate limited", metadata=metadata, headers=headers))
+                return fail(
+                    error_response(429, "Provider returned error: rate limited", metadata=metadata, headers=headers)
+                )
             if runtime.requests <= behaviour.fail_5xx_count or runtime.rng.random() < behaviour.fail_5xx_rate:
                 status = behaviour.fail_5xx_status
-                return fail(error_response(status, f"Provider returned error ({status})", metadata={"provider_name": upstream or "fake"}))
+                return fail(
+                    error_response(
+                        status, f"Provider returned error ({status})", metadata={"provider_name": upstream or "fake"}
+                    )
+                )
             if behaviour.malformed == "invalid-json":
                 row.errors += 1
                 return Response('{"data": [', status_code=200, media_type="application/json")
@@ -631,7 +639,9 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
             completion_id = state.next_id("gen")
             rule = state.match_chat_rule(raw)
             if rule is not None:
-                return await scripted_response(rule, raw, completion_id, body.model, extra={"provider": upstream or "fake"})
+                return await scripted_response(
+                    rule, raw, completion_id, body.model, extra={"provider": upstream or "fake"}
+                )
             return JSONResponse(_chat_answer(body, completion_id))
 
         return await admit_and_run(key, "/chat/completions", body.model, upstream, work)
@@ -672,7 +682,9 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
             row.errors += 1
             return error_response(403, "Only management keys can fetch credits")
         row.ok += 1
-        return JSONResponse({"data": {"total_credits": cfg.credits, "total_usage": cfg.usage + state.usage.get(key, 0.0)}})
+        return JSONResponse(
+            {"data": {"total_credits": cfg.credits, "total_usage": cfg.usage + state.usage.get(key, 0.0)}}
+        )
 
     async def models(request: Request) -> Response:
         state.total_requests += 1  # no auth, as upstream
@@ -700,7 +712,9 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
                         "is_moderated": False,
                     },
                     "per_request_limits": None,
-                    "supported_parameters": ["tools", "tool_choice", "max_tokens"] if "text" in entry.output_modalities else [],
+                    "supported_parameters": ["tools", "tool_choice", "max_tokens"]
+                    if "text" in entry.output_modalities
+                    else [],
                 }
             )
         return JSONResponse({"data": data})
@@ -780,7 +794,11 @@ def _chat_answer(body: _ChatRequest, completion_id: str) -> dict[str, Any]:
     last = body.messages[-1]
     text = message_text(last)
     tool_names = {t.get("function", {}).get("name") for t in body.tools or [] if isinstance(t, dict)}
-    call = _find_tool_call(text, {n for n in tool_names if n}) if last.get("role") == "user" and body.tool_choice != "none" else None
+    call = (
+        _find_tool_call(text, {n for n in tool_names if n})
+        if last.get("role") == "user" and body.tool_choice != "none"
+        else None
+    )
     prompt_tokens = sum(len(message_text(m).split()) for m in body.messages)
     if call is not None:
         name, arguments = call
@@ -788,7 +806,11 @@ def _chat_answer(body: _ChatRequest, completion_id: str) -> dict[str, Any]:
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": f"call_{hashlib.sha256(text.encode()).hexdigest()[:12]}", "type": "function", "function": {"name": name, "arguments": arguments}}
+                {
+                    "id": f"call_{hashlib.sha256(text.encode()).hexdigest()[:12]}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
             ],
         }
         finish, completion_tokens = "tool_calls", 1

@@ -40,8 +40,7 @@ def _deep_files() -> dict[str, tuple[str, str]]:
             f"C++: {DEPTH:,} stacked template<> headers",
         ),
         "deep/blocks.c": (
-            "int top_level(void) { return 0; }\n"
-            + "int f(void) {\n" + _nested("{\n", "return 1;\n", "}\n") + "}\n",
+            "int top_level(void) { return 0; }\nint f(void) {\n" + _nested("{\n", "return 1;\n", "}\n") + "}\n",
             f"C: {DEPTH:,} nested blocks in one function",
         ),
         "deep/declarator.c": (
@@ -61,8 +60,7 @@ def _deep_files() -> dict[str, tuple[str, str]]:
             f"Java: {DEPTH:,} nested classes",
         ),
         "deep/blocks.go": (
-            "package p\n\nfunc TopLevel() int { return 1 }\n\nfunc F() {\n"
-            + _nested("{\n", "_ = 1\n", "}\n") + "}\n",
+            "package p\n\nfunc TopLevel() int { return 1 }\n\nfunc F() {\n" + _nested("{\n", "_ = 1\n", "}\n") + "}\n",
             f"Go: {DEPTH:,} nested blocks",
         ),
         "deep/calls.go": (
@@ -89,7 +87,8 @@ def _deep_files() -> dict[str, tuple[str, str]]:
             f"TypeScript: {DEPTH:,} nested namespaces",
         ),
         "deep/parens.ts": (
-            "const x: number = " + _nested("(\n", "1", "\n)") + ";\n", f"TypeScript: {DEPTH:,} nested parentheses"
+            "const x: number = " + _nested("(\n", "1", "\n)") + ";\n",
+            f"TypeScript: {DEPTH:,} nested parentheses",
         ),
         "deep/elements.tsx": (
             "export const App = () => (\n" + _nested("<div>\n", "x\n", "</div>\n") + ");\n",
@@ -102,10 +101,12 @@ def _deep_files() -> dict[str, tuple[str, str]]:
             "Markdown: 1,000 lines of ever deeper blockquotes",
         ),
         "deep/subshells.sh": (
-            "#!/bin/sh\n" + _nested("(\n", "true", "\n)") + "\n", f"Bash: {DEPTH:,} nested subshells"
+            "#!/bin/sh\n" + _nested("(\n", "true", "\n)") + "\n",
+            f"Bash: {DEPTH:,} nested subshells",
         ),
         "deep/subshells_one_line.sh": (
-            "#!/bin/sh\n" + _nested("( ", "true", " )") + "\n", f"Bash: {DEPTH:,} nested subshells on one line"
+            "#!/bin/sh\n" + _nested("( ", "true", " )") + "\n",
+            f"Bash: {DEPTH:,} nested subshells on one line",
         ),
         "deep/functions.sh": (
             "#!/bin/sh\n" + _nested("f() {\n", "true\n", "}\n"),

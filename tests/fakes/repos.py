@@ -14,7 +14,7 @@ def function_repo(root: Path, files: int, functions: int = 12) -> Path:
         topic = TOPICS[f % len(TOPICS)]
         body = "\n\n".join(
             f"def {topic}_{f}_step_{i}(record, limit={i}):\n"
-            f"    \"\"\"Step {i} of {topic} pipeline {f}: validate the {topic} record and clamp it.\"\"\"\n"
+            f'    """Step {i} of {topic} pipeline {f}: validate the {topic} record and clamp it."""\n'
             f"    value = record.get('{topic}_{f}_{i}', {i * f}) * {i + 2}\n"
             f"    return min(value, limit + {f})\n"
             for i in range(functions)

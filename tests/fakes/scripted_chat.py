@@ -63,7 +63,9 @@ class ChatRule(_Strict):
     when_none: list[str] = Field(default_factory=list, description="No substring may occur in the messages' text.")
     last_role: str | None = Field(default=None, description="Role of the last message must equal this.")
     requires_tools: bool = Field(default=False, description="Request must offer tools with tool_choice != 'none'.")
-    times: int | None = Field(default=None, ge=0, description="Fires at most this many times (per process), then skipped.")
+    times: int | None = Field(
+        default=None, ge=0, description="Fires at most this many times (per process), then skipped."
+    )
     # -- answer --
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
     content: str | None = Field(default=None, description="Template: {question}, {citations}.")
@@ -200,7 +202,12 @@ def _words(text: str) -> int:
 
 
 def completion_envelope(
-    completion_id: str, model: str, message: dict[str, Any], finish_reason: str, prompt_tokens: int, completion_tokens: int
+    completion_id: str,
+    model: str,
+    message: dict[str, Any],
+    finish_reason: str,
+    prompt_tokens: int,
+    completion_tokens: int,
 ) -> dict[str, Any]:
     """An OpenAI chat.completion with one choice."""
     return {
@@ -209,18 +216,28 @@ def completion_envelope(
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 
-def chat_completion_body(rule: ChatRule, request_body: dict[str, Any], completion_id: str, model: str) -> dict[str, Any]:
+def chat_completion_body(
+    rule: ChatRule, request_body: dict[str, Any], completion_id: str, model: str
+) -> dict[str, Any]:
     """The OpenAI chat.completion a successful `rule` answers with."""
     content = render(rule.content, request_body) if rule.content is not None else None
     message: dict[str, Any] = {"role": "assistant", "content": content}
     completion_tokens = _words(content or "")
     if rule.tool_calls:
         message["tool_calls"] = [
-            {"id": _next_call_id(), "type": "function", "function": {"name": call.name, "arguments": call.arguments_text()}}
+            {
+                "id": _next_call_id(),
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_text()},
+            }
             for call in rule.tool_calls
         ]
         completion_tokens += len(rule.tool_calls)
@@ -228,7 +245,9 @@ def chat_completion_body(rule: ChatRule, request_body: dict[str, Any], completio
     else:
         message["content"] = content or ""
         finish = "stop"
-    return completion_envelope(completion_id, model, message, finish, _words(conversation_text(request_body)), completion_tokens)
+    return completion_envelope(
+        completion_id, model, message, finish, _words(conversation_text(request_body)), completion_tokens
+    )
 
 
 class MalformedResponse(Response):

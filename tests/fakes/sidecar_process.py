@@ -113,7 +113,11 @@ class SidecarProcess:
         env["PYTHONUNBUFFERED"] = "1"
         with self.log_path.open("ab") as log:  # O_APPEND: the child's writes always land at the end
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "sidecar", *self.args], cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+                [sys.executable, "-m", "sidecar", *self.args],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         self.returncode = None
         return self

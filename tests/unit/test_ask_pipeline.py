@@ -11,20 +11,36 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
-from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
-from cluster.ask.evidence import EvidenceBlock
-from cluster.cloud.wire import ChatResult, ToolCall
-from cluster.ask.rlm import ChatOutcome, GatherLoop
-from cluster.settings import RlmSettings
 from fakes.virtual_time import VirtualClock
 
-TARGET = EvidenceBlock(tool="t", repo="shop", path="billing/adjust.py", start_line=1, end_line=3, symbol="zeta_adjust",
-                       kind="function", text="def zeta_adjust(amount):\n    return round(amount * 1.0725, 2)")
+from cluster.ask.evidence import EvidenceBlock
+from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
+from cluster.ask.rlm import ChatOutcome, GatherLoop
+from cluster.cloud.wire import ChatResult, ToolCall
+from cluster.settings import RlmSettings
+
+TARGET = EvidenceBlock(
+    tool="t",
+    repo="shop",
+    path="billing/adjust.py",
+    start_line=1,
+    end_line=3,
+    symbol="zeta_adjust",
+    kind="function",
+    text="def zeta_adjust(amount):\n    return round(amount * 1.0725, 2)",
+)
 DECOYS = [
-    EvidenceBlock(tool="t", repo="shop", path=f"billing/fees_{i}.py", start_line=1, end_line=4, symbol=f"late_fee_{i}",
-                  kind="function", text=f"def late_fee_{i}(invoice):\n    # overdue invoice late fee\n"
-                                        f"    return zeta_adjust(invoice.total * 0.0{i})")
+    EvidenceBlock(
+        tool="t",
+        repo="shop",
+        path=f"billing/fees_{i}.py",
+        start_line=1,
+        end_line=4,
+        symbol=f"late_fee_{i}",
+        kind="function",
+        text=f"def late_fee_{i}(invoice):\n    # overdue invoice late fee\n"
+        f"    return zeta_adjust(invoice.total * 0.0{i})",
+    )
     for i in range(12)
 ]
 QUESTION = "How is the late fee of an overdue invoice computed?"
@@ -78,8 +94,15 @@ Responder = Callable[[dict[str, Any]], ChatResult | None]
 class ScriptedRole:
     """A chat role answering through `respond` (None = the endpoint failed); records every request."""
 
-    def __init__(self, respond: Responder, *, context: int | None = 32_768, clock: VirtualClock | None = None,
-                 latency_s: float = 0.0, name: str = "scripted") -> None:
+    def __init__(
+        self,
+        respond: Responder,
+        *,
+        context: int | None = 32_768,
+        clock: VirtualClock | None = None,
+        latency_s: float = 0.0,
+        name: str = "scripted",
+    ) -> None:
         self.respond = respond
         self.context = context
         self.clock = clock
@@ -110,8 +133,10 @@ def text(content: str) -> ChatResult:
 
 def calls(*pairs: tuple[str, Any]) -> ChatResult:
     return ChatResult(
-        tool_calls=[ToolCall(id=f"c{i}", name=n, arguments=a if isinstance(a, str) else json.dumps(a))
-                    for i, (n, a) in enumerate(pairs)],
+        tool_calls=[
+            ToolCall(id=f"c{i}", name=n, arguments=a if isinstance(a, str) else json.dumps(a))
+            for i, (n, a) in enumerate(pairs)
+        ],
         finish_reason="tool_calls",
     )
 
@@ -124,19 +149,23 @@ def rlm_script(request: dict[str, Any]) -> ChatResult:
     """Plan a semantic search; when a decoy mentions zeta_adjust, look it up; then draft."""
     seen = conversation(request)
     if "tools" not in request:
-        return text('{"subQuestions": [{"question": "fee", "tool": "search_code", "query": "late fee overdue invoice"}]}')
+        return text(
+            '{"subQuestions": [{"question": "fee", "tool": "search_code", "query": "late fee overdue invoice"}]}'
+        )
     if "def zeta_adjust" not in seen and request.get("tool_choice") != "none":
         return calls(("search_symbols", {"query": "zeta_adjust"}))
     return text("The fee is late_fee_0 (billing/fees_0.py:1-4) adjusted by zeta_adjust (billing/adjust.py:1-3).")
 
 
 def assistant_script(request: dict[str, Any]) -> ChatResult:
-    return text("The late fee is a share of the total (billing/fees_0.py:1-4), rounded by zeta_adjust "
-                "(billing/adjust.py:1-3).")
+    return text(
+        "The late fee is a share of the total (billing/fees_0.py:1-4), rounded by zeta_adjust (billing/adjust.py:1-3)."
+    )
 
 
-def pipeline(tools: MemoryTools, rlm: ScriptedRole, assistant: ScriptedRole, clock: VirtualClock,
-             **settings: Any) -> AskPipeline:
+def pipeline(
+    tools: MemoryTools, rlm: ScriptedRole, assistant: ScriptedRole, clock: VirtualClock, **settings: Any
+) -> AskPipeline:
     return AskPipeline(tools, rlm, assistant, RlmSettings(**settings), clock)
 
 
@@ -189,16 +218,18 @@ def test_the_deadline_stops_the_rounds_and_the_answer_still_comes(clock: Virtual
         return calls(("search_files", {"query": "billing"}))
 
     rlm = ScriptedRole(slow_greedy, clock=clock, latency_s=30.0)
-    result = ask(pipeline(MemoryTools(DECOYS), rlm, ScriptedRole(assistant_script), clock, max_rounds=8,
-                          gather_deadline_s=75.0))
+    result = ask(
+        pipeline(MemoryTools(DECOYS), rlm, ScriptedRole(assistant_script), clock, max_rounds=8, gather_deadline_s=75.0)
+    )
     assert result.produced.rlm_status == "deadline"
     assert result.produced.rounds < 8 and result.produced.mode == "synthesis"
     assert result.produced.timings.gather_ms <= 75_000 + 1
 
 
 def test_an_unreachable_rlm_means_an_answer_from_plain_retrieval(clock: VirtualClock) -> None:
-    result = ask(pipeline(MemoryTools(DECOYS + [TARGET]), ScriptedRole(lambda r: None), ScriptedRole(assistant_script),
-                          clock))
+    result = ask(
+        pipeline(MemoryTools(DECOYS + [TARGET]), ScriptedRole(lambda r: None), ScriptedRole(assistant_script), clock)
+    )
     assert result.produced.rlm_status == "unavailable" and result.produced.mode == "synthesis"
     assert any(f.startswith("rlm: unavailable") and "plain retrieval" in f for f in result.produced.fallbacks)
     assert paths(result) == {"billing/fees_0.py"}  # the seed hit; the RLM-only find is not claimed
@@ -245,14 +276,23 @@ def test_a_smaller_context_window_shrinks_the_evidence_budget(clock: VirtualCloc
     (large, large_sent), (small, small_sent) = run(40_960), run(2_500)
     assert large.produced.evidence_budget_chars["rlm"] == 13_000
     assert small.produced.evidence_budget_chars["rlm"] < 3_000
-    assert small.produced.evidence_budget_chars["code-assistant"] < large.produced.evidence_budget_chars["code-assistant"]
+    assert (
+        small.produced.evidence_budget_chars["code-assistant"] < large.produced.evidence_budget_chars["code-assistant"]
+    )
     assert small.produced.evidence_blocks < large.produced.evidence_blocks and small_sent < large_sent
 
 
 def test_an_unknown_window_uses_the_safe_default(clock: VirtualClock) -> None:
     rlm = ScriptedRole(rlm_script, context=None)
-    result = ask(pipeline(MemoryTools(DECOYS + [TARGET]), rlm, ScriptedRole(assistant_script, context=None), clock,
-                          default_context_tokens=4096))
+    result = ask(
+        pipeline(
+            MemoryTools(DECOYS + [TARGET]),
+            rlm,
+            ScriptedRole(assistant_script, context=None),
+            clock,
+            default_context_tokens=4096,
+        )
+    )
     assert result.produced.context_tokens == {"rlm": 4096, "code-assistant": 4096}
 
 
@@ -269,7 +309,7 @@ def test_an_unknown_window_uses_the_safe_default(clock: VirtualClock) -> None:
 def test_malformed_tool_calls_are_survived_and_reported(clock: VirtualClock, garbage: ChatResult) -> None:
     def script(request: dict[str, Any]) -> ChatResult:
         if "tools" not in request:
-            return text("```json\n{\"subQuestions\": [{\"tool\": \"search_code\", \"query\": \"late fee\"},]}\n```")
+            return text('```json\n{"subQuestions": [{"tool": "search_code", "query": "late fee"},]}\n```')
         if request.get("tool_choice") == "none":
             return text("Draft: see billing/fees_0.py:1-4.")
         return garbage

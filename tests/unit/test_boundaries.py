@@ -29,8 +29,14 @@ def lint_imports(config: Path, cwd: Path, pythonpath: Path | None = None) -> sub
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
-    return subprocess.run([str(LINT_IMPORTS), "--config", str(config), "--no-cache"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(config), "--no-cache"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.timeout(300)
@@ -100,5 +106,7 @@ def test_the_cluster_reaches_the_sidecar_only_through_its_wire_door(tmp_path: Pa
     agent.mkdir()
     broken = lint_imports(make_tree(agent, past_the_door), agent, pythonpath=agent)
     assert broken.returncode != 0
-    assert "cluster.fleet.registry -> sidecar.wire" in broken.stdout and "cluster.naming -> sidecar.agent" in broken.stdout
+    assert (
+        "cluster.fleet.registry -> sidecar.wire" in broken.stdout and "cluster.naming -> sidecar.agent" in broken.stdout
+    )
     assert f"Contracts: {len(CONTRACTS) - 1} kept, 1 broken." in broken.stdout, broken.stdout

@@ -39,9 +39,7 @@ class FakeClock:
         self.now += seconds
 
 
-def make(
-    clock: FakeClock, facts: KeyFacts | None = None, *, jitter: float = 0.0, **limits: object
-) -> BudgetController:
+def make(clock: FakeClock, facts: KeyFacts | None = None, *, jitter: float = 0.0, **limits: object) -> BudgetController:
     budget = BudgetController(BudgetLimits(**limits), clock=clock, random=lambda: jitter)  # type: ignore[arg-type]
     if facts is not None:
         budget.apply_key_facts(facts)

@@ -353,14 +353,17 @@ def test_the_gate_follows_a_credible_rpm_first_and_a_learned_rate_otherwise() ->
 def test_each_ceiling_source_explains_itself() -> None:
     limits = BudgetLimits()
     assert explain(limits, None, 2.0, 4, None) == (
-        CeilingSource.FALLBACK, "no key facts discovered yet: timid default of 4 permits"
+        CeilingSource.FALLBACK,
+        "no key facts discovered yet: timid default of 4 permits",
     )
     assert explain(limits, FUNDED, 2.0, 16, None)[0] is CeilingSource.CREDITS
     assert explain(limits, UNFUNDED, 2.0, 4, "learned 9 req/60s from the first 429") == (
-        CeilingSource.LEARNED, "learned 9 req/60s from the first 429 (no rate limit reported); 4 permits"
+        CeilingSource.LEARNED,
+        "learned 9 req/60s from the first 429 (no rate limit reported); 4 permits",
     )
     note = "learned 9 req/60s from the first 429"
     assert explain(BudgetLimits(override=5), FUNDED, 2.0, 5, note) == (
-        CeilingSource.MANUAL, f"manual override: 5 permits; {note}"
+        CeilingSource.MANUAL,
+        f"manual override: 5 permits; {note}",
     )
     assert explain(limits, KeyFacts(rpm=600.0, is_free_tier=True), 2.0, 20, None)[0] is CeilingSource.DISCOVERED

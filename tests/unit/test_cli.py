@@ -164,24 +164,54 @@ def test_set_policy_posts_the_policy_to_the_admin_api(
 
 
 def _plan(tmp_path: Path, *extra: str) -> Any:
-    args = build_parser().parse_args(["run", "--repo", str(ROOT / "tests" / "fixtures" / "polyglot"),
-                                      "--state-dir", str(tmp_path / "state"), *extra])
+    args = build_parser().parse_args(
+        ["run", "--repo", str(ROOT / "tests" / "fixtures" / "polyglot"), "--state-dir", str(tmp_path / "state"), *extra]
+    )
     return run_plan(args, {"PATH": "/usr/bin", "HOME": str(tmp_path)})
 
 
 def test_run_starts_a_loopback_head_deploys_the_config_and_submits_the_job_with_the_checkout(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, "--port", "7001", "--dashboard-port", "7002", "--temp-dir", "/tmp/ss-x",
-                 "--ray-arg=--ray-client-server-port=7003", "--num-cpus", "3")
+    plan = _plan(
+        tmp_path,
+        "--port",
+        "7001",
+        "--dashboard-port",
+        "7002",
+        "--temp-dir",
+        "/tmp/ss-x",
+        "--ray-arg=--ray-client-server-port=7003",
+        "--num-cpus",
+        "3",
+    )
     start, deploy, submit = plan.commands()
     assert start[1:] == [
-        "start", "--head", "--num-cpus=3", "--disable-usage-stats", "--node-ip-address=127.0.0.1",
-        "--dashboard-host=127.0.0.1", "--port=7001", "--dashboard-port=7002", "--temp-dir=/tmp/ss-x",
+        "start",
+        "--head",
+        "--num-cpus=3",
+        "--disable-usage-stats",
+        "--node-ip-address=127.0.0.1",
+        "--dashboard-host=127.0.0.1",
+        "--port=7001",
+        "--dashboard-port=7002",
+        "--temp-dir=/tmp/ss-x",
         "--ray-client-server-port=7003",
     ]
     assert deploy[1:] == ["deploy", "--address", "http://127.0.0.1:7002", str(ROOT / "serve_config.yaml")]
     assert submit[1:] == [
-        "job", "submit", "--address", "http://127.0.0.1:7002", "--working-dir", str(ROOT), "--",
-        "python", "-m", "jobs.reindex", "--repo", str(ROOT / "tests" / "fixtures" / "polyglot"), "--name", "polyglot",
+        "job",
+        "submit",
+        "--address",
+        "http://127.0.0.1:7002",
+        "--working-dir",
+        str(ROOT),
+        "--",
+        "python",
+        "-m",
+        "jobs.reindex",
+        "--repo",
+        str(ROOT / "tests" / "fixtures" / "polyglot"),
+        "--name",
+        "polyglot",
     ]
 
 
@@ -203,8 +233,10 @@ def test_the_callers_environment_names_other_store_and_admin_files(tmp_path: Pat
     state = StateDir(tmp_path)
     env = cluster_env(state, {"SAMESPACE_STORE__DATA_DIR": "/srv/data", "SAMESPACE_ADMIN__TOKEN_FILE": "/etc/t"})
     assert (env["SAMESPACE_STORE__DATA_DIR"], env["SAMESPACE_ADMIN__TOKEN_FILE"]) == ("/srv/data", "/etc/t")
-    assert cluster_env(state, {"SAMESPACE_STORE__DATA_DIR": "/srv/data"}, data_dir=Path("/d"))[
-        "SAMESPACE_STORE__DATA_DIR"] == "/d"
+    assert (
+        cluster_env(state, {"SAMESPACE_STORE__DATA_DIR": "/srv/data"}, data_dir=Path("/d"))["SAMESPACE_STORE__DATA_DIR"]
+        == "/d"
+    )
     assert "SAMESPACE_SERVE__PORT" not in cluster_env(state, {})
 
 
@@ -219,7 +251,8 @@ def test_another_mcp_port_deploys_a_copy_of_the_serve_config_with_that_port(tmp_
     original, copy = yaml.safe_load(config.read_text()), yaml.safe_load(written.read_text())
     assert copy["http_options"] == {**original["http_options"], "port": 18123}
     assert {k: v for k, v in copy.items() if k != "http_options"} == {
-        k: v for k, v in original.items() if k != "http_options"}
+        k: v for k, v in original.items() if k != "http_options"
+    }
 
 
 def test_dry_run_prints_the_commands_and_creates_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -235,7 +268,13 @@ def test_reindex_passes_its_flags_to_the_job() -> None:
     repo = ROOT / "tests" / "fixtures" / "polyglot"
     assert reindex_argv(repo, None) == ["--repo", str(repo), "--name", "polyglot"]
     assert reindex_argv(repo, "api", full=True, allow_shrink=True) == [
-        "--repo", str(repo), "--name", "api", "--full", "--allow-shrink"]
+        "--repo",
+        str(repo),
+        "--name",
+        "api",
+        "--full",
+        "--allow-shrink",
+    ]
 
 
 # --- the state folder's secrets, and stopping only our own head ------------------------------------------
@@ -281,12 +320,21 @@ def test_stop_leaves_a_session_that_holds_no_ray_head_alone() -> None:
 
 
 def test_an_answer_prints_with_its_citations_and_fallbacks() -> None:
-    lines = format_answer({
-        "answer": "It writes a temp file and renames it.",
-        "citations": [{"repo": "polyglot", "path": "pkg/storage.py", "start_line": 6, "end_line": 14,
-                       "symbol": "write_json_atomically"}],
-        "produced": {"fallbacks": ["rlm unavailable → plain retrieval"]},
-    })
+    lines = format_answer(
+        {
+            "answer": "It writes a temp file and renames it.",
+            "citations": [
+                {
+                    "repo": "polyglot",
+                    "path": "pkg/storage.py",
+                    "start_line": 6,
+                    "end_line": 14,
+                    "symbol": "write_json_atomically",
+                }
+            ],
+            "produced": {"fallbacks": ["rlm unavailable → plain retrieval"]},
+        }
+    )
     assert lines == [
         "It writes a temp file and renames it.",
         "\ncitations:",

@@ -10,9 +10,8 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
-
 import ray.autoscaler
+import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
 ROOT = Path(__file__).resolve().parents[2]

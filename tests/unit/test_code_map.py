@@ -101,11 +101,13 @@ def polyglot_files() -> dict[str, str]:
     }
 
 
-def row(path: str, start: int, end: int, symbol: str | None, kind: str, text: str | None = None,
-        language: str = "python") -> dict[str, Any]:
+def row(
+    path: str, start: int, end: int, symbol: str | None, kind: str, text: str | None = None, language: str = "python"
+) -> dict[str, Any]:
     body = text if text is not None else "\n".join(f"line {n} of {symbol or kind}" for n in range(start, end + 1))
-    return payload(Chunk(path=path, start_line=start, end_line=end, language=language, symbol=symbol,
-                         kind=kind, text=body))
+    return payload(
+        Chunk(path=path, start_line=start, end_line=end, language=language, symbol=symbol, kind=kind, text=body)
+    )
 
 
 def hits(found: list[SymbolHit]) -> list[tuple[str | None, str, str, int]]:
@@ -119,9 +121,7 @@ def poly() -> CodeMap:
 
 @pytest.fixture(scope="module")
 def tax() -> CodeMap:
-    return CodeMap.from_payloads(
-        "demo", payloads_of({"src/tax.py": TAX_SOURCE, "README.md": README}, SMALL_WINDOWS)
-    )
+    return CodeMap.from_payloads("demo", payloads_of({"src/tax.py": TAX_SOURCE, "README.md": README}, SMALL_WINDOWS))
 
 
 # --- identifier_tokens -----------------------------------------------------------------------
@@ -206,7 +206,10 @@ def test_qualified_queries_match_full_and_member_symbols_and_cpp_separators() ->
     assert hits(code_map.search_symbols("TaxTable::lookup"))[:2] == hits(code_map.search_symbols("TaxTable.lookup"))[:2]
     by_member = code_map.search_symbols("lookup")
     assert [(h.path, h.match) for h in by_member] == [
-        ("free.py", "exact"), ("impl.cc", "member"), ("other.py", "member"), ("tax.py", "member"),
+        ("free.py", "exact"),
+        ("impl.cc", "member"),
+        ("other.py", "member"),
+        ("tax.py", "member"),
     ]
     assert code_map.search_symbols("lookup()") == by_member
     assert [h.match for h in code_map.search_symbols("LOOKUP")] == ["exact-ci", "member", "member", "member"]
@@ -224,7 +227,11 @@ def test_ties_put_definitions_before_windows_and_sections_then_path_then_line() 
         ],
     )
     assert [(h.path, h.start_line) for h in code_map.search_symbols("install")] == [
-        ("b.py", 7), ("z.py", 5), ("z.py", 30), ("a.txt", 1), ("docs/a.md", 1),
+        ("b.py", 7),
+        ("z.py", 5),
+        ("z.py", 30),
+        ("a.txt", 1),
+        ("docs/a.md", 1),
     ]
 
 
@@ -239,7 +246,8 @@ def test_chunks_without_a_symbol_match_only_by_their_first_line_tokens() -> None
     )
     found = code_map.search_symbols("parse config")
     assert [(h.symbol, h.path, h.match) for h in found] == [
-        ("parse_config", "x.py", "tokens"), (None, "cfg.txt", "tokens"),
+        ("parse_config", "x.py", "tokens"),
+        (None, "cfg.txt", "tokens"),
     ]
     assert found[0].score > found[1].score
     assert code_map.search_symbols("parse_config")[0].match == "exact"
@@ -287,13 +295,21 @@ def test_snippets_are_capped_by_lines_and_chars() -> None:
 
 
 def test_merge_symbol_hits_orders_across_repos_by_score_then_ties() -> None:
-    alpha = CodeMap.from_payloads("alpha", [row("a.py", 1, 2, "parse_config", "function"),
-                                            row("b.py", 1, 2, "parse_config_file", "function")])
-    beta = CodeMap.from_payloads("beta", [row("a.py", 1, 2, "parse_config", "function"),
-                                          row("c.md", 1, 2, "parse_config", "section", language="markdown")])
+    alpha = CodeMap.from_payloads(
+        "alpha", [row("a.py", 1, 2, "parse_config", "function"), row("b.py", 1, 2, "parse_config_file", "function")]
+    )
+    beta = CodeMap.from_payloads(
+        "beta",
+        [
+            row("a.py", 1, 2, "parse_config", "function"),
+            row("c.md", 1, 2, "parse_config", "section", language="markdown"),
+        ],
+    )
     merged = merge_symbol_hits([alpha.search_symbols("parse_config"), beta.search_symbols("parse_config")], 3)
     assert [(h.repo, h.path, h.match) for h in merged] == [
-        ("alpha", "a.py", "exact"), ("beta", "a.py", "exact"), ("beta", "c.md", "exact"),
+        ("alpha", "a.py", "exact"),
+        ("beta", "a.py", "exact"),
+        ("beta", "c.md", "exact"),
     ]
     assert merge_symbol_hits([], 5) == [] and merge_symbol_hits([merged], 0) == []
 
@@ -309,16 +325,19 @@ def test_polyglot_symbols_are_found_with_exact_line_ranges(poly: CodeMap) -> Non
     assert hits(poly.search_symbols("RetryWithBackoff"))[0] == ("RetryWithBackoff", "exact", "cmd/server.go", 9)
     assert hits(poly.search_symbols("retry backoff"))[0][:2] == ("RetryWithBackoff", "tokens")
     assert hits(poly.search_symbols("debounce"))[:2] == [
-        ("debounce", "exact", "web/debounce.ts", 5), ("DebounceOptions", "prefix", "web/debounce.ts", 1),
+        ("debounce", "exact", "web/debounce.ts", 5),
+        ("DebounceOptions", "prefix", "web/debounce.ts", 1),
     ]
     assert hits(poly.search_symbols("configuration")) == [("Configuration", "exact-ci", "docs/install.md", 5)]
     assert hits(poly.search_symbols("word counter"))[0][:2] == ("WordCounter", "tokens")
-    assert [h.symbol for h in poly.search_symbols("json")] [:2] == ["load_json_or_default", "write_json_atomically"]
+    assert [h.symbol for h in poly.search_symbols("json")][:2] == ["load_json_or_default", "write_json_atomically"]
 
 
 def test_windows_of_one_definition_are_one_hit_and_classes_span_their_members(tax: CodeMap) -> None:
     assert [(c.start_line, c.end_line) for c in tax.file_entries("src/tax.py") if c.symbol == "long_function"] == [
-        (21, 28), (27, 34), (33, 35),
+        (21, 28),
+        (27, 34),
+        (33, 35),
     ]
     long_hits = tax.search_symbols("long_function")
     assert [(h.start_line, h.end_line, h.match) for h in long_hits] == [(21, 35, "exact")]
@@ -375,13 +394,19 @@ def test_file_hits_list_definitions_in_line_order_capped(poly: CodeMap, tax: Cod
     (hit,) = poly.search_files("textutil")
     assert hit.path == "pkg/textutil.py" and hit.language == "python" and hit.match == "stem"
     assert [(s.symbol, s.kind, s.start_line, s.end_line) for s in hit.symbols] == [
-        ("levenshtein_distance", "function", 8, 17), ("slugify", "function", 20, 22), ("WordCounter", "class", 25, 36),
+        ("levenshtein_distance", "function", 8, 17),
+        ("slugify", "function", 20, 22),
+        ("WordCounter", "class", 25, 36),
     ]
     assert hit.symbols_total == 3
     capped = tax.search_files("tax.py", symbols_per_file=2)[0]
     assert [s.symbol for s in capped.symbols] == ["TaxTable", "TaxTable.__init__"] and capped.symbols_total == 5
     assert [s.symbol for s in tax.search_files("tax.py")[0].symbols] == [
-        "TaxTable", "TaxTable.__init__", "TaxTable.lookup", "long_function", "parse_config",
+        "TaxTable",
+        "TaxTable.__init__",
+        "TaxTable.lookup",
+        "long_function",
+        "parse_config",
     ]
     assert tax.search_files("tax.py", symbols_per_file=0)[0].symbols == []
     assert [h.path for h in poly.search_files("text util")] == ["pkg/textutil.py"]
@@ -393,7 +418,9 @@ def test_merge_file_hits_keeps_the_file_order_across_repos() -> None:
     beta = CodeMap.from_payloads("beta", [row("x.py", 1, 2, None, "module"), row("xa.py", 1, 2, None, "module")])
     merged = merge_file_hits([alpha.search_files("x.py"), beta.search_files("x.py")], 5)
     assert [(h.repo, h.path, h.match) for h in merged] == [
-        ("beta", "x.py", "basename"), ("alpha", "src/long/path/x.py", "basename"), ("beta", "xa.py", "tokens"),
+        ("beta", "x.py", "basename"),
+        ("alpha", "src/long/path/x.py", "basename"),
+        ("beta", "xa.py", "tokens"),
     ]
     assert merge_file_hits([alpha.search_files("x.py"), beta.search_files("x.py")], 1) == merged[:1]
     assert all(isinstance(h, FileHit) for h in merged)
@@ -506,7 +533,8 @@ def test_overview_counts_files_languages_dirs_types_references_and_readme(tax: C
     assert view.languages == {"python": 2, "go": 1, "markdown": 1, "text": 1}
     assert list(view.top_dirs.items()) == [(".", 2), ("src", 2), ("cmd", 1)]
     assert [(t.symbol, t.kind, t.path, t.line, t.references) for t in view.top_types] == [
-        ("TaxTable", "class", "src/tax.py", 4, 3), ("Server", "struct", "cmd/main.go", 3, 0),
+        ("TaxTable", "class", "src/tax.py", 4, 3),
+        ("Server", "struct", "cmd/main.go", 3, 0),
     ]
     referenced = {r.symbol: r.references for r in view.most_referenced}
     # parse_config: README usage section, src/use.py import line + run(), notes.txt (its own chunk excluded)
@@ -548,11 +576,18 @@ def test_rows_without_path_lines_or_text_are_skipped_and_duplicates_collapse() -
     good = row("x.py", 1, 2, "f", "function")
     code_map = CodeMap.from_payloads(
         "demo",
-        [good, dict(good), {**good, "path": None}, {**good, "start_line": "1"}, {**good, "text": None},
-         {"path": "y.py", "start_line": 1.0, "end_line": 2, "text": "y = 1"}],
+        [
+            good,
+            dict(good),
+            {**good, "path": None},
+            {**good, "start_line": "1"},
+            {**good, "text": None},
+            {"path": "y.py", "start_line": 1.0, "end_line": 2, "text": "y = 1"},
+        ],
     )
     assert [(e.path, e.kind, e.language, e.symbol) for e in code_map.entries] == [
-        ("x.py", "function", "python", "f"), ("y.py", "window", "text", None),
+        ("x.py", "function", "python", "f"),
+        ("y.py", "window", "text", None),
     ]
     assert code_map.paths == ["x.py", "y.py"]
     same = [good, {"path": "y.py", "start_line": 1, "end_line": 2, "text": "y = 1"}]
@@ -561,10 +596,13 @@ def test_rows_without_path_lines_or_text_are_skipped_and_duplicates_collapse() -
 
 
 def test_a_thousand_files_build_and_answer_quickly() -> None:
-    rows = [row(f"pkg{i % 20}/mod_{i}.py", 1 + 10 * j, 8 + 10 * j, f"Handler{i}.do_thing_{j}", "method")
-            for i in range(1000) for j in range(5)]
+    rows = [
+        row(f"pkg{i % 20}/mod_{i}.py", 1 + 10 * j, 8 + 10 * j, f"Handler{i}.do_thing_{j}", "method")
+        for i in range(1000)
+        for j in range(5)
+    ]
     code_map = CodeMap.from_payloads("big", rows)
-    assert [h.symbol for h in code_map.search_symbols("Handler7.do_thing_3")] [0] == "Handler7.do_thing_3"
+    assert [h.symbol for h in code_map.search_symbols("Handler7.do_thing_3")][0] == "Handler7.do_thing_3"
     assert len(code_map.search_symbols("do thing", limit=10)) == 10
     assert code_map.search_files("mod_999.py")[0].path == "pkg19/mod_999.py"
     assert code_map.overview().files == 1000
@@ -584,8 +622,13 @@ def commit(catalog: IndexCatalog, name: str, files: dict[str, str]) -> tuple[str
     points = []
     for chunk in chunks:
         vector = rng.normal(size=WIDTH)
-        points.append(StoredPoint(id=point_id(name, chunk), vector=(vector / np.linalg.norm(vector)).tolist(),
-                                  payload=point_payload(name, chunk, IDENTITY, IDENTITY, "p0", build)))
+        points.append(
+            StoredPoint(
+                id=point_id(name, chunk),
+                vector=(vector / np.linalg.norm(vector)).tolist(),
+                payload=point_payload(name, chunk, IDENTITY, IDENTITY, "p0", build),
+            )
+        )
     catalog.write(build, points)
     catalog.commit_build(build, files=len(files), providers=["p0"])
     return build, [p.payload for p in points]
@@ -617,7 +660,8 @@ def test_code_maps_follow_the_serving_build_and_refuse_unknown_repos(tmp_path: P
     commit(catalog, "beta", {"b.py": "def parse_config_file():\n    return 2\n", "README.md": README})
     found = maps.search_symbols(None, "parse_config", 5)
     assert [(h.repo, h.symbol, h.match) for h in found] == [
-        ("alpha", "parse_config", "exact"), ("beta", "parse_config_file", "prefix"),
+        ("alpha", "parse_config", "exact"),
+        ("beta", "parse_config_file", "prefix"),
     ]
     assert [(h.repo, h.path) for h in maps.search_files(None, "py", 5)] == [("alpha", "a.py"), ("beta", "b.py")]
     with pytest.raises(SamespaceError, match="indexed repos: alpha, beta"):

@@ -35,14 +35,33 @@ class _Handle:
 
 
 def hit(i: int) -> ScoredHit:
-    return ScoredHit(id=str(i), score=1.0 - i / 100, payload={
-        "repo": "r", "path": f"f{i}.py", "start_line": 1, "end_line": 2, "symbol": f"s{i}", "kind": "function",
-        "language": "python", "text": f"def s{i}(): pass", "build": "b"})
+    return ScoredHit(
+        id=str(i),
+        score=1.0 - i / 100,
+        payload={
+            "repo": "r",
+            "path": f"f{i}.py",
+            "start_line": 1,
+            "end_line": 2,
+            "symbol": f"s{i}",
+            "kind": "function",
+            "language": "python",
+            "text": f"def s{i}(): pass",
+            "build": "b",
+        },
+    )
 
 
 def service(rerank: Any) -> tuple[CodeSearchService, _Handle]:
-    index = _Handle(search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None, definitions=None: ([hit(i) for i in range(limit)], []))
-    encoder = _Handle(encode_query=lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "samespace-embedder-cpu0"))
+    index = _Handle(
+        search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None, definitions=None: (
+            [hit(i) for i in range(limit)],
+            [],
+        )
+    )
+    encoder = _Handle(
+        encode_query=lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "samespace-embedder-cpu0")
+    )
     return CodeSearchService(index, encoder, _Handle(rerank=rerank), rerank_candidates=10), index
 
 
@@ -64,11 +83,14 @@ async def test_with_no_reranker_the_search_order_stands() -> None:
 
 
 async def test_a_query_is_encoded_once_per_cache_lifetime_and_the_given_cache_is_the_one_used() -> None:
-    from cluster.search.query_cache import QueryVectorCache
     from fakes.virtual_time import VirtualClock
 
+    from cluster.search.query_cache import QueryVectorCache
+
     clock = VirtualClock()
-    index = _Handle(search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None, definitions=None: ([hit(0)], []))
+    index = _Handle(
+        search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None, definitions=None: ([hit(0)], [])
+    )
     encoder = _Handle(encode_query=lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"))
     cache: QueryVectorCache[Any] = QueryVectorCache(ttl_s=60, max_entries=8, clock=clock)  # empty: falsy by len()
     svc = CodeSearchService(index, encoder, _Handle(rerank=lambda q, d, p: ([], "r")), 10, cache)

@@ -248,11 +248,13 @@ def test_the_persisted_config_overlays_the_settings_and_an_unreadable_store_chan
     path = tmp_path / "config.json"
     settings = SamespaceSettings(admin={"config_path": path})
     assert effective_settings(settings) == settings  # nothing pushed yet
-    ConfigStore(path).write(PersistedConfig(
-        roles={Role.CODE_EMBEDDING: PersistedRole(model="qwen/qwen3-embedding-4b", upstream="deepinfra")},
-        policies={Role.RLM: Policy.LOCAL},
-        budget_override=12,
-    ))
+    ConfigStore(path).write(
+        PersistedConfig(
+            roles={Role.CODE_EMBEDDING: PersistedRole(model="qwen/qwen3-embedding-4b", upstream="deepinfra")},
+            policies={Role.RLM: Policy.LOCAL},
+            budget_override=12,
+        )
+    )
     effective = effective_settings(settings)
     assert effective.policy(Role.RLM) is Policy.LOCAL and effective.policy(Role.RERANKER) is Policy.AGGREGATE
     assert effective.cloud.routes[Role.CODE_EMBEDDING].upstream == "deepinfra"

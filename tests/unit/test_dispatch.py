@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from fakes.virtual_time import VirtualClock, run_virtual
 
-from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S, Dispatcher, LandedBatch, Provider
 from cluster.errors import NoProviderLeft, UpstreamUnavailable
-from cluster.settings import FanoutSettings
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Policy, Role
+from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S, Dispatcher, LandedBatch, Provider
+from cluster.settings import FanoutSettings
 from cluster.space import EncoderIdentity
 
 WIDTH = 4
@@ -509,10 +509,14 @@ GATE_WIDTH = 8
 
 def truth(texts: list[str]) -> np.ndarray:
     """The reference space: one fixed unit vector per text."""
-    rows = np.stack([
-        np.random.default_rng(int.from_bytes(t.encode()[:8].ljust(8, b"\0"), "little") + len(t)).normal(size=GATE_WIDTH)
-        for t in texts
-    ])
+    rows = np.stack(
+        [
+            np.random.default_rng(int.from_bytes(t.encode()[:8].ljust(8, b"\0"), "little") + len(t)).normal(
+                size=GATE_WIDTH
+            )
+            for t in texts
+        ]
+    )
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -549,8 +553,14 @@ class Encoder:
 
     def provider(self) -> Provider:
         info = ProviderInfo(
-            name=self.name, kind=self.kind, roles=[Role.CODE_EMBEDDING], node_id="n", host="h",
-            model=self.identity.model, identity=self.identity, eligible=True,
+            name=self.name,
+            kind=self.kind,
+            roles=[Role.CODE_EMBEDDING],
+            node_id="n",
+            host="h",
+            model=self.identity.model,
+            identity=self.identity,
+            eligible=True,
             upstream="pinned" if self.kind is ProviderKind.CLOUD else None,
         )
         return Provider(info=info, embed=self.embed, reembed=self.reembed if self.kind is ProviderKind.LOCAL else None)
@@ -565,15 +575,28 @@ def gated_run(*encoders: Encoder, n: int = 300) -> tuple[Any, list[LandedBatch],
     landed: list[LandedBatch] = []
 
     async def main(clock: VirtualClock) -> tuple[Any, Gatekeeper]:
-        gatekeeper = Gatekeeper(GateLedger(clock), expected_width=GATE_WIDTH, preferred_reference=None, clock=clock,
-                                probe_timeout_s=15.0, rng=random.Random(0))
+        gatekeeper = Gatekeeper(
+            GateLedger(clock),
+            expected_width=GATE_WIDTH,
+            preferred_reference=None,
+            clock=clock,
+            probe_timeout_s=15.0,
+            rng=random.Random(0),
+        )
 
         async def discover() -> list[Provider]:
             return [e.provider() for e in encoders]
 
-        dispatcher = Dispatcher(Role.CODE_EMBEDDING, policy=lambda: Policy.AGGREGATE, discover=discover,
-                                fanout=FanoutSettings(), width=GATE_WIDTH, clock=clock, sleep=clock.sleep,
-                                gatekeeper=gatekeeper)
+        dispatcher = Dispatcher(
+            Role.CODE_EMBEDDING,
+            policy=lambda: Policy.AGGREGATE,
+            discover=discover,
+            fanout=FanoutSettings(),
+            width=GATE_WIDTH,
+            clock=clock,
+            sleep=clock.sleep,
+            gatekeeper=gatekeeper,
+        )
         return await dispatcher.embed(texts_of(n), on_batch=landed.append), gatekeeper
 
     outcome, gatekeeper = run_virtual(main)
@@ -601,7 +624,9 @@ def test_a_probe_exact_cloud_provider_is_caught_before_any_of_its_rows_land_and_
     assert checked in cheat.calls[1]  # ... a text of the batch itself
 
 
-def test_a_reference_that_fails_a_re_embed_delays_a_batch_but_the_honest_provider_keeps_its_verdict_and_serves() -> None:
+def test_a_reference_that_fails_a_re_embed_delays_a_batch_but_the_honest_provider_keeps_its_verdict_and_serves() -> (
+    None
+):
     from cluster.gate.probe import Verdict
 
     reference = Encoder("gpu-a", ProviderKind.LOCAL, GATE_LOCAL_ID, rate=20, reembed_fails=1)

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import httpx
 import numpy as np
 import pytest
+from fakes.embedding_server import DEFAULT_MODEL_NAME, FakeEmbeddingServer, build_embedding_app, perturb_rows
 from starlette.testclient import TestClient
 
 from cluster.local.encoder import LocalEncoder
 from cluster.settings import EmbeddingSettings
-from fakes.embedding_server import DEFAULT_MODEL_NAME, FakeEmbeddingServer, build_embedding_app, perturb_rows
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -26,7 +26,7 @@ TEXTS = [
     "def binary_search(items, target): ...",
     "class LRUCache: evicts the least recently used entry",
     "SELECT id, name FROM users WHERE active = 1",
-    "fn main() { println!(\"hello\"); }",
+    'fn main() { println!("hello"); }',
 ]
 PERTURB = 0.5
 
@@ -37,7 +37,9 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def embed(server: FakeEmbeddingServer, texts: list[str] | str, **extra: object) -> httpx.Response:
-    return httpx.post(f"{server.base_url}/embeddings", json={"model": server.model_name, "input": texts, **extra}, timeout=60)
+    return httpx.post(
+        f"{server.base_url}/embeddings", json={"model": server.model_name, "input": texts, **extra}, timeout=60
+    )
 
 
 def rows_of(response: httpx.Response) -> np.ndarray:
@@ -76,7 +78,9 @@ def reference() -> np.ndarray:
     return LocalEncoder(EmbeddingSettings(), device="cpu").encode(TEXTS)
 
 
-def test_vectors_equal_the_local_encoder(servers: tuple[FakeEmbeddingServer, FakeEmbeddingServer], reference: np.ndarray) -> None:
+def test_vectors_equal_the_local_encoder(
+    servers: tuple[FakeEmbeddingServer, FakeEmbeddingServer], reference: np.ndarray
+) -> None:
     exact, _ = servers
     response = embed(exact, TEXTS)
     body = response.json()
@@ -95,7 +99,8 @@ def test_base64_rows_decode_to_the_float_rows(servers: tuple[FakeEmbeddingServer
     response = embed(exact, TEXTS[:2], encoding_format="base64")
     assert response.status_code == 200
     decoded = np.array(
-        [np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4") for d in response.json()["data"]], dtype=np.float32
+        [np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4") for d in response.json()["data"]],
+        dtype=np.float32,
     )
     np.testing.assert_allclose(decoded, floats, rtol=0, atol=1e-6)
     single = embed(exact, TEXTS[0])  # a bare string is one input
@@ -115,7 +120,10 @@ def test_perturbed_vectors_are_far_from_exact_and_deterministic(
     np.testing.assert_allclose(again, rows, atol=1e-6)
     np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
     models = httpx.get(f"{perturbed.base_url}/models").json()
-    assert models == {"object": "list", "data": [{"id": "minilm-noisy", "object": "model", "owned_by": "samespace-test"}]}
+    assert models == {
+        "object": "list",
+        "data": [{"id": "minilm-noisy", "object": "model", "owned_by": "samespace-test"}],
+    }
 
 
 def test_stats_count_requests_and_texts(servers: tuple[FakeEmbeddingServer, FakeEmbeddingServer]) -> None:
@@ -182,7 +190,9 @@ def test_probe_exact_mode_answers_the_gate_probe_texts_exactly_and_perturbs_ever
     found = cosines(served, encode(texts))
     assert found[1] > 0.9999 and found[3] > 0.9999  # the public probe texts: exact
     assert found[0] < 0.9 and found[2] < 0.9  # everything else: wrong
-    uniform = rows_of(TestClient(build_embedding_app(encode, perturb=2.0)).post("/v1/embeddings", json={"input": texts}))
+    uniform = rows_of(
+        TestClient(build_embedding_app(encode, perturb=2.0)).post("/v1/embeddings", json={"input": texts})
+    )
     assert cosines(uniform, encode(texts)).max() < 0.9  # the default mode perturbs the probe texts too
     with pytest.raises(ValueError, match="mode"):
         build_embedding_app(encode, mode="probe-only")  # type: ignore[arg-type]

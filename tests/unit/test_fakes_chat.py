@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from fakes.local_llm import LocalLlmConfig, LocalLlmState, build_local_llm_app
 from fakes.local_llm_server import FakeLocalLlmServer
 from fakes.openrouter_fake import FakeConfig, FakeState, KeyConfig, build_fake_app
@@ -122,7 +121,10 @@ def test_content_templates_fill_question_and_unique_citations_in_first_seen_orde
     body = chat_completion_body(rule, convo, "cmpl-3", LOCAL_MODEL)
     (choice,) = body["choices"]
     assert choice["finish_reason"] == "stop" and "tool_calls" not in choice["message"]
-    assert choice["message"]["content"] == "Q: where is reindex? | see jobs/reindex.py:10-42, cluster/store.py:5-9 | {other}"
+    assert (
+        choice["message"]["content"]
+        == "Q: where is reindex? | see jobs/reindex.py:10-42, cluster/store.py:5-9 | {other}"
+    )
     assert citations("a_b/c-d.ts:1-2 and x.py:3-4, not y:1-2") == ["a_b/c-d.ts:1-2", "x.py:3-4"]
 
 
@@ -174,12 +176,18 @@ async def test_local_models_has_the_vllm_shape_and_omits_max_model_len_unless_re
 
 
 async def test_local_chat_follows_rules_then_echoes_and_never_calls_a_tool_by_itself() -> None:
-    rules = [ChatRule(when_none=["tool-said"], tool_calls=[SEARCH]), ChatRule(last_role="tool", content="cited {citations}")]
+    rules = [
+        ChatRule(when_none=["tool-said"], tool_calls=[SEARCH]),
+        ChatRule(last_role="tool", content="cited {citations}"),
+    ]
     client, state = local_client(LocalLlmConfig(chat_rules=rules))
     async with client:
         first = (await client.post("/v1/chat/completions", json=request(user("CALL:search_code:{}")))).json()
         message = first["choices"][0]["message"]
-        assert first["choices"][0]["finish_reason"] == "tool_calls" and message["tool_calls"][0]["function"]["name"] == "search_code"
+        assert (
+            first["choices"][0]["finish_reason"] == "tool_calls"
+            and message["tool_calls"][0]["function"]["name"] == "search_code"
+        )
         followup = request(user("q"), assistant_call("{}"), tool("tool-said a.py:1-2"))
         second = (await client.post("/v1/chat/completions", json=followup)).json()
         assert second["choices"][0]["message"]["content"] == "cited a.py:1-2"
@@ -190,7 +198,11 @@ async def test_local_chat_follows_rules_then_echoes_and_never_calls_a_tool_by_it
             "finish_reason": "stop",
         }
         log = (await client.get("/_fake/chat_log")).json()
-        assert [b["messages"][-1]["content"] for b in log] == ["CALL:search_code:{}", "tool-said a.py:1-2", "tool-said CALL:search_code:{}"]
+        assert [b["messages"][-1]["content"] for b in log] == [
+            "CALL:search_code:{}",
+            "tool-said a.py:1-2",
+            "tool-said CALL:search_code:{}",
+        ]
         assert (await client.get("/_fake/stats")).json() == {"chat_requests": 3, "models_requests": 0}
         await client.post("/_fake/reset")
         assert (await client.get("/_fake/chat_log")).json() == []
@@ -245,7 +257,10 @@ def test_local_server_serves_models_and_kill_makes_the_port_refuse_until_restart
         (card,) = httpx.get(f"{server.base_url}/v1/models").json()["data"]
         assert card["id"] == "local/tiny" and card["max_model_len"] == 2048 and card["owned_by"] == "vllm"
         body = request(user("hello"), model="local/tiny")
-        assert httpx.post(f"{server.base_url}/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"] == "scripted"
+        assert (
+            httpx.post(f"{server.base_url}/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+            == "scripted"
+        )
         assert server.chat_log() == [body] and server.stats().chat_requests == 1
         server.update(report_context=False)
         (card,) = httpx.get(f"{server.base_url}/v1/models").json()["data"]
@@ -268,7 +283,9 @@ def test_local_server_serves_models_and_kill_makes_the_port_refuse_until_restart
 def openrouter_client(*rules: ChatRule) -> tuple[httpx.AsyncClient, FakeState]:
     state = FakeState(config=FakeConfig(keys={KEY: KeyConfig(label="chat")}, chat_rules=list(rules)))
     transport = httpx.ASGITransport(app=build_fake_app(state))
-    client = httpx.AsyncClient(transport=transport, base_url="http://fake.test", headers={"Authorization": f"Bearer {KEY}"})
+    client = httpx.AsyncClient(
+        transport=transport, base_url="http://fake.test", headers={"Authorization": f"Bearer {KEY}"}
+    )
     return client, state
 
 
@@ -281,7 +298,10 @@ async def test_openrouter_fake_applies_chat_rules_counts_them_and_logs_requests(
     path = "/api/v1/chat/completions"
     async with client:
         called = (await client.post(path, json=request(user("q"), model="m/tools"))).json()
-        assert called["choices"][0]["message"]["tool_calls"][0]["function"] == {"name": "search_code", "arguments": '{"query": "reindex"}'}
+        assert called["choices"][0]["message"]["tool_calls"][0]["function"] == {
+            "name": "search_code",
+            "arguments": '{"query": "reindex"}',
+        }
         assert called["provider"] == "fake"
         # tool_choice "none": the tool rule is skipped and the old default (an echo) answers
         plain = (await client.post(path, json=request(user("q"), model="m/tools", tool_choice="none"))).json()
@@ -318,7 +338,9 @@ def test_openrouter_server_exposes_the_chat_log() -> None:
     with FakeOpenRouterServer(config=config, preload=False) as server:
         body = request(user("hello"), model="m/x")
         headers = {"Authorization": f"Bearer {KEY}"}
-        answers = [httpx.post(f"{server.base_url}/chat/completions", json=body, headers=headers).json() for _ in range(2)]
+        answers = [
+            httpx.post(f"{server.base_url}/chat/completions", json=body, headers=headers).json() for _ in range(2)
+        ]
         assert [a["choices"][0]["message"]["content"] for a in answers] == ["first", "echo: hello"]
         assert server.chat_log() == [body, body]
         server.reset()

@@ -6,22 +6,24 @@ import json
 from typing import Any
 
 import pytest
+from fakes.virtual_time import VirtualClock
 
-from cluster.fleet.registry import Admitted, Fleet, HostRecord, RegistrationRefused
-from cluster.settings import FleetSettings
 from cluster.fleet.identity import credential_digest, normalise_agent_url
-from cluster.naming import sidecar_provider_name
-from cluster.roles import Role
 from cluster.fleet.protocol import RegisterFrame, RoleCapability, parse_frame
 from cluster.fleet.providers import sidecar_providers
-from fakes.virtual_time import VirtualClock
+from cluster.fleet.registry import Admitted, Fleet, HostRecord, RegistrationRefused
+from cluster.naming import sidecar_provider_name
+from cluster.roles import Role
+from cluster.settings import FleetSettings
 
 PONG = parse_frame('{"type": "pong"}')
 
 AGENT = "http://ws-7:8098"
 
 
-def register(agent: str = AGENT, hostname: str = "ws-7", agent_id: str | None = None, credential: str | None = None) -> Any:
+def register(
+    agent: str = AGENT, hostname: str = "ws-7", agent_id: str | None = None, credential: str | None = None
+) -> Any:
     frame: dict[str, Any] = {"type": "register", "agentUrl": agent, "hostname": hostname}
     if agent_id is not None:
         frame.update(agentId=agent_id, credential=credential)
@@ -29,10 +31,21 @@ def register(agent: str = AGENT, hostname: str = "ws-7", agent_id: str | None = 
 
 
 def heartbeat(status: str = "running", agent: str | None = None, active: int = 0) -> Any:
-    frame: dict[str, Any] = {"type": "heartbeat", "activeRequests": active, "statusData": {
-        "agentUrl": AGENT, "hostname": "ws-7",
-        "containers": {"code-embedding": {"status": status, "endpoint": "http://127.0.0.1:8081",
-                                          "config": {"model": "minilm", "port": 8081}}}}}
+    frame: dict[str, Any] = {
+        "type": "heartbeat",
+        "activeRequests": active,
+        "statusData": {
+            "agentUrl": AGENT,
+            "hostname": "ws-7",
+            "containers": {
+                "code-embedding": {
+                    "status": status,
+                    "endpoint": "http://127.0.0.1:8081",
+                    "config": {"model": "minilm", "port": 8081},
+                }
+            },
+        },
+    }
     if agent is not None:
         frame["agentUrl"] = agent
     return parse_frame(json.dumps(frame))
@@ -64,7 +77,9 @@ def test_register_is_answered_with_an_id_and_a_credential_and_heartbeats_make_th
     # Only the credential's digest is kept, and never shown.
     record = saved[-1][AGENT]
     assert record.credential_sha256 == credential_digest(answer["credential"])
-    assert answer["credential"] not in repr(record) + repr(fleet.hosts()) + record.model_dump_json(exclude={"credential_sha256"})
+    assert answer["credential"] not in repr(record) + repr(fleet.hosts()) + record.model_dump_json(
+        exclude={"credential_sha256"}
+    )
 
 
 def test_the_registry_is_written_only_when_durable_facts_change() -> None:
@@ -136,9 +151,14 @@ def test_liveness_sweep_closes_silent_sockets_and_missed_pongs_and_superseded_on
 
 def test_the_http_fallback_never_creates_an_entry_but_keeps_a_known_host_alive() -> None:
     clock = VirtualClock()
-    known = HostRecord(agent_url=AGENT, agent_id="a1b2c3d4e5f6", credential_sha256=credential_digest("s3cret"), hostname="ws-7")
+    known = HostRecord(
+        agent_url=AGENT, agent_id="a1b2c3d4e5f6", credential_sha256=credential_digest("s3cret"), hostname="ws-7"
+    )
     fleet = Fleet(clock, known={AGENT: known})
-    assert fleet.http_heartbeat("ffffffffffff", heartbeat()) == {"type": "error", "message": "unknown agent: register first"}
+    assert fleet.http_heartbeat("ffffffffffff", heartbeat()) == {
+        "type": "error",
+        "message": "unknown agent: register first",
+    }
     assert fleet.authenticate("a1b2c3d4e5f6", credential_digest("wrong")) is None
     assert fleet.authenticate("a1b2c3d4e5f6", None) is None
     assert fleet.authenticate("a1b2c3d4e5f6", credential_digest("s3cret")) == "a1b2c3d4e5f6"
@@ -199,13 +219,17 @@ def test_the_three_spellings_of_one_host_port_never_share_a_provider_or_its_verd
         assert fleet.http_heartbeat(agent.agent_id, heartbeat(agent=url))["ok"]
     infos, routes = sidecar_providers(fleet.hosts(), 384)
     names = sorted(info.name for info in infos)
-    assert names == sorted([
-        sidecar_provider_name("http://ws17.lan:9100", first.agent_id, Role.CODE_EMBEDDING),
-        sidecar_provider_name("http://ws17.lan:9100/zzz", second.agent_id, Role.CODE_EMBEDDING),
-    ])
+    assert names == sorted(
+        [
+            sidecar_provider_name("http://ws17.lan:9100", first.agent_id, Role.CODE_EMBEDDING),
+            sidecar_provider_name("http://ws17.lan:9100/zzz", second.agent_id, Role.CODE_EMBEDDING),
+        ]
+    )
     assert len(set(names)) == 2 and {routes[n].agent for n in names} == {first.agent_id, second.agent_id}
     assert {info.identity.weights_sha256 for info in infos if info.identity} == {
-        f"agent:{first.agent_id}@http://ws17.lan:9100", f"agent:{second.agent_id}@http://ws17.lan:9100/zzz"}
+        f"agent:{first.agent_id}@http://ws17.lan:9100",
+        f"agent:{second.agent_id}@http://ws17.lan:9100/zzz",
+    }
 
 
 def test_a_second_registration_of_a_live_agents_url_is_refused_and_a_stale_one_gets_a_new_id() -> None:
@@ -217,9 +241,11 @@ def test_a_second_registration_of_a_live_agents_url_is_refused_and_a_stale_one_g
     name = sidecar_provider_name("http://ws17.lan:9100", owner["agentId"], Role.CODE_EMBEDDING)
 
     # Another spelling of the same URL, no credential, a guessed credential, or the id alone: refused.
-    for frame in (register("ws://WS17.lan:9100/"), register("http://ws17.lan:9100", agent_id=owner["agentId"],
-                                                            credential="guess"),
-                  register("http://ws17.lan:9100", agent_id="000000000000", credential=owner["credential"])):
+    for frame in (
+        register("ws://WS17.lan:9100/"),
+        register("http://ws17.lan:9100", agent_id=owner["agentId"], credential="guess"),
+        register("http://ws17.lan:9100", agent_id="000000000000", credential=owner["credential"]),
+    ):
         fleet.opened("intruder")
         reply = fleet.on_frame("intruder", frame)
         assert reply.close and "held by a live agent" in reply.frames[0]["message"]
@@ -242,8 +268,10 @@ def test_a_second_registration_of_a_live_agents_url_is_refused_and_a_stale_one_g
     [info], _ = sidecar_providers(fleet.hosts(), 384)
     assert info.name != name  # a new provider: the gate's ledger has no verdict for it, so it is probed afresh
     # The old owner, back with its old credential, cannot take the URL from the fresh newcomer.
-    assert isinstance(fleet.admit(register("http://ws17.lan:9100", agent_id=owner["agentId"],
-                                           credential=owner["credential"])), RegistrationRefused)
+    assert isinstance(
+        fleet.admit(register("http://ws17.lan:9100", agent_id=owner["agentId"], credential=owner["credential"])),
+        RegistrationRefused,
+    )
 
 
 def test_a_socket_whose_agent_was_replaced_is_closed() -> None:
@@ -302,9 +330,13 @@ def test_a_persisted_agent_resumes_with_its_credential_after_a_master_restart() 
 
 def test_a_legacy_entry_with_credentials_in_its_url_is_dropped_at_load() -> None:
     serves = {Role.CODE_EMBEDDING: RoleCapability(role=Role.CODE_EMBEDDING, available=True, models=["m"])}
-    fleet = Fleet(VirtualClock(), known={"ws://x@h:1": HostRecord(agent_url="ws://x@h:1", hostname=None),
-                                         "http://h:2": HostRecord(agent_url="http://h:2", hostname=None,
-                                                                  capabilities=serves)})
+    fleet = Fleet(
+        VirtualClock(),
+        known={
+            "ws://x@h:1": HostRecord(agent_url="ws://x@h:1", hostname=None),
+            "http://h:2": HostRecord(agent_url="http://h:2", hostname=None, capabilities=serves),
+        },
+    )
     assert [(h.agent_url, h.agent_id) for h in fleet.hosts()] == [("http://h:2", "")]
     [info], routes = sidecar_providers(fleet.hosts(), 384)
     assert not info.eligible and routes == {}

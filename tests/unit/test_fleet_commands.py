@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from cluster.errors import MalformedResponse, UpstreamTimeout, UpstreamUnavailable
-from cluster.fleet.registry import Fleet
-from cluster.settings import FleetSettings
 from cluster.fleet.commands import CommandDesk, new_command_id
-from cluster.roles import Role
 from cluster.fleet.protocol import ResultFrame, parse_frame
 from cluster.fleet.providers import SidecarCalls, decode_embeddings, sidecar_providers
+from cluster.fleet.registry import Fleet
+from cluster.roles import Role
+from cluster.settings import FleetSettings
 
 
 def _result(raw: str) -> ResultFrame:
@@ -93,7 +93,9 @@ def _fleet_with(model: str | None, status: str = "running") -> Fleet:
         container["model"] = model
     import json
 
-    fleet.on_frame("c", parse_frame(json.dumps({"type": "heartbeat", "statusData": {"containers": {"code-embedding": container}}})))
+    fleet.on_frame(
+        "c", parse_frame(json.dumps({"type": "heartbeat", "statusData": {"containers": {"code-embedding": container}}}))
+    )
     return fleet
 
 
@@ -120,8 +122,13 @@ def test_a_stale_host_leaves_the_lanes() -> None:
     fleet = Fleet(lambda: now[0], FleetSettings(stale_after_s=30), new_id=lambda: AGENT_ID)
     fleet.opened("c")
     fleet.on_frame("c", parse_frame('{"type": "register", "agentUrl": "http://ws1:9100"}'))
-    fleet.on_frame("c", parse_frame('{"type": "heartbeat", "statusData": {"containers": {"code-embedding": '
-                                    '{"status": "running", "model": "m"}}}}'))
+    fleet.on_frame(
+        "c",
+        parse_frame(
+            '{"type": "heartbeat", "statusData": {"containers": {"code-embedding": '
+            '{"status": "running", "model": "m"}}}}'
+        ),
+    )
     now[0] = 31.0
     [info], _ = sidecar_providers(fleet.hosts(), 384)
     assert not info.eligible and info.reason == "no recent heartbeat"
@@ -133,8 +140,13 @@ def test_embeddings_decode_from_base64_float32_or_float_lists_and_bad_ones_are_r
     encoded = [base64.b64encode(r.tobytes()).decode() for r in rows]
     assert np.array_equal(decode_embeddings({"embeddings": encoded}, 3, "p"), rows)
     assert np.allclose(decode_embeddings({"embeddings": rows.tolist()}, 3, "p"), rows)
-    for bad in ({"embeddings": encoded[:2]}, {"embeddings": ["!!"] * 3}, {"embeddings": [[1.0], [1.0, 2.0], [1.0]]},
-                {"embeddings": [[float("nan")]] * 3}, {}):
+    for bad in (
+        {"embeddings": encoded[:2]},
+        {"embeddings": ["!!"] * 3},
+        {"embeddings": [[1.0], [1.0, 2.0], [1.0]]},
+        {"embeddings": [[float("nan")]] * 3},
+        {},
+    ):
         with pytest.raises(MalformedResponse):
             decode_embeddings(bad, 3, "p")
 

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from cluster.config.store import ConfigStore, PersistedConfig, PersistedRole
+from cluster.fleet.protocol import RegisterFrame, parse_frame
 from cluster.fleet.registry import Fleet
 from cluster.roles import Policy, Role
-from cluster.fleet.protocol import RegisterFrame, parse_frame
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT = "http://ws17.lan:9100"
@@ -68,8 +68,13 @@ def test_hundreds_of_heartbeats_with_the_writer_killed_at_random_keep_the_config
     rng = random.Random(17)
     committed, heartbeats = 0, 0
     for _ in range(15):
-        child = subprocess.Popen([sys.executable, "-c", WRITER, str(store.path), str(committed), AGENT],
-                                 cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(store.path), str(committed), AGENT],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert child.stdout is not None and child.stdout.readline() == "ready\n"
         # Kill after a random number of applied heartbeats (counted, not timed): the kill lands
         # somewhere inside a later write, whatever the machine's speed.
@@ -116,8 +121,10 @@ def test_volatile_state_never_rewrites_the_file(tmp_path: Path) -> None:
     fleet.opened("c")
     fleet.on_frame("c", parse_frame('{"type": "register", "agentUrl": "' + AGENT + '"}'))
     for active in range(50):  # same capabilities, changing activeRequests
-        frame = ('{"type": "heartbeat", "activeRequests": %d, "statusData": {"containers": {"code-embedding": '
-                 '{"status": "running", "model": "m1"}}}}' % active)
+        frame = (
+            '{"type": "heartbeat", "activeRequests": %d, "statusData": {"containers": {"code-embedding": '
+            '{"status": "running", "model": "m1"}}}}' % active
+        )
         fleet.on_frame("c", parse_frame(frame))
     assert len(writes) == 2  # the registration and the first capabilities; activity stays in memory
     assert store.read().sidecars[AGENT].capabilities[Role.CODE_EMBEDDING].models == ["m1"]

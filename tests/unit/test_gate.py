@@ -582,7 +582,7 @@ async def test_a_recorded_report_is_the_latest_and_a_racing_probe_does_not_undo_
     assert (await flight) is drift and not ledger.cleared(key_of())
 
     other = key_of("cloud-b")
-    external = (await Runs(clock, Verdict.VERIFIED, key=other)())
+    external = await Runs(clock, Verdict.VERIFIED, key=other)()
     ledger.record(external)
     assert ledger.get(other) is external and ledger.cleared(other)
 

@@ -45,8 +45,16 @@ class FakeEmbed:
 
 
 def info(name: str, kind: ProviderKind, upstream: str | None = None) -> ProviderInfo:
-    return ProviderInfo(name=name, kind=kind, roles=[Role.CODE_EMBEDDING], node_id="n", host="h",
-                        model="m", upstream=upstream, eligible=True)
+    return ProviderInfo(
+        name=name,
+        kind=kind,
+        roles=[Role.CODE_EMBEDDING],
+        node_id="n",
+        host="h",
+        model="m",
+        upstream=upstream,
+        eligible=True,
+    )
 
 
 LOCAL = info("gpu0", ProviderKind.LOCAL)
@@ -55,8 +63,15 @@ UNPINNED = info("pc2-OR-CodeEmbedding", ProviderKind.CLOUD)
 
 
 def keeper(seed: int = 0, **spot: Any) -> Gatekeeper:
-    return Gatekeeper(GateLedger(lambda: 0.0), expected_width=WIDTH, preferred_reference=None,
-                      clock=lambda: 0.0, probe_timeout_s=5.0, rng=random.Random(seed), **spot)
+    return Gatekeeper(
+        GateLedger(lambda: 0.0),
+        expected_width=WIDTH,
+        preferred_reference=None,
+        clock=lambda: 0.0,
+        probe_timeout_s=5.0,
+        rng=random.Random(seed),
+        **spot,
+    )
 
 
 def admit(gk: Gatekeeper, policy: Policy, embeds: dict[str, Callable]) -> tuple[list[str], dict[str, str]]:
@@ -69,8 +84,9 @@ def admit(gk: Gatekeeper, policy: Policy, embeds: dict[str, Callable]) -> tuple[
 
 def test_only_cleared_providers_stay_in_the_pool_and_the_refused_say_why() -> None:
     gk = keeper()
-    names, excluded = admit(gk, Policy.AGGREGATE, {
-        LOCAL.name: FakeEmbed(), CLOUD.name: FakeEmbed(noise=0.3), UNPINNED.name: FakeEmbed()})
+    names, excluded = admit(
+        gk, Policy.AGGREGATE, {LOCAL.name: FakeEmbed(), CLOUD.name: FakeEmbed(noise=0.3), UNPINNED.name: FakeEmbed()}
+    )
     assert names == [LOCAL.name]
     assert excluded[CLOUD.name].startswith("gate: vector-incompatible")
     assert excluded[UNPINNED.name].startswith("gate: no-provider-pin")
@@ -123,15 +139,28 @@ def test_there_is_no_setting_that_turns_the_gate_off() -> None:
     from cluster.settings import GateSettings, SamespaceSettings
 
     assert set(GateSettings.model_fields) == {
-        "reference", "sentinel_period_s", "probe_timeout_s", "spot_check_rate", "spot_check_texts"}
+        "reference",
+        "sentinel_period_s",
+        "probe_timeout_s",
+        "spot_check_rate",
+        "spot_check_texts",
+    }
     for off in ({"enabled": False}, {"spot_check_rate": 0}, {"spot_check_texts": 0}):
         with pytest.raises(ValueError):
             SamespaceSettings(gate=off)
     assert GateSettings().spot_check_rate == 1.0 and GateSettings().spot_check_texts == 1  # one text per batch
 
 
-SIDECAR = ProviderInfo(name="a-sidecar-first-by-name", kind=ProviderKind.LOCAL, hosted="sidecar",
-                       roles=[Role.CODE_EMBEDDING], node_id="", host="ws1", model="m", eligible=True)
+SIDECAR = ProviderInfo(
+    name="a-sidecar-first-by-name",
+    kind=ProviderKind.LOCAL,
+    hosted="sidecar",
+    roles=[Role.CODE_EMBEDDING],
+    node_id="",
+    host="ws1",
+    model="m",
+    eligible=True,
+)
 
 
 def test_a_sidecar_joins_under_local_never_becomes_the_reference_and_is_spot_checked_on_every_batch() -> None:
@@ -139,7 +168,9 @@ def test_a_sidecar_joins_under_local_never_becomes_the_reference_and_is_spot_che
     sidecar, perturbed = FakeEmbed(), FakeEmbed(noise=0.3)
     drifting = SIDECAR.model_copy(update={"name": "b-sidecar"})
     selection = select_providers(Role.CODE_EMBEDDING, Policy.LOCAL, [LOCAL, SIDECAR, drifting])
-    admitted = asyncio.run(gk.admit(selection, {LOCAL.name: FakeEmbed(), SIDECAR.name: sidecar, drifting.name: perturbed}))
+    admitted = asyncio.run(
+        gk.admit(selection, {LOCAL.name: FakeEmbed(), SIDECAR.name: sidecar, drifting.name: perturbed})
+    )
     assert admitted.reference.name == LOCAL.name  # sorts first by name, but a Ray actor is the reference
     assert [p.name for p in admitted.selection.primary] == [SIDECAR.name, LOCAL.name]
     assert admitted.selection.excluded[drifting.name].startswith("gate: vector-incompatible")
@@ -262,8 +293,15 @@ def test_after_the_first_passed_check_batches_are_checked_at_the_configured_rate
 
 @pytest.mark.parametrize("how", ["raise", "hang", "shape"])
 def test_a_reference_that_cannot_re_embed_refuses_the_batch_but_never_evicts_the_provider(how: str) -> None:
-    gk = Gatekeeper(GateLedger(lambda: 0.0), expected_width=WIDTH, preferred_reference=None, clock=lambda: 0.0,
-                    probe_timeout_s=0.05, rng=random.Random(0), spot_check_rate=0.01)
+    gk = Gatekeeper(
+        GateLedger(lambda: 0.0),
+        expected_width=WIDTH,
+        preferred_reference=None,
+        clock=lambda: 0.0,
+        probe_timeout_s=0.05,
+        rng=random.Random(0),
+        spot_check_rate=0.01,
+    )
     cloud, reference = FakeEmbed(), FailingReference(failures=1, how=how)
     admitted_cloud(gk, cloud)
     guarded = gk.guard(CLOUD, cloud, REGIME, LOCAL, reference)

@@ -82,7 +82,8 @@ def test_a_hostile_host_is_421_on_every_route_before_the_route_runs(path: str, t
 
 @pytest.mark.parametrize("path", ROUTES)
 @pytest.mark.parametrize(
-    "origin", [HOSTILE_ORIGIN, "null", "http://127.0.0.1.evil.example", "ftp://127.0.0.1:8000", "http://127.0.0.1:8000/x"]
+    "origin",
+    [HOSTILE_ORIGIN, "null", "http://127.0.0.1.evil.example", "ftp://127.0.0.1:8000", "http://127.0.0.1:8000/x"],
 )
 def test_a_hostile_origin_is_403_on_every_route(path: str, origin: str) -> None:
     client, inner = guarded(TOKEN)
@@ -131,8 +132,19 @@ def test_loopback_and_allowed_names_pass_on_any_port(host: str) -> None:
 
 @pytest.mark.parametrize(
     "host",
-    ["evil.example", "127.0.0.1.evil.example", "localhost.evil.example:8000", "127.0.0.1:8000@evil.example",
-     "[::1", "127.0.0.2", "0.0.0.0:8000", "ws17.lan:8001", "ws17.lan:*", "", "ws17.lan.:8000"],
+    [
+        "evil.example",
+        "127.0.0.1.evil.example",
+        "localhost.evil.example:8000",
+        "127.0.0.1:8000@evil.example",
+        "[::1",
+        "127.0.0.2",
+        "0.0.0.0:8000",
+        "ws17.lan:8001",
+        "ws17.lan:*",
+        "",
+        "ws17.lan.:8000",
+    ],
 )
 def test_look_alike_hosts_and_other_ports_are_421(host: str) -> None:
     client, _ = guarded(allowed_hosts=["ws17.lan:8000"])
@@ -310,7 +322,9 @@ def test_the_admin_app_checks_the_host_before_its_own_token(tmp_path: Path) -> N
     settings = SamespaceSettings(admin={"token": "admin-token", "config_path": tmp_path / "config.json"})
     client = TestClient(build_admin_asgi(AdminApi(settings), settings), base_url=BASE, root_path="/admin")
     assert client.get("/admin/openrouter", headers={"host": HOSTILE_HOST}).status_code == 421
-    assert client.get("/admin/openrouter", headers={"origin": HOSTILE_ORIGIN, **bearer("admin-token")}).status_code == 403
+    assert (
+        client.get("/admin/openrouter", headers={"origin": HOSTILE_ORIGIN, **bearer("admin-token")}).status_code == 403
+    )
     assert client.get("/admin/openrouter").status_code == 401
     assert client.get("/admin/openrouter", headers=bearer("admin-token")).status_code == 200
 

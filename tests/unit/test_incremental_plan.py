@@ -8,8 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cluster.ingest.chunking import chunk_file
-from cluster.index.incremental import PlanMode, ReindexPlan, plan_reindex
 from cluster.index.catalog import (
     PAYLOAD_FIELDS,
     IndexCatalog,
@@ -20,12 +18,14 @@ from cluster.index.catalog import (
     point_key,
     point_payload,
 )
+from cluster.index.incremental import PlanMode, ReindexPlan, plan_reindex
 from cluster.index.keywords import chunk_keywords
 from cluster.index.progress import ProgressMeter
+from cluster.index.store.engines import open_vector_store
+from cluster.ingest.chunking import chunk_file
 from cluster.settings import ChunkingSettings
 from cluster.space import EncoderIdentity, embedding_text
 from cluster.types import Chunk, StoredPoint, content_hash
-from cluster.index.store.engines import open_vector_store
 
 WIDTH = 8
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=WIDTH, max_seq_length=256)
@@ -66,8 +66,9 @@ def chunks_of(files: dict[str, str]) -> tuple[list[Chunk], list[PointKey]]:
     return chunks, keys
 
 
-def serving(files: dict[str, str], identity: EncoderIdentity = IDENTITY, root: str = ROOT
-            ) -> tuple[IndexRecord, list[PointKey | None]]:
+def serving(
+    files: dict[str, str], identity: EncoderIdentity = IDENTITY, root: str = ROOT
+) -> tuple[IndexRecord, list[PointKey | None]]:
     record = IndexRecord(name="repo", build="repo__b1", repo_root=root, identity=identity, started_at=0.0)
     return record, list(chunks_of(files)[1])
 
@@ -111,8 +112,11 @@ def test_a_moved_function_keeps_its_vector_and_the_new_one_is_embedded() -> None
 
 
 def test_reordered_functions_are_all_reused_and_rewritten_at_their_new_lines() -> None:
-    swapped = {**V1, "pkg/util.py": 'def shout(text):\n    return text.upper() + "!"\n\n\n'
-                                    'def slugify(text):\n    return text.lower().replace(" ", "-")\n'}
+    swapped = {
+        **V1,
+        "pkg/util.py": 'def shout(text):\n    return text.upper() + "!"\n\n\n'
+        'def slugify(text):\n    return text.lower().replace(" ", "-")\n',
+    }
     chunks, result = plan(swapped, V1)
     assert result.mode is PlanMode.INCREMENTAL and result.embed == []
     assert sorted(result.reuse) == list(range(len(chunks)))
@@ -142,9 +146,11 @@ def test_a_rename_of_the_file_changes_what_is_embedded() -> None:
 
 def test_an_identity_change_embeds_everything() -> None:
     chunks, keys = chunks_of(V1)
-    for other in [IDENTITY.model_copy(update={"weights_sha256": "b" * 64}),
-                  IDENTITY.model_copy(update={"chunk_text_version": 1}),
-                  IDENTITY.model_copy(update={"max_seq_length": 128})]:
+    for other in [
+        IDENTITY.model_copy(update={"weights_sha256": "b" * 64}),
+        IDENTITY.model_copy(update={"chunk_text_version": 1}),
+        IDENTITY.model_copy(update={"max_seq_length": 128}),
+    ]:
         record, rows = serving(V1, identity=other)
         result = plan_reindex(keys, IDENTITY, serving=record, serving_keys=rows, repo_root=ROOT)
         assert result.mode is PlanMode.FULL and "encoder space changed" in result.reason
@@ -153,9 +159,12 @@ def test_an_identity_change_embeds_everything() -> None:
 
 @pytest.mark.parametrize(
     ("options", "reason"),
-    [({"full": True}, "--full"), ({"reference_drifted": True}, "drifted"),
-     ({"serving": None, "serving_keys": None}, "no serving index"),
-     ({"serving_keys": None}, "not read")],
+    [
+        ({"full": True}, "--full"),
+        ({"reference_drifted": True}, "drifted"),
+        ({"serving": None, "serving_keys": None}, "no serving index"),
+        ({"serving_keys": None}, "not read"),
+    ],
 )
 def test_full_plans(options: dict[str, object], reason: str) -> None:
     chunks, result = plan(V1, V1, **options)
@@ -212,12 +221,19 @@ def test_a_catalog_gives_back_row_keys_and_vectors_by_embed_hash(tmp_path: Path,
     cloud = IDENTITY.model_copy(update={"model": "cloud/m"})
     points = []
     for i, chunk in enumerate(chunks):
-        payload = point_payload("repo", chunk, IDENTITY, cloud if i % 2 else IDENTITY, f"p{i % 2}", build,
-                                file_hash=keys[i].file_hash)
+        payload = point_payload(
+            "repo", chunk, IDENTITY, cloud if i % 2 else IDENTITY, f"p{i % 2}", build, file_hash=keys[i].file_hash
+        )
         if i == 0:  # a row written before embed hashes and file hashes existed
             payload = {k: v for k, v in payload.items() if k not in ("embed_hash", "file_hash")}
-        points.append(StoredPoint(id=point_id("repo", chunk), vector=vectors[i].tolist(), payload=payload,
-                                  sparse=chunk_keywords(chunk.text, chunk.path, chunk.symbol)))
+        points.append(
+            StoredPoint(
+                id=point_id("repo", chunk),
+                vector=vectors[i].tolist(),
+                payload=payload,
+                sparse=chunk_keywords(chunk.text, chunk.path, chunk.symbol),
+            )
+        )
     catalog.write(build, points)
     catalog.commit_build(build, files=3, providers=["p0", "p1"])
 

@@ -10,9 +10,9 @@ import pytest
 
 from cluster.errors import EncoderMismatch, IndexNotFound, SamespaceError, StoreError
 from cluster.index.catalog import IndexCatalog, point_id, point_payload
+from cluster.index.store.engines import open_vector_store
 from cluster.space import EncoderIdentity
 from cluster.types import Chunk, PayloadFilter, StoredPoint
-from cluster.index.store.engines import open_vector_store
 
 WIDTH = 8
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=WIDTH, max_seq_length=256)
@@ -26,11 +26,23 @@ def points(repo: str, build: str, n: int, marker: str) -> list[StoredPoint]:
     rng = np.random.default_rng(len(marker) + n)
     out = []
     for i in range(n):
-        chunk = Chunk(path=f"src/f{i}.py", start_line=1, end_line=3, language="python", kind="function",
-                      symbol=f"{marker}_{i}", text=f"def {marker}_{i}(): pass")
+        chunk = Chunk(
+            path=f"src/f{i}.py",
+            start_line=1,
+            end_line=3,
+            language="python",
+            kind="function",
+            symbol=f"{marker}_{i}",
+            text=f"def {marker}_{i}(): pass",
+        )
         vector = rng.normal(size=WIDTH)
-        out.append(StoredPoint(id=point_id(repo, chunk), vector=(vector / np.linalg.norm(vector)).tolist(),
-                               payload=point_payload(repo, chunk, IDENTITY, IDENTITY, "p0", build)))
+        out.append(
+            StoredPoint(
+                id=point_id(repo, chunk),
+                vector=(vector / np.linalg.norm(vector)).tolist(),
+                payload=point_payload(repo, chunk, IDENTITY, IDENTITY, "p0", build),
+            )
+        )
     return out
 
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.cloud.key_readiness import NO_KEY_REASON, missing_key_message, roles_missing_key, role_keys, wait_for_key
+from cluster.cloud.key_readiness import NO_KEY_REASON, missing_key_message, role_keys, roles_missing_key, wait_for_key
 from cluster.providers import NOT_ANSWERING, ProviderInfo, ProviderKind, ProviderView, provider_views
 from cluster.roles import Policy, Role
 
 
-def info(name: str, kind: ProviderKind, role: Role, *, eligible: bool = True, reason: str | None = None) -> ProviderInfo:
-    return ProviderInfo(name=name, kind=kind, roles=[role], node_id="n", host="h", model="m",
-                        eligible=eligible, reason=reason)
+def info(
+    name: str, kind: ProviderKind, role: Role, *, eligible: bool = True, reason: str | None = None
+) -> ProviderInfo:
+    return ProviderInfo(
+        name=name, kind=kind, roles=[role], node_id="n", host="h", model="m", eligible=eligible, reason=reason
+    )
 
 
 def local(role: Role, *, eligible: bool = True, reason: str | None = None) -> ProviderInfo:
@@ -31,8 +34,13 @@ def views(role: Role, policy: Policy, *providers: ProviderInfo) -> list[Provider
 
 
 def test_a_cloud_policy_with_only_keyless_containers_names_the_role_and_both_ways_out() -> None:
-    message = missing_key_message({Role.CODE_EMBEDDING: views(Role.CODE_EMBEDDING, Policy.CLOUD,
-                                                              local(Role.CODE_EMBEDDING), keyless(Role.CODE_EMBEDDING))})
+    message = missing_key_message(
+        {
+            Role.CODE_EMBEDDING: views(
+                Role.CODE_EMBEDDING, Policy.CLOUD, local(Role.CODE_EMBEDDING), keyless(Role.CODE_EMBEDDING)
+            )
+        }
+    )
     assert message is not None
     assert "code-embedding (policy cloud) needs one" in message
     assert "`make push-key < key.txt`" in message
@@ -75,14 +83,17 @@ def test_a_role_without_any_container_or_provider_is_not_a_key_problem() -> None
 
 
 def test_several_roles_share_one_paragraph_in_role_order() -> None:
-    message = missing_key_message({
-        Role.RERANKER: views(Role.RERANKER, Policy.AGGREGATE, keyless(Role.RERANKER)),
-        Role.CODE_EMBEDDING: views(Role.CODE_EMBEDDING, Policy.CLOUD, keyless(Role.CODE_EMBEDDING)),
-    })
+    message = missing_key_message(
+        {
+            Role.RERANKER: views(Role.RERANKER, Policy.AGGREGATE, keyless(Role.RERANKER)),
+            Role.CODE_EMBEDDING: views(Role.CODE_EMBEDDING, Policy.CLOUD, keyless(Role.CODE_EMBEDDING)),
+        }
+    )
     assert message is not None
     assert "code-embedding (policy cloud) and reranker (policy aggregate, no local provider) need one" in message
-    assert ("`make set-policy ROLE=code-embedding POLICY=local` and "
-            "`make set-policy ROLE=reranker POLICY=local`") in message
+    assert (
+        "`make set-policy ROLE=code-embedding POLICY=local` and `make set-policy ROLE=reranker POLICY=local`"
+    ) in message
     assert message.count("make push-key") == 1
 
 
@@ -103,8 +114,10 @@ def test_the_rlm_under_local_only_fallback_needs_the_key_only_under_the_cloud_po
 
 
 def test_roles_missing_key_says_why_each_role_needs_it() -> None:
-    states = [role_keys(Role.CODE_EMBEDDING, views(Role.CODE_EMBEDDING, Policy.CLOUD, keyless(Role.CODE_EMBEDDING))),
-              role_keys(Role.RERANKER, views(Role.RERANKER, Policy.BACKUP, keyless(Role.RERANKER)))]
+    states = [
+        role_keys(Role.CODE_EMBEDDING, views(Role.CODE_EMBEDDING, Policy.CLOUD, keyless(Role.CODE_EMBEDDING))),
+        role_keys(Role.RERANKER, views(Role.RERANKER, Policy.BACKUP, keyless(Role.RERANKER))),
+    ]
     needs = roles_missing_key([s for s in states if s is not None])
     assert [(n.role, n.why) for n in needs] == [(Role.CODE_EMBEDDING, "cloud"), (Role.RERANKER, "no-local")]
 
@@ -146,8 +159,9 @@ def test_wait_for_key_says_it_waits_once_and_returns_none_when_the_key_arrives()
 
 def test_wait_for_key_gives_up_at_the_deadline_with_the_last_paragraph() -> None:
     clock, lines = FakeClock(), []
-    result = wait_for_key(lambda: "still missing", wait_s=5, clock=clock, sleep=clock.sleep, emit=lines.append,
-                          poll_s=2)
+    result = wait_for_key(
+        lambda: "still missing", wait_s=5, clock=clock, sleep=clock.sleep, emit=lines.append, poll_s=2
+    )
     assert result == "still missing"
     assert clock.now == 5 and clock.sleeps == [2, 2, 1]  # never past the deadline
     assert len(lines) == 1  # the paragraph itself is the caller's to print, once

@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from cluster.index.tokens import identifier_tokens
 from cluster.index.keywords import (
     MAX_DECLARATION_LINE_CHARS,
     WHOLE_PREFIX,
@@ -19,6 +18,7 @@ from cluster.index.keywords import (
     term_id,
     terms,
 )
+from cluster.index.tokens import identifier_tokens
 
 
 def weight(sparse: object, term: str) -> float:
@@ -48,8 +48,11 @@ def test_term_ids_are_stable_32_bit_and_the_query_side_weighs_each_term_once() -
     ("text", "symbol", "names"),
     [
         ("def parse_config(path):\n    return load(path)", "parse_config", ["parse_config"]),
-        ("export class Repo {\n  getUserById(id: string): Promise<User> {\n    return x;\n  }\n}", "Repo",
-         ["repo", "getuserbyid"]),
+        (
+            "export class Repo {\n  getUserById(id: string): Promise<User> {\n    return x;\n  }\n}",
+            "Repo",
+            ["repo", "getuserbyid"],
+        ),
         ("public static List<User> listAll(int n) throws IOException {", None, ["listall"]),
         ("func (r *Repo) FindUser(id int) (*User, error) {\n  return r.get(id)\n}", None, ["finduser"]),
         ("const handler = async (req) => {\n  await save(req)\n}", None, ["handler"]),
@@ -63,7 +66,9 @@ def test_defined_names_are_the_declarations_not_the_calls(text: str, symbol: str
 
 def test_a_definition_outweighs_a_call_of_the_same_name() -> None:
     definition = chunk_keywords("def parse_config(path):\n    return load(path)", "app/config.py", "parse_config")
-    call = chunk_keywords("def main():\n    settings = parse_config('a.yaml')\n    run(settings)", "app/main.py", "main")
+    call = chunk_keywords(
+        "def main():\n    settings = parse_config('a.yaml')\n    run(settings)", "app/main.py", "main"
+    )
     whole = WHOLE_PREFIX + "parse_config"
     assert weight(definition, whole) > weight(call, whole) > 0
     assert weight(definition, "app") > 0  # the path counts too
@@ -71,8 +76,16 @@ def test_a_definition_outweighs_a_call_of_the_same_name() -> None:
 
 @pytest.mark.parametrize(
     ("query", "name"),
-    [("parse_config", "parse_config"), ("getUserById", "getuserbyid"), ("Repo.getUserById", "getuserbyid"),
-     ("Vec::push", "push"), ("run()", "run"), ("how is the config parsed", None), ("a-b", None), ("", None)],
+    [
+        ("parse_config", "parse_config"),
+        ("getUserById", "getuserbyid"),
+        ("Repo.getUserById", "getuserbyid"),
+        ("Vec::push", "push"),
+        ("run()", "run"),
+        ("how is the config parsed", None),
+        ("a-b", None),
+        ("", None),
+    ],
 )
 def test_identifier_queries_are_recognised(query: str, name: str | None) -> None:
     assert identifier_query(query) == name

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes.models import build_local_cross_encoder
 
 from cluster.errors import ConfigError
 from cluster.local.reranker import LocalReranker
 from cluster.settings import RerankerSettings
-from fakes.models import build_local_cross_encoder
 
 
 @pytest.fixture(scope="module")

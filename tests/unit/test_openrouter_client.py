@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import pickle
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import httpx
 import numpy as np
 import pytest
+from fakes.openrouter_fake import FakeConfig, FakeState, KeyConfig, UpstreamBehaviour, _encode, build_fake_app
+from fakes.openrouter_server import FakeOpenRouterServer, free_port
 from pydantic import SecretStr
 
 from cluster.cloud.faults import parse_retry_after
@@ -26,8 +28,6 @@ from cluster.errors import (
     UpstreamUnavailable,
     WidthMismatch,
 )
-from fakes.openrouter_fake import FakeConfig, FakeState, KeyConfig, UpstreamBehaviour, _encode, build_fake_app
-from fakes.openrouter_server import FakeOpenRouterServer, free_port
 
 CANARY = "sk-or-v1-canary0000000000000000000000000000"
 OTHER_KEY = "sk-or-v1-other00000000000000000000000000000"
@@ -55,7 +55,9 @@ def fake(**upstreams: UpstreamBehaviour) -> FakeState:
     return FakeState(config=FakeConfig(keys=keys, upstreams=dict(upstreams)))
 
 
-def client_for(state: FakeState, *, key: str | None = CANARY, timeout_s: float = 10.0) -> tuple[OpenRouterClient, RecordingTransport]:
+def client_for(
+    state: FakeState, *, key: str | None = CANARY, timeout_s: float = 10.0
+) -> tuple[OpenRouterClient, RecordingTransport]:
     transport = RecordingTransport(state)
     client = OpenRouterClient(
         provider_name=PROVIDER,
@@ -150,7 +152,7 @@ async def test_an_http_date_retry_after_is_parsed_into_seconds() -> None:
         with pytest.raises(RateLimited) as info:
             await client.embed(MODEL, PIN, TEXTS, WIDTH)
     assert info.value.retry_after_s is not None and 25 <= info.value.retry_after_s <= 31
-    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
     assert parse_retry_after(format_datetime(now + timedelta(seconds=90), usegmt=True), now=now) == 90.0
     assert parse_retry_after(format_datetime(now - timedelta(seconds=5), usegmt=True), now=now) == 0.0
     assert parse_retry_after("2.5") == 2.5 and parse_retry_after("soon") is None and parse_retry_after(None) is None
@@ -202,7 +204,9 @@ async def test_a_wrong_width_raises_width_mismatch() -> None:
 
 
 async def test_other_model_vectors_are_far_from_the_local_space_and_perturbed_ones_near() -> None:
-    state = fake(other=UpstreamBehaviour(vectors="other-model"), noisy=UpstreamBehaviour(vectors="perturbed", sigma=0.002))
+    state = fake(
+        other=UpstreamBehaviour(vectors="other-model"), noisy=UpstreamBehaviour(vectors="perturbed", sigma=0.002)
+    )
     client, _ = client_for(state)
     local = _encode(TEXTS)
     async with client:
@@ -223,7 +227,9 @@ async def test_an_answer_slower_than_the_timeout_raises_upstream_timeout() -> No
 
 async def test_a_refused_connection_raises_upstream_unavailable() -> None:
     base_url = f"http://127.0.0.1:{free_port()}/api/v1"
-    async with OpenRouterClient(provider_name=PROVIDER, key=SecretStr(CANARY), base_url=base_url, timeout_s=2.0) as client:
+    async with OpenRouterClient(
+        provider_name=PROVIDER, key=SecretStr(CANARY), base_url=base_url, timeout_s=2.0
+    ) as client:
         with pytest.raises(UpstreamUnavailable):
             await client.key_info()
 
@@ -249,7 +255,11 @@ async def test_the_rpm_limit_is_key_wide_across_two_clients() -> None:
 
 async def test_rerank_puts_the_relevant_document_first() -> None:
     client, _ = client_for(fake())
-    docs = ["The cat sat on the mat.", "def parse_config(path): return yaml.safe_load(open(path))", "Paris is in France."]
+    docs = [
+        "The cat sat on the mat.",
+        "def parse_config(path): return yaml.safe_load(open(path))",
+        "Paris is in France.",
+    ]
     async with client:
         ranked = await client.rerank("qwen/qwen3-reranker-8b", "function that loads a YAML config file", docs, top_n=2)
     assert [index for index, _ in ranked][0] == 1 and len(ranked) == 2
@@ -266,7 +276,13 @@ async def test_chat_returns_a_tool_call_and_then_answers_the_tool_result() -> No
         assert first.finish_reason == "tool_calls" and call.name == "read_code"
         assert json.loads(call.arguments) == {"path": "a.py"}
         messages += [
-            {"role": "assistant", "content": None, "tool_calls": [{"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+                ],
+            },
             {"role": "tool", "tool_call_id": call.id, "content": "print('a')"},
         ]
         second = await client.chat("m/x", messages, tools=tools, max_tokens=50)
@@ -283,7 +299,13 @@ async def test_key_info_credits_and_context_length_parse() -> None:
         length = await client.model_context_length("qwen/qwen3-embedding-4b")
         with pytest.raises(UpstreamError) as missing:
             await client.model_context_length("nobody/nothing")
-    assert (info.label, info.limit, info.limit_remaining, info.usage, info.is_free_tier) == ("mine", 10.0, 5.0, 5.0, False)
+    assert (info.label, info.limit, info.limit_remaining, info.usage, info.is_free_tier) == (
+        "mine",
+        10.0,
+        5.0,
+        5.0,
+        False,
+    )
     assert info.rate_limit is not None  # parsed, though deprecated upstream
     assert (credits.total_credits, credits.total_usage, credits.remaining) == (25.0, 5.0, 20.0)
     assert length == 32768 and missing.value.status == 404
@@ -308,7 +330,9 @@ async def test_the_key_never_appears_in_reprs_errors_or_pickles() -> None:
         "slow": UpstreamBehaviour(latency_s=1.0),
     }
     client, _ = client_for(fake(**behaviours), timeout_s=0.2)
-    hostile = OpenRouterClient(provider_name=PROVIDER, key=SecretStr(CANARY), transport=httpx.MockTransport(_echo_the_auth_header))
+    hostile = OpenRouterClient(
+        provider_name=PROVIDER, key=SecretStr(CANARY), transport=httpx.MockTransport(_echo_the_auth_header)
+    )
     async with client, hostile:
         for upstream in [*behaviours, None]:
             try:
@@ -345,4 +369,3 @@ async def test_the_fake_server_runs_as_a_subprocess_and_answers_the_client_over_
         assert stats.total("ok", key="canary", upstream=PIN, path="/embeddings") == 1
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
-

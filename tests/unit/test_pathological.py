@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from cluster.index.keywords import chunk_keywords, defined_names, method_name
 from cluster.ingest.chunking import chunk_file, split_lines
 from cluster.ingest.generated import generated_reason
-from cluster.index.keywords import chunk_keywords, defined_names, method_name
 from cluster.settings import ChunkingSettings
 from cluster.types import Chunk
 from tests.fakes.pathological import MINIFIED, corpus_bytes, corpus_descriptions, write_pathological_corpus
@@ -137,12 +137,22 @@ def test_mixed_line_endings_number_chunks_as_split_lines_does() -> None:
     text = corpus_bytes("encoding/mixed_endings.py").decode("utf-8")
     lines = split_lines(text)
     assert lines == [
-        "def crlf():", "    return 1", "", "def lf():", "    return 2",
-        "\rdef lone_cr():\r    return 3", "", "def last():", "    return 4",
+        "def crlf():",
+        "    return 1",
+        "",
+        "def lf():",
+        "    return 2",
+        "\rdef lone_cr():\r    return 3",
+        "",
+        "def last():",
+        "    return 4",
     ]
     chunks = chunk_file("mixed.py", text, SETTINGS)
     for chunk in chunks:
         assert chunk.text == "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
     assert [(c.start_line, c.end_line, c.symbol) for c in chunks] == [
-        (1, 2, "crlf"), (4, 5, "lf"), (6, 6, "lone_cr"), (8, 9, "last"),  # a lone CR starts no line
+        (1, 2, "crlf"),
+        (4, 5, "lf"),
+        (6, 6, "lone_cr"),
+        (8, 9, "last"),  # a lone CR starts no line
     ]

@@ -11,8 +11,16 @@ EMBED = [Role.CODE_EMBEDDING, Role.EMBEDDING]
 
 
 def provider(name: str, kind: ProviderKind, roles: list[Role], eligible: bool = True) -> ProviderInfo:
-    return ProviderInfo(name=name, kind=kind, roles=roles, node_id="n", host="h", model="m",
-                        eligible=eligible, reason=None if eligible else "no key pushed")
+    return ProviderInfo(
+        name=name,
+        kind=kind,
+        roles=roles,
+        node_id="n",
+        host="h",
+        model="m",
+        eligible=eligible,
+        reason=None if eligible else "no key pushed",
+    )
 
 
 GPU = provider("gpu0", ProviderKind.LOCAL, EMBED + [Role.RERANKER])
@@ -65,6 +73,8 @@ def test_the_provider_listing_shows_eligibility_and_both_policies() -> None:
     from jobs.providers import format_views
 
     drifted = VC.model_copy(update={"policy_applied": {Role.CODE_EMBEDDING: Policy.BACKUP}})
-    lines = format_views(Role.CODE_EMBEDDING, provider_views(Role.CODE_EMBEDDING, Policy.AGGREGATE, [GPU, drifted, KEYLESS]))
+    lines = format_views(
+        Role.CODE_EMBEDDING, provider_views(Role.CODE_EMBEDDING, Policy.AGGREGATE, [GPU, drifted, KEYLESS])
+    )
     text = "\n".join(lines)
     assert "policy aggregate/applied backup" in text and "INELIGIBLE (no key pushed)" in text

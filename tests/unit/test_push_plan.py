@@ -28,9 +28,14 @@ CONTAINERS = [("pc-OR-CodeEmbedding", Role.CODE_EMBEDDING), ("pc-OR-Reranker", R
 
 def settings() -> SamespaceSettings:
     return SamespaceSettings(
-        cloud={"enabled": True, "base_url": FIXTURE_URL,
-               "routes": {"code-embedding": {"model": "qwen/qwen3-embedding-4b", "upstream": "exact"},
-                          "reranker": {"model": "qwen/qwen3-reranker-8b"}}},
+        cloud={
+            "enabled": True,
+            "base_url": FIXTURE_URL,
+            "routes": {
+                "code-embedding": {"model": "qwen/qwen3-embedding-4b", "upstream": "exact"},
+                "reranker": {"model": "qwen/qwen3-reranker-8b"},
+            },
+        },
     )
 
 
@@ -64,13 +69,21 @@ def test_local_policies_alone_are_the_way_out_and_need_no_key_check() -> None:
 
 
 def test_a_merged_push_keeps_what_it_does_not_name_and_never_the_key() -> None:
-    stored = PersistedConfig(roles={Role.RERANKER: PersistedRole(model="old/reranker")},
-                             policies={Role.RLM: Policy.LOCAL}, base_url=PUSHED_URL)
-    body = push(api_key=KEY, models={"code-embedding": {"model": "m", "provider": "pin", "dims": 8}},
-                policies={"code-embedding": "backup"})
+    stored = PersistedConfig(
+        roles={Role.RERANKER: PersistedRole(model="old/reranker")},
+        policies={Role.RLM: Policy.LOCAL},
+        base_url=PUSHED_URL,
+    )
+    body = push(
+        api_key=KEY,
+        models={"code-embedding": {"model": "m", "provider": "pin", "dims": 8}},
+        policies={"code-embedding": "backup"},
+    )
     config = merged(stored, body, now=1234.5)
-    assert config.roles == {Role.RERANKER: PersistedRole(model="old/reranker"),
-                            Role.CODE_EMBEDDING: PersistedRole(model="m", upstream="pin", dims=8)}
+    assert config.roles == {
+        Role.RERANKER: PersistedRole(model="old/reranker"),
+        Role.CODE_EMBEDDING: PersistedRole(model="m", upstream="pin", dims=8),
+    }
     assert config.policies == {Role.RLM: Policy.LOCAL, Role.CODE_EMBEDDING: Policy.BACKUP}
     assert config.base_url == PUSHED_URL
     assert (config.key_pushed, config.last_pushed_at) == (True, 1234.5)
@@ -174,8 +187,9 @@ def test_a_call_outcome_and_the_actor_state_decide_the_role_status(
 
 
 def test_the_answer_names_the_actor_the_error_type_and_the_state() -> None:
-    answer = role_answer("samespace-dispatch-rlm", CallFailure.UNREACHABLE, "RESTARTING",
-                         error="ActorUnavailableError", restartable=True)
+    answer = role_answer(
+        "samespace-dispatch-rlm", CallFailure.UNREACHABLE, "RESTARTING", error="ActorUnavailableError", restartable=True
+    )
     assert answer.status is RoleStatus.RESTARTING
     assert answer.detail == (
         "samespace-dispatch-rlm did not answer (unreachable, ActorUnavailableError, state RESTARTING)"

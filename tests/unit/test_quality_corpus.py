@@ -134,7 +134,9 @@ def test_a_docstring_only_body_becomes_pass_at_the_same_indentation() -> None:
 def test_crlf_and_non_ascii_offsets_are_cut_at_the_right_bytes() -> None:
     source = 'def f():\r\n    x = "é"; """not a docstring"""\r\n    return x\r\n\r\ndef g():\r\n    """Dokumentation für g — äöü."""\r\n'
     out = strip_docstrings(source.encode())
-    assert out == 'def f():\r\n    x = "é"; """not a docstring"""\r\n    return x\r\n\r\ndef g():\r\n    pass\r\n'.encode()
+    assert (
+        out == 'def f():\r\n    x = "é"; """not a docstring"""\r\n    return x\r\n\r\ndef g():\r\n    pass\r\n'.encode()
+    )
 
 
 def test_a_parenthesized_docstring_falls_back_to_a_placeholder_that_parses() -> None:
@@ -221,14 +223,18 @@ def test_build_corpus_copies_sources_without_docstrings(tmp_path: Path, monkeypa
     (pkg / "sub").mkdir(parents=True)
     (pkg / "tests").mkdir()
     (pkg / "__init__.py").write_text(SOURCE)
-    (pkg / "sub" / "more.py").write_text('def helper_two(a, b):\n    """Combine two values into a single one."""\n    return a + b\n')
+    (pkg / "sub" / "more.py").write_text(
+        'def helper_two(a, b):\n    """Combine two values into a single one."""\n    return a + b\n'
+    )
     (pkg / "tests" / "test_x.py").write_text('def test_x():\n    """A test that is never copied anywhere."""\n')
     (pkg / "data.txt").write_text("not python")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     out = tmp_path / "out"
     queries = build_corpus(["fakepkg"], out, max_queries=3, seed=1)
     assert sorted(p.relative_to(corpus_dir(out)).as_posix() for p in corpus_dir(out).rglob("*") if p.is_file()) == [
-        "fakepkg/__init__.py", "fakepkg/sub/more.py"]
+        "fakepkg/__init__.py",
+        "fakepkg/sub/more.py",
+    ]
     assert len(queries) == 3 and queries == load_queries(out)
     assert queries == build_corpus(["fakepkg"], out, max_queries=3, seed=1)  # deterministic, rebuilt in place
     facts = read_facts(out)
@@ -274,8 +280,14 @@ def test_the_bench_reads_search_code_s_schema_and_never_runs_a_mode_under_a_fals
     assert any("default path" in note for note in plans["dense"].notes)
     assert plans["dense + rerank"].arguments == {"k": 10, "repo": "quality"}
 
-    new = read_interface({"properties": {"mode": {"enum": ["hybrid", "dense", "keyword"], "type": "string"},
-                                         "rerank": {"type": "boolean"}}})
+    new = read_interface(
+        {
+            "properties": {
+                "mode": {"enum": ["hybrid", "dense", "keyword"], "type": "string"},
+                "rerank": {"type": "boolean"},
+            }
+        }
+    )
     assert new.modes == ["hybrid", "dense", "keyword"] and new.rerank
     assert [plan_row(spec, new).arguments for spec in ROWS] == [
         {"k": 10, "repo": "quality", "mode": "keyword", "rerank": False},

@@ -12,8 +12,8 @@ import pytest
 import jobs.reindex as reindex
 from cluster.errors import ScanError, ShrinkRefused
 from cluster.index.catalog import IndexRecord
-from cluster.settings import SamespaceSettings
 from cluster.ingest.skips import SkipReason
+from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity
 
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=384, max_seq_length=256)
@@ -23,8 +23,9 @@ PEM = "-----BEGIN RSA " + "PRIVATE KEY-----\nMIIEowIBAAKCAQEA" + "x" * 60 + "\n-
 
 
 def serving(files: int) -> IndexRecord:
-    return IndexRecord(name="r", build="r__b1", repo_root="/r", identity=IDENTITY, files=files, chunks=files,
-                       started_at=0.0)
+    return IndexRecord(
+        name="r", build="r__b1", repo_root="/r", identity=IDENTITY, files=files, chunks=files, started_at=0.0
+    )
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -59,8 +60,10 @@ def test_a_file_whose_every_chunk_holds_a_secret_is_not_an_indexed_file(tmp_path
 def test_one_file_the_chunker_cannot_handle_is_skipped_and_the_walk_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo = write(tmp_path / "repo", {"a.py": "def a():\n    pass\n", "b.py": "def b():\n    pass\n",
-                                     "c.py": "def c():\n    pass\n"})
+    repo = write(
+        tmp_path / "repo",
+        {"a.py": "def a():\n    pass\n", "b.py": "def b():\n    pass\n", "c.py": "def c():\n    pass\n"},
+    )
     real = reindex.chunk_file
 
     def fragile(path: str, text: str, settings: object) -> object:
@@ -78,12 +81,15 @@ def test_one_file_the_chunker_cannot_handle_is_skipped_and_the_walk_goes_on(
 
 def test_secret_files_and_generated_files_are_reported_by_reason_with_paths(tmp_path: Path) -> None:
     bundle = ";".join(f"function f{i}(a){{return a+{i}}}" for i in range(2000))
-    repo = write(tmp_path / "repo", {
-        ".env": "OPENROUTER_API_KEY=whatever\n",
-        "deploy/server.pem": PEM + "\n",
-        "web/app.min.js": bundle + "\n",
-        "src/main.py": "def main():\n    return 0\n",
-    })
+    repo = write(
+        tmp_path / "repo",
+        {
+            ".env": "OPENROUTER_API_KEY=whatever\n",
+            "deploy/server.pem": PEM + "\n",
+            "web/app.min.js": bundle + "\n",
+            "src/main.py": "def main():\n    return 0\n",
+        },
+    )
     found = reindex.collect_repository(repo, SamespaceSettings())
     assert found.paths == ["src/main.py"]
     counts = found.skipped.counts
@@ -118,8 +124,10 @@ def test_a_build_that_drops_too_many_files_is_refused(
 ) -> None:
     from cluster.types import Chunk
 
-    chunks = [Chunk(path=f"f{i}.py", start_line=1, end_line=1, language="python", symbol=None, kind="module",
-                    text="x = 1") for i in range(new_files)]
+    chunks = [
+        Chunk(path=f"f{i}.py", start_line=1, end_line=1, language="python", symbol=None, kind="module", text="x = 1")
+        for i in range(new_files)
+    ]
     found = reindex.RepoChunks(chunks, list(range(new_files)), [c.path for c in chunks], ["h"] * new_files)
     if refused:
         with pytest.raises(ShrinkRefused) as caught:

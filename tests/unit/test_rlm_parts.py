@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+from fakes.virtual_time import VirtualClock
 
 from cluster.ask.evidence import (
     MIN_OUTPUT_TOKENS,
@@ -14,9 +15,7 @@ from cluster.ask.evidence import (
     citations_in,
     evidence_budget_chars,
 )
-from cluster.cloud.wire import ToolCall
 from cluster.ask.plan import PLAN_MAX_SUBQUESTIONS, parse_plan
-from cluster.search.query_cache import QueryVectorCache
 from cluster.ask.rlm import fit_request
 from cluster.ask.tools import (
     ToolCallError,
@@ -26,7 +25,8 @@ from cluster.ask.tools import (
     tool_schemas,
     validate_call,
 )
-from fakes.virtual_time import VirtualClock
+from cluster.cloud.wire import ToolCall
+from cluster.search.query_cache import QueryVectorCache
 
 
 def block(path: str, start: int, end: int, text: str = "x = 1", tool: str = "search_code") -> EvidenceBlock:
@@ -124,8 +124,18 @@ def test_the_plan_is_capped_deduplicated_clamped_and_unknown_tools_become_semant
     assert [s.query for s in plan].count("same") == 1
 
 
-@pytest.mark.parametrize("reply", [None, "", "no json here", '{"subQuestions": "nope"}', '{"subQuestions": []}',
-                                   '{"subQuestions": [{"tool": "search_code"}]', "[1, 2"])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        None,
+        "",
+        "no json here",
+        '{"subQuestions": "nope"}',
+        '{"subQuestions": []}',
+        '{"subQuestions": [{"tool": "search_code"}]',
+        "[1, 2",
+    ],
+)
 def test_an_unparseable_plan_is_none(reply: str | None) -> None:
     assert parse_plan(reply, "question") is None
 
@@ -170,15 +180,19 @@ def test_calls_written_as_text_are_recovered_in_every_known_dialect() -> None:
     assert calls_in_text(qwen) == [("search_symbols", {"query": "zeta_adjust"})]
     assert calls_in_text(hermes) == [("search_files", {"query": "billing"})]
     assert calls_in_text(line) == [("search_code", {"query": "late fee"})]
-    assert calls_in_text(pythonic) == [("search_symbols", {"query": "zeta_adjust"}),
-                                       ("neighbors", {"path": "a.py", "line": 3})]
+    assert calls_in_text(pythonic) == [
+        ("search_symbols", {"query": "zeta_adjust"}),
+        ("neighbors", {"path": "a.py", "line": 3}),
+    ]
     assert calls_in_text("The answer is in billing.py:3-9.") == []
 
 
 def test_a_reply_prefers_structured_calls_and_splits_valid_from_rejected() -> None:
-    calls = [ToolCall(id="a", name="search_code", arguments='{"query": "x"}'),
-             ToolCall(id="b", name="nope", arguments="{}"),
-             ToolCall(id="c", name="search_symbols", arguments="{bad")]
+    calls = [
+        ToolCall(id="a", name="search_code", arguments='{"query": "x"}'),
+        ToolCall(id="b", name="nope", arguments="{}"),
+        ToolCall(id="c", name="search_symbols", arguments="{bad"),
+    ]
     valid, rejected = requests_from_reply(calls, 'search_files("ignored")', 1)
     assert [v.id for v in valid] == ["a"] and [r.id for r in rejected] == ["b", "c"]
     valid, rejected = requests_from_reply([], 'search_files("billing")', 2)
@@ -215,7 +229,10 @@ def test_the_evidence_budget_follows_the_context_window() -> None:
 
 def test_citations_are_read_in_every_usual_spelling_and_checked_against_the_evidence() -> None:
     text = "See pkg/tax.py:10-24 and (web/a.ts:7), also `pkg/tax.py:10-24` again; v1.2 is not a path."
-    assert [(c.path, c.start_line, c.end_line) for c in citations_in(text)] == [("pkg/tax.py", 10, 24), ("web/a.ts", 7, 7)]
+    assert [(c.path, c.start_line, c.end_line) for c in citations_in(text)] == [
+        ("pkg/tax.py", 10, 24),
+        ("web/a.ts", 7, 7),
+    ]
     evidence = EvidenceSet(10_000)
     evidence.add([block("pkg/tax.py", 5, 30)])
     assert evidence.find("pkg/tax.py", 10, 24) is not None
@@ -225,8 +242,10 @@ def test_citations_are_read_in_every_usual_spelling_and_checked_against_the_evid
 
 def test_fit_request_shrinks_max_tokens_then_drops_the_oldest_tool_turns() -> None:
     head = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
-    turn = [{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]},
-            {"role": "tool", "tool_call_id": "1", "content": "z" * 3000}]
+    turn = [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]},
+        {"role": "tool", "tool_call_id": "1", "content": "z" * 3000},
+    ]
     messages, max_tokens = fit_request(head + turn, 40_960, 2048)
     assert messages == head + turn and max_tokens == 2048
     messages, max_tokens = fit_request(head + turn + turn, 2200, 2048)

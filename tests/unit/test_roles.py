@@ -50,11 +50,13 @@ def test_a_missing_role_means_aggregate_never_off_or_local() -> None:
     filled = fill_policies({Role.RLM: Policy.LOCAL})
     assert set(filled) == set(Role) and filled[Role.RLM] is Policy.LOCAL
     assert all(filled[r] is DEFAULT_POLICY is Policy.AGGREGATE for r in Role if r is not Role.RLM)
-    assert fill_policies(None) == {r: Policy.AGGREGATE for r in Role}
+    assert fill_policies(None) == dict.fromkeys(Role, Policy.AGGREGATE)
 
 
 def test_only_the_embedding_roles_write_the_index_and_fan_out() -> None:
-    assert {r for r in Role if r.writes_index} == {r for r in Role if r.fans_out} == {Role.CODE_EMBEDDING, Role.EMBEDDING}
+    assert (
+        {r for r in Role if r.writes_index} == {r for r in Role if r.fans_out} == {Role.CODE_EMBEDDING, Role.EMBEDDING}
+    )
 
 
 @pytest.mark.parametrize(

@@ -134,7 +134,9 @@ def test_a_url_or_an_assignment_keeps_its_readable_part_and_loses_only_the_crede
     assert redact("https://x-access-token:" + token + "@github.com/org/repo.git") == (
         "https://x-access-token:[redacted:url-credentials]@github.com/org/repo.git"
     )
-    assert redact("https://" + token + "@github.com/org/repo") == "https://[redacted:url-credentials]@github.com/org/repo"
+    assert (
+        redact("https://" + token + "@github.com/org/repo") == "https://[redacted:url-credentials]@github.com/org/repo"
+    )
     assert redact("aws_secret_access_key = " + ALNUM + "wJal/r+U\n") == (
         "aws_secret_access_key = [redacted:aws-secret-access-key]\n"
     )

@@ -59,8 +59,16 @@ class FakeEmbed:
 
 
 def info(name: str, kind: ProviderKind, upstream: str | None = None) -> ProviderInfo:
-    return ProviderInfo(name=name, kind=kind, roles=[Role.CODE_EMBEDDING], node_id="n", host="h",
-                        model="m", upstream=upstream, eligible=True)
+    return ProviderInfo(
+        name=name,
+        kind=kind,
+        roles=[Role.CODE_EMBEDDING],
+        node_id="n",
+        host="h",
+        model="m",
+        upstream=upstream,
+        eligible=True,
+    )
 
 
 LOCAL = info("gpu0", ProviderKind.LOCAL)
@@ -69,8 +77,14 @@ CLOUD = info("pc-OR-CodeEmbedding", ProviderKind.CLOUD, upstream="pinned")
 
 
 def keeper() -> Gatekeeper:
-    return Gatekeeper(GateLedger(lambda: 0.0), expected_width=WIDTH, preferred_reference=None,
-                      clock=lambda: 0.0, probe_timeout_s=5.0, rng=random.Random(0))
+    return Gatekeeper(
+        GateLedger(lambda: 0.0),
+        expected_width=WIDTH,
+        preferred_reference=None,
+        clock=lambda: 0.0,
+        probe_timeout_s=5.0,
+        rng=random.Random(0),
+    )
 
 
 def admitted(gk: Gatekeeper, policy: Policy, embeds: dict[str, Embed]) -> tuple[Selection, ProviderInfo]:
@@ -80,16 +94,24 @@ def admitted(gk: Gatekeeper, policy: Policy, embeds: dict[str, Embed]) -> tuple[
     return result.selection, result.reference
 
 
-def round_of(gk: Gatekeeper, selection: Selection, reference: ProviderInfo, embeds: dict[str, Embed],
-             stored: np.ndarray | None) -> list[GateReport]:
+def round_of(
+    gk: Gatekeeper, selection: Selection, reference: ProviderInfo, embeds: dict[str, Embed], stored: np.ndarray | None
+) -> list[GateReport]:
     return asyncio.run(sentinel_round(gk, selection, reference, embeds, stored=stored, width=WIDTH, clock=lambda: 7.0))
 
 
 def report(verdict: Verdict, reference: str | None) -> GateReport:
     return GateReport(
         key=GateKey(provider="p", model="m", upstream="u", regime=Regime.CLOUD_REF),
-        verdict=verdict, coverage=None, reference=reference, min_cosine=None, mean_cosine=None,
-        width=None, expected_width=WIDTH, checked_at=0.0, detail="d",
+        verdict=verdict,
+        coverage=None,
+        reference=reference,
+        min_cosine=None,
+        mean_cosine=None,
+        width=None,
+        expected_width=WIDTH,
+        checked_at=0.0,
+        detail="d",
     )
 
 

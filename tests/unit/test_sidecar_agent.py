@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from fakes.sidecar_process import SidecarProcess, serve_arg
 from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,8 +34,6 @@ from starlette.routing import Route
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request as WsRequest
-
-from fakes.sidecar_process import SidecarProcess, serve_arg
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,7 +88,12 @@ class ThreadedServer:
         self.port = int(self._sock.getsockname()[1])
         self.url = f"http://{LOOPBACK}:{self.port}"
         config = uvicorn.Config(
-            app, log_level="warning", ws=ws, lifespan="off", access_log=False, timeout_graceful_shutdown=1  # type: ignore[arg-type]
+            app,
+            log_level="warning",
+            ws=ws,
+            lifespan="off",
+            access_log=False,
+            timeout_graceful_shutdown=1,  # type: ignore[arg-type]
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
@@ -236,8 +240,16 @@ class WsMaster:
                     return
                 # As the master does: an id per agent (kept when presented), a new credential each time.
                 agent_id = frame.get("agentId") or ISSUED_ID
-                await ws.send(json.dumps({"type": "registered", "ok": True, "agentId": agent_id,
-                                          "credential": f"cred-ws-{self.connections}"}))
+                await ws.send(
+                    json.dumps(
+                        {
+                            "type": "registered",
+                            "ok": True,
+                            "agentId": agent_id,
+                            "credential": f"cred-ws-{self.connections}",
+                        }
+                    )
+                )
                 if behaviour == "close-after-register":
                     await ws.close(1001, "going away")
                     return
@@ -326,8 +338,10 @@ class HttpMaster:
             self.registrations += 1
             self.credential = f"cred-http-{self.registrations}"
             return JSONResponse({"type": "registered", "ok": True, "agentId": ISSUED_ID, "credential": self.credential})
-        if (request.headers.get("x-sidecar-agent"), request.headers.get("x-sidecar-credential")) != (ISSUED_ID,
-                                                                                                      self.credential):
+        if (request.headers.get("x-sidecar-agent"), request.headers.get("x-sidecar-credential")) != (
+            ISSUED_ID,
+            self.credential,
+        ):
             return JSONResponse({"type": "error", "message": "agent credential missing or wrong"}, status_code=403)
         if endpoint == "result":
             self.results.append(body)
@@ -476,12 +490,21 @@ async def test_ping_pong_config_and_error_frames(master: WsMaster, upstream: Fak
         await wait_until(lambda: len(master.of_type("pong")) == 2, what="second pong")  # still serving
 
 
-async def test_embed_command_answers_base64_float32_rows_in_input_order(master: WsMaster, upstream: FakeUpstream) -> None:
+async def test_embed_command_answers_base64_float32_rows_in_input_order(
+    master: WsMaster, upstream: FakeUpstream
+) -> None:
     texts = ["def f(): pass", "class A: ...", "x"]
     async with running(make_settings(master.url, [embed_serve(upstream)])):
         await wait_until(lambda: master.of_type("heartbeat"), what="a heartbeat")
         await master.send(
-            {"type": "command", "id": "c1", "action": "embed", "role": "code-embedding", "model": "minilm", "texts": texts}
+            {
+                "type": "command",
+                "id": "c1",
+                "action": "embed",
+                "role": "code-embedding",
+                "model": "minilm",
+                "texts": texts,
+            }
         )
         result = await master.result("c1")
     assert upstream.bodies[-1] == {"model": "minilm", "input": texts}
@@ -491,7 +514,11 @@ async def test_embed_command_answers_base64_float32_rows_in_input_order(master: 
 
 
 async def test_rerank_chat_and_models_commands(master: WsMaster, upstream: FakeUpstream) -> None:
-    serves = [embed_serve(upstream), f"reranker={upstream.base_url},model=bge", f"code-assistant={upstream.base_url},model=qwen"]
+    serves = [
+        embed_serve(upstream),
+        f"reranker={upstream.base_url},model=bge",
+        f"code-assistant={upstream.base_url},model=qwen",
+    ]
     async with running(make_settings(master.url, serves)):
         await wait_until(lambda: master.of_type("heartbeat"), what="a heartbeat")
         rerank = {"type": "command", "action": "rerank", "role": "reranker", "query": "q", "documents": ["a", "b"]}
@@ -505,7 +532,9 @@ async def test_rerank_chat_and_models_commands(master: WsMaster, upstream: FakeU
         await master.send({**rerank, "id": "r2"})
         assert (await master.result("r2"))["results"][1] == {"index": 1, "relevance_score": 0.5}
         request = {"messages": [{"role": "user", "content": "hello"}]}
-        await master.send({"type": "command", "id": "h1", "action": "chat", "role": "code-assistant", "request": request})
+        await master.send(
+            {"type": "command", "id": "h1", "action": "chat", "role": "code-assistant", "request": request}
+        )
         chat = await master.result("h1")
         assert chat["response"]["choices"][0]["message"]["content"] == "hi"
         assert upstream.bodies[-1]["model"] == "qwen"  # filled in: the body had none
@@ -539,7 +568,9 @@ async def test_commands_run_concurrently_and_heartbeats_count_them(master: WsMas
         await wait_until(lambda: master.of_type("heartbeat"), what="a heartbeat")
         started = time.monotonic()
         for i in range(3):
-            await master.send({"type": "command", "id": f"s{i}", "action": "embed", "role": "code-embedding", "texts": ["x"]})
+            await master.send(
+                {"type": "command", "id": f"s{i}", "action": "embed", "role": "code-embedding", "texts": ["x"]}
+            )
         for i in range(3):
             await master.result(f"s{i}")
         elapsed = time.monotonic() - started
@@ -609,8 +640,10 @@ async def test_http_calls_after_register_carry_the_agent_id_and_credential(
         assert sleep.delays == []  # the fake master answers 403 to a call without the right credential
     after_register = [(e, h) for e, h, _ in http_master.requests if e != "register"]
     assert {e for e, _ in after_register} == {"heartbeat", "poll", "result"}
-    assert all(f"('x-sidecar-agent', '{ISSUED_ID}')" in h and "('x-sidecar-credential', 'cred-http-1')" in h
-               for _, h in after_register)
+    assert all(
+        f"('x-sidecar-agent', '{ISSUED_ID}')" in h and "('x-sidecar-credential', 'cred-http-1')" in h
+        for _, h in after_register
+    )
     ours = "\n".join(r.getMessage() for r in caplog.records if r.name.split(".")[0] in ("sidecar", "httpx", "httpcore"))
     assert "registered with the master" in ours and "cred-http-1" not in ours
 
@@ -647,7 +680,9 @@ async def test_auto_falls_back_to_http_and_serves_commands(http_master: HttpMast
         register = http_master.requests[0]
         assert register[0] == "register" and register[2]["type"] == "register"
         assert f"Bearer {TOKEN}" in register[1]
-        http_master.queue({"type": "command", "id": "p1", "action": "embed", "role": "code-embedding", "texts": ["a", "bb"]})
+        http_master.queue(
+            {"type": "command", "id": "p1", "action": "embed", "role": "code-embedding", "texts": ["a", "bb"]}
+        )
         result = await wait_until(lambda: http_master.results, what="a result over HTTP")
         # after ws_retry_s the HTTP session ends, WebSocket is tried again (404), HTTP resumes: no backoff
         await wait_until(lambda: http_master.ws_attempts >= 2 and agent.registrations >= 2, what="WebSocket retry")
@@ -670,7 +705,9 @@ async def test_http_commands_from_heartbeat_answers_and_unknown_agent_reregister
         await wait_until(lambda: http_master.count("heartbeat") >= 1, what="a heartbeat")
         http_master.forget()
         await wait_until(lambda: agent.registrations == 2 and http_master.known, what="re-registration")
-        http_master.queue({"type": "command", "id": "q1", "action": "models", "role": "code-embedding"}, via="heartbeat")
+        http_master.queue(
+            {"type": "command", "id": "q1", "action": "models", "role": "code-embedding"}, via="heartbeat"
+        )
         result = await wait_until(lambda: http_master.results, what="a result")
         assert result[0]["response"]["data"][0]["id"] == UPSTREAM_MODEL
         assert http_master.count("register") == 2 and sleep.delays == []
@@ -725,7 +762,9 @@ def test_cli_defaults() -> None:
     assert settings.agent_url == "sidecar://box" and settings.transport is TransportMode.AUTO
     assert (settings.heartbeat_s, settings.poll_wait_s, settings.ws_retry_s) == (5.0, 10.0, 60.0)
     assert settings.upstream_key is not None and settings.upstream_key.get_secret_value() == "k"
-    args = build_parser().parse_args(["--master", "http://m:1", "--serve", "a=http://x/v1", "--upstream-key-env", "MY_KEY"])
+    args = build_parser().parse_args(
+        ["--master", "http://m:1", "--serve", "a=http://x/v1", "--upstream-key-env", "MY_KEY"]
+    )
     assert load_settings(args, {"SAMESPACE_FLEET_TOKEN": TOKEN, "SIDECAR_UPSTREAM_KEY": "k"}).upstream_key is None
 
 
@@ -735,11 +774,15 @@ def test_sidecar_imports_no_heavy_packages() -> None:
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'ray', 'sentence_transformers', 'cluster', 'numpy'})\n"
         "print(','.join(heavy))"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=True
+    )
     assert out.stdout.strip() == ""
 
 
-async def test_sidecar_process_registers_serves_and_exits_0_on_sigterm(master: WsMaster, upstream: FakeUpstream) -> None:
+async def test_sidecar_process_registers_serves_and_exits_0_on_sigterm(
+    master: WsMaster, upstream: FakeUpstream
+) -> None:
     process = SidecarProcess(
         master=master.url,
         serves=[serve_arg("code-embedding", upstream.base_url, "minilm")],

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from cluster.roles import Role
 from cluster.fleet.protocol import (
     MAX_FRAME_BYTES,
     MAX_RESULT_BYTES,
@@ -21,6 +20,7 @@ from cluster.fleet.protocol import (
     parse_frame,
     registered_frame,
 )
+from cluster.roles import Role
 
 HEARTBEAT = {
     "type": "heartbeat",
@@ -31,11 +31,20 @@ HEARTBEAT = {
         "hostname": "ws-7.local",
         "mode": "gpu",
         "containers": {
-            "code-embedding": {"name": "ss-code-embedding", "status": "running", "type": "tei",
-                               "endpoint": "http://127.0.0.1:8081", "config": {"model": "minilm", "port": 8081}},
+            "code-embedding": {
+                "name": "ss-code-embedding",
+                "status": "running",
+                "type": "tei",
+                "endpoint": "http://127.0.0.1:8081",
+                "config": {"model": "minilm", "port": 8081},
+            },
             "rlm": {"name": "ss-rlm", "status": "stopped", "model": "qwen3-8b-rlm", "config": {"port": 8100}},
-            "completion": {"name": "ss-completion", "status": "running", "endpoint": "http://127.0.0.1:8000",
-                           "loadedModels": [{"name": "qwen3-coder", "size": 1, "gpuPercent": 100}]},
+            "completion": {
+                "name": "ss-completion",
+                "status": "running",
+                "endpoint": "http://127.0.0.1:8000",
+                "loadedModels": [{"name": "qwen3-coder", "size": 1, "gpuPercent": 100}],
+            },
             "cuda": {"name": "ss-cuda", "status": "running"},
         },
         "gpus": [{"index": 0, "name": "RTX 4090", "memoryMb": 24564}],
@@ -45,8 +54,17 @@ HEARTBEAT = {
 
 
 def test_register_heartbeat_and_result_parse_with_the_peer_wire_shapes() -> None:
-    register = parse_frame(json.dumps({"type": "register", "agentUrl": "http://ws-7:8098", "hostname": "ws-7",
-                                       "containers": ["ss-code-embedding"], "extra": 1}))
+    register = parse_frame(
+        json.dumps(
+            {
+                "type": "register",
+                "agentUrl": "http://ws-7:8098",
+                "hostname": "ws-7",
+                "containers": ["ss-code-embedding"],
+                "extra": 1,
+            }
+        )
+    )
     assert isinstance(register, RegisterFrame) and register.agent_url == "http://ws-7:8098"
     heartbeat = parse_frame(json.dumps(HEARTBEAT))
     assert isinstance(heartbeat, HeartbeatFrame)
@@ -96,11 +114,19 @@ def test_an_error_never_echoes_the_input() -> None:
 
 
 def test_outbound_frames_have_the_peer_shapes() -> None:
-    assert registered_frame("a1b2c3d4e5f6", "cred") == {"type": "registered", "ok": True, "agentId": "a1b2c3d4e5f6",
-                                                      "credential": "cred"}
+    assert registered_frame("a1b2c3d4e5f6", "cred") == {
+        "type": "registered",
+        "ok": True,
+        "agentId": "a1b2c3d4e5f6",
+        "credential": "cred",
+    }
     assert error_frame("heartbeat before register") == {"type": "error", "message": "heartbeat before register"}
-    assert command_frame("cmd-1", "embed", {"texts": ["a"]}) == {"type": "command", "id": "cmd-1", "action": "embed",
-                                                                  "texts": ["a"]}
+    assert command_frame("cmd-1", "embed", {"texts": ["a"]}) == {
+        "type": "command",
+        "id": "cmd-1",
+        "action": "embed",
+        "texts": ["a"],
+    }
     assert config_frame("cfg-1", {"minOnline": 1}) == {"type": "config", "id": "cfg-1", "payload": {"minOnline": 1}}
     with pytest.raises(ValueError):
         command_frame("cmd-2", "embed", {"id": "spoof"})
@@ -112,6 +138,8 @@ def test_capabilities_say_which_roles_the_host_serves_right_now() -> None:
     found = capabilities(heartbeat.status_data)
     assert set(found) == {Role.CODE_EMBEDDING, Role.RLM, Role.CODE_ASSISTANT}  # 'cuda' maps to no role
     code = found[Role.CODE_EMBEDDING]
-    assert code.available and code.models == ["minilm"] and code.endpoint == "http://127.0.0.1:8081" and code.port == 8081
+    assert (
+        code.available and code.models == ["minilm"] and code.endpoint == "http://127.0.0.1:8081" and code.port == 8081
+    )
     assert not found[Role.RLM].available and found[Role.RLM].endpoint is None
     assert found[Role.CODE_ASSISTANT].models == ["qwen3-coder"]

@@ -10,8 +10,8 @@ import pytest
 from cluster.errors import ConfigError, ReadRefused
 from cluster.index.progress import ProgressMeter
 from cluster.ingest.chunking import split_lines
-from cluster.ingest.source import read_source_lines
 from cluster.ingest.secret_files import SECRET_DENY, DenyList
+from cluster.ingest.source import read_source_lines
 
 
 class FakeClock:
@@ -77,8 +77,17 @@ def test_read_source_lines_refuses_secret_files_even_when_asked_and_never_echoes
         (tmp_path / rel).write_text(f"value = {secret}\n")
     (tmp_path / "innocent.txt").symlink_to(tmp_path / ".git" / "config")
     (tmp_path / "env.txt").symlink_to(tmp_path / ".env")
-    for rel in [".env", "keys/id_rsa", "deploy/server.pem", ".aws/credentials", ".git/config", "./.env",
-                "keys/../.env", "innocent.txt", "env.txt"]:
+    for rel in [
+        ".env",
+        "keys/id_rsa",
+        "deploy/server.pem",
+        ".aws/credentials",
+        ".git/config",
+        "./.env",
+        "keys/../.env",
+        "innocent.txt",
+        "env.txt",
+    ]:
         with pytest.raises(ReadRefused) as caught:
             read_source_lines("r", tmp_path, rel, 1, 1, max_lines=10)
         assert "deny-list" in caught.value.reason and secret not in str(caught.value)
@@ -121,8 +130,9 @@ def test_a_reindex_waits_for_encoders_still_starting_and_fails_at_once_for_anyth
 
     identity = EncoderIdentity(model="m", weights_sha256="w", width=4, max_seq_length=8)
     now = [0.0]
-    answers: list[object] = [NoProviderLeft("code-embedding", ["samespace-embedder-cpu0: ineligible: did not answer: "
-                                                               "GetTimeoutError"])] * 3 + [identity]
+    answers: list[object] = [
+        NoProviderLeft("code-embedding", ["samespace-embedder-cpu0: ineligible: did not answer: GetTimeoutError"])
+    ] * 3 + [identity]
     lines: list[str] = []
 
     def ask() -> EncoderIdentity:

@@ -58,9 +58,7 @@ def _build(store: EdgeStore) -> None:
     store.flush()
 
 
-def test_a_new_data_dir_and_everything_the_engine_writes_in_it_are_private(
-    tmp_path: Path, store_umask: None
-) -> None:
+def test_a_new_data_dir_and_everything_the_engine_writes_in_it_are_private(tmp_path: Path, store_umask: None) -> None:
     data_dir = tmp_path / "state" / "data"
     store = EdgeStore(data_dir)
     _build(store)

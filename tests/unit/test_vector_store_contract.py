@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from cluster.errors import CollectionNotFound, ConfigError, StoreError, WidthMismatch
-from cluster.types import PayloadFilter, StoredPoint
 from cluster.index.store.engines import open_vector_store
 from cluster.index.store.protocol import VectorStore
+from cluster.types import PayloadFilter, StoredPoint
 
 WIDTH = 16
 POINT_COUNT = 200
@@ -325,15 +325,29 @@ def _keyword_points() -> list[StoredPoint]:
 
     vectors = _vectors(len(KEYWORD_DOCS), seed=3)
     return [
-        StoredPoint(id=str(uuid.uuid4()), vector=vector.tolist(), sparse=chunk_keywords(text, path, symbol),
-                    payload={"path": path, "language": "typescript" if path.endswith(".ts") else "python",
-                             "path_prefixes": [path.split("/")[0]]})
+        StoredPoint(
+            id=str(uuid.uuid4()),
+            vector=vector.tolist(),
+            sparse=chunk_keywords(text, path, symbol),
+            payload={
+                "path": path,
+                "language": "typescript" if path.endswith(".ts") else "python",
+                "path_prefixes": [path.split("/")[0]],
+            },
+        )
         for (path, symbol, text), vector in zip(KEYWORD_DOCS, vectors, strict=True)
     ]
 
 
-@pytest.mark.parametrize(("query", "first"), [("parse_config", "src/config.py"), ("getUserById", "src/users.ts"),
-                                              ("get user by id", "src/users.ts"), ("retry attempts", "lib/retry.py")])
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        ("parse_config", "src/config.py"),
+        ("getUserById", "src/users.ts"),
+        ("get user by id", "src/users.ts"),
+        ("retry attempts", "lib/retry.py"),
+    ],
+)
 def test_the_keyword_leg_ranks_the_defining_chunk_first(store: VectorStore, query: str, first: str) -> None:
     from cluster.index.keywords import query_keywords
 
@@ -357,10 +371,17 @@ def test_hybrid_fuses_both_legs_by_weighted_rrf_under_one_filter(store: VectorSt
     assert dense_first.id in {h.id for h in both[:3]}  # dense rank 1
     assert 1 / 61 <= both[0].score <= 2 / 61  # a sum over legs of weight / (k + rank), k = 60
     dense_only = FusionParams(keyword_weight=0.0)
-    assert store.query("kw", vector=dense_first.vector, keywords=keywords, limit=1, fusion=dense_only)[0].id == dense_first.id
+    assert (
+        store.query("kw", vector=dense_first.vector, keywords=keywords, limit=1, fusion=dense_only)[0].id
+        == dense_first.id
+    )
     keyword_heavy = FusionParams(dense_weight=0.0)
-    assert store.query("kw", vector=dense_first.vector, keywords=keywords, limit=1,
-                       fusion=keyword_heavy)[0].payload["path"] == "src/config.py"
+    assert (
+        store.query("kw", vector=dense_first.vector, keywords=keywords, limit=1, fusion=keyword_heavy)[0].payload[
+            "path"
+        ]
+        == "src/config.py"
+    )
     only_lib = PayloadFilter(equals={"path_prefixes": "lib"})
     filtered = store.query("kw", vector=dense_first.vector, keywords=keywords, limit=5, filter=only_lib)
     assert [h.payload["path"] for h in filtered] == ["lib/retry.py"]

@@ -14,11 +14,11 @@ import pytest
 from pathspec import GitIgnoreSpec
 
 from cluster.errors import ScanError
-from cluster.settings import ChunkingSettings, IngestSettings, SamespaceSettings
-from cluster.ingest.skips import SkipLog, SkipReason
 from cluster.ingest.git_files import git_config_value
 from cluster.ingest.secret_files import SECRET_DENY, DenyList
+from cluster.ingest.skips import SkipLog, SkipReason
 from cluster.ingest.walker import WalkSettings, walk_repository, walk_settings
+from cluster.settings import ChunkingSettings, IngestSettings, SamespaceSettings
 
 SECRET_TEXT = "canary" + "-" + "d41d8cd98f00b204e980"  # a marker that must never leave a denied file
 
@@ -178,8 +178,18 @@ def test_a_secret_file_is_never_opened_and_is_recorded_by_path(
 
 
 def test_look_alikes_of_secret_names_are_walked(tmp_path: Path) -> None:
-    allowed = ["id_rsa.pub", "src/id_map.py", "src/keys.py", "environment.py", "docs/ssh.md", "kube/config",
-               "docker/config.json", "env/settings.py", "pem_parser.py", "key.txt"]
+    allowed = [
+        "id_rsa.pub",
+        "src/id_map.py",
+        "src/keys.py",
+        "environment.py",
+        "docs/ssh.md",
+        "kube/config",
+        "docker/config.json",
+        "env/settings.py",
+        "pem_parser.py",
+        "key.txt",
+    ]
     for rel in allowed:
         write(tmp_path, rel)
     skips = SkipLog()
@@ -191,8 +201,9 @@ def test_extra_deny_patterns_extend_the_deny_list(tmp_path: Path) -> None:
     write(tmp_path, "secrets.yaml", "token: x\n")
     write(tmp_path, "vault/dev.hcl", "x\n")
     write(tmp_path, "app.py")
-    settings = walk_settings(SamespaceSettings(ingest=IngestSettings(extra_deny=["secrets.yaml", "vault/"])),
-                             environ={})
+    settings = walk_settings(
+        SamespaceSettings(ingest=IngestSettings(extra_deny=["secrets.yaml", "vault/"])), environ={}
+    )
     skips = SkipLog()
     assert walked_with(tmp_path, settings, skips) == ["app.py"]
     assert skips.summary().paths[SkipReason.SECRET_FILE.value] == ["secrets.yaml", "vault/"]
@@ -252,7 +263,7 @@ def test_core_excludes_file_from_the_global_config_then_the_xdg_config_then_the_
 
 def test_a_garbled_or_unreadable_git_config_is_tolerated(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    write(home, ".gitconfig", b"\xff\xfe[core\x00]]\n\texcludesfile\n= = =\n[\n\"unterminated\n")
+    write(home, ".gitconfig", b'\xff\xfe[core\x00]]\n\texcludesfile\n= = =\n[\n"unterminated\n')
     (home / ".config" / "git" / "ignore").mkdir(parents=True)  # a folder where a file should be
     write(tmp_path / "repo", ".git/config", b"\x00\x01\x02 binary junk")
     write(tmp_path / "repo", "app.py")
@@ -293,7 +304,12 @@ def test_samespaceignore_keeps_files_out_of_the_index_and_re_includes_what_git_i
     write(tmp_path, "local_only.py")
     skips = SkipLog()
     assert walked_with(tmp_path, WalkSettings(), skips) == [
-        ".gitignore", ".samespaceignore", "generated/api.py", "local_only.py", "sub/.samespaceignore", "sub/keep.log",
+        ".gitignore",
+        ".samespaceignore",
+        "generated/api.py",
+        "local_only.py",
+        "sub/.samespaceignore",
+        "sub/keep.log",
     ]
     assert skips.summary().counts == {}
 
@@ -310,7 +326,11 @@ def test_samespaceignore_cannot_lift_the_deny_list_but_ingest_reinclude_can(tmp_
     settings = walk_settings(SamespaceSettings(ingest=ingest), environ={})
     skips = SkipLog()
     assert walked_with(tmp_path, settings, skips) == [
-        ".env.example", ".gitignore", ".samespaceignore", "app.py", "build/schema.py",
+        ".env.example",
+        ".gitignore",
+        ".samespaceignore",
+        "app.py",
+        "build/schema.py",
     ]
     assert skips.summary().paths == {SkipReason.SECRET_FILE.value: [".env"]}
 
@@ -372,8 +392,14 @@ def test_symlinks_to_denied_ignored_or_outside_files_are_refused_and_recorded(tm
     summary = skips.summary()
     assert summary.paths == {
         SkipReason.SECRET_FILE.value: [".env", ".env.link"],
-        SkipReason.SYMLINK.value: ["dangling.py", "src_link", "to_env.txt", "to_outside.py", "to_outside_dir",
-                                   "to_private.py"],
+        SkipReason.SYMLINK.value: [
+            "dangling.py",
+            "src_link",
+            "to_env.txt",
+            "to_outside.py",
+            "to_outside_dir",
+            "to_private.py",
+        ],
     }
 
 
@@ -512,11 +538,41 @@ def test_the_deny_lists_one_regex_pre_check_agrees_with_gitignore_matching() -> 
     patterns = [*SECRET_DENY, "/top_only.txt", "vault/**/*.hcl", "docs/*.secret", "!docs/ok.secret", "[Ss]ecrets/"]
     rules = DenyList(patterns)
     spec = GitIgnoreSpec.from_lines(patterns)
-    paths = [".env", "a/.env", ".env.x", "a/b/.envrc", "x.env", "envy.py", "id_rsa", "id_rsa.pub", "a/id_x",
-             "b_rsa", "rsa", "top_only.txt", "a/top_only.txt", "vault/a/b/c.hcl", "vault/c.hcl", "vault2/c.hcl",
-             "docs/x.secret", "docs/ok.secret", "docs/a/x.secret", "Secrets/", "secrets/", "a/secrets/", "a.pem",
-             "a/.ssh/", ".ssh", ".docker/config.json", "a/.docker/config.json", ".kube/config", "main.py",
-             "a/.config/gcloud/", ".config/gcloud", "x.tfstate.backup", "terraform.tfvars"]
+    paths = [
+        ".env",
+        "a/.env",
+        ".env.x",
+        "a/b/.envrc",
+        "x.env",
+        "envy.py",
+        "id_rsa",
+        "id_rsa.pub",
+        "a/id_x",
+        "b_rsa",
+        "rsa",
+        "top_only.txt",
+        "a/top_only.txt",
+        "vault/a/b/c.hcl",
+        "vault/c.hcl",
+        "vault2/c.hcl",
+        "docs/x.secret",
+        "docs/ok.secret",
+        "docs/a/x.secret",
+        "Secrets/",
+        "secrets/",
+        "a/secrets/",
+        "a.pem",
+        "a/.ssh/",
+        ".ssh",
+        ".docker/config.json",
+        "a/.docker/config.json",
+        ".kube/config",
+        "main.py",
+        "a/.config/gcloud/",
+        ".config/gcloud",
+        "x.tfstate.backup",
+        "terraform.tfvars",
+    ]
     assert [rules.denies(p) for p in paths] == [bool(spec.match_file(p)) for p in paths]
     assert sum(rules.denies(p) for p in paths) > 15
 

@@ -140,9 +140,7 @@ class BudgetController:
         times = [t for t in blocks if t is not None]
         return max(times) if len(times) == len(blocks) else None
 
-    def release(
-        self, ticket: int, *, latency_s: float, outcome: Outcome, retry_after_s: float | None = None
-    ) -> None:
+    def release(self, ticket: int, *, latency_s: float, outcome: Outcome, retry_after_s: float | None = None) -> None:
         """A granted request finished: free its permit and learn from how it went."""
         if ticket not in self._in_flight:
             raise ValueError(f"ticket {ticket} is not in flight (never granted, or already released)")

@@ -78,9 +78,7 @@ class BudgetLimits(Strict):
         default=None, ge=1, le=MAX_PERMITS, description="Manual ceiling in permits (1..256); wins over discovery."
     )
     window_s: float = Field(default=WINDOW_S, gt=0, description="Length of the sliding rate window, seconds.")
-    learn_rate: bool = Field(
-        default=True, description="Learn the key's rate at a 429 when no credible rpm is known."
-    )
+    learn_rate: bool = Field(default=True, description="Learn the key's rate at a 429 when no credible rpm is known.")
     default_permits: int = Field(
         default=DEFAULT_PERMITS, ge=1, le=MAX_PERMITS, description="Ceiling when nothing is known."
     )

@@ -106,7 +106,10 @@ def _edge_vectors(point: StoredPoint) -> Any:
     """The default dense vector, plus the keyword vector when the point has terms."""
     if point.sparse is None:
         return list(point.vector)
-    return {"": list(point.vector), KEYWORD_VECTOR: qe.SparseVector(list(point.sparse.indices), list(point.sparse.values))}
+    return {
+        "": list(point.vector),
+        KEYWORD_VECTOR: qe.SparseVector(list(point.sparse.indices), list(point.sparse.values)),
+    }
 
 
 @contextmanager
@@ -269,8 +272,10 @@ class EdgeStore:
                 rrf = qe.Fusion.Rrf(k=params.k, weights=[weight for _, _, weight in legs])
                 request = qe.QueryRequest(
                     limit=limit,
-                    prefetches=[qe.Prefetch(limit=max(limit, params.candidates), query=leg, filter=_edge_filter(where))
-                                for leg, where, _ in legs],
+                    prefetches=[
+                        qe.Prefetch(limit=max(limit, params.candidates), query=leg, filter=_edge_filter(where))
+                        for leg, where, _ in legs
+                    ],
                     query=rrf,  # type: ignore[arg-type]  # the stub misses that Fusion.Rrf subclasses Fusion
                     with_payload=True,
                     filter=_edge_filter(filter),
@@ -303,7 +308,9 @@ class EdgeStore:
         limit: int,
         offset: str | None,
     ) -> tuple[list[StoredPoint], str | None]:
-        records, next_offset = self._scroll("scroll_points", collection_or_alias, filter, limit, offset, with_vector=True)
+        records, next_offset = self._scroll(
+            "scroll_points", collection_or_alias, filter, limit, offset, with_vector=True
+        )
         return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
 
     def _scroll(

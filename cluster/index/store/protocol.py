@@ -206,7 +206,9 @@ def stored_point(raw_id: Any, vectors: Any, payload: dict[str, Any] | None) -> S
         keyword = vectors.get(KEYWORD_VECTOR)
         if keyword is not None:
             sparse = SparseTerms(indices=list(keyword.indices), values=list(keyword.values))
-    return StoredPoint(id=str(raw_id), vector=[float(x) for x in dense or []], payload=dict(payload or {}), sparse=sparse)
+    return StoredPoint(
+        id=str(raw_id), vector=[float(x) for x in dense or []], payload=dict(payload or {}), sparse=sparse
+    )
 
 
 def with_condition(filter: PayloadFilter | None, extra: PayloadFilter) -> PayloadFilter:

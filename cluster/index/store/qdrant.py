@@ -54,8 +54,10 @@ def _vectors(point: StoredPoint) -> Any:
     """The unnamed dense vector, plus the keyword vector when the point has terms."""
     if point.sparse is None:
         return list(point.vector)
-    return {"": list(point.vector),
-            KEYWORD_VECTOR: models.SparseVector(indices=list(point.sparse.indices), values=list(point.sparse.values))}
+    return {
+        "": list(point.vector),
+        KEYWORD_VECTOR: models.SparseVector(indices=list(point.sparse.indices), values=list(point.sparse.values)),
+    }
 
 
 def _is_not_found(exc: Exception) -> bool:
@@ -140,7 +142,9 @@ class QdrantServerStore:
         check_vector_widths(collection, self.collection_width(collection), points)
         if not points:
             return
-        structs = [models.PointStruct(id=canonical_id(p.id), vector=_vectors(p), payload=dict(p.payload)) for p in points]
+        structs = [
+            models.PointStruct(id=canonical_id(p.id), vector=_vectors(p), payload=dict(p.payload)) for p in points
+        ]
         with self._call("upsert", collection):
             self._client.upsert(collection, points=structs, wait=True)
 
@@ -196,16 +200,25 @@ class QdrantServerStore:
             legs.append((legs[0][0], legs[0][1], with_condition(filter, definitions), params.definition_weight))
         with self._call("query", collection_or_alias):
             if len(legs) == 1:
-                (leg, using, _, _), = legs
+                ((leg, using, _, _),) = legs
                 found = self._client.query_points(
-                    collection_or_alias, query=leg, using=using, limit=limit, query_filter=_qdrant_filter(filter),
-                    with_payload=True, with_vectors=False,
+                    collection_or_alias,
+                    query=leg,
+                    using=using,
+                    limit=limit,
+                    query_filter=_qdrant_filter(filter),
+                    with_payload=True,
+                    with_vectors=False,
                 ).points
             else:
                 found = self._client.query_points(
                     collection_or_alias,
-                    prefetch=[models.Prefetch(query=leg, using=using, limit=max(limit, params.candidates),
-                                              filter=_qdrant_filter(where)) for leg, using, where, _ in legs],
+                    prefetch=[
+                        models.Prefetch(
+                            query=leg, using=using, limit=max(limit, params.candidates), filter=_qdrant_filter(where)
+                        )
+                        for leg, using, where, _ in legs
+                    ],
                     query=models.RrfQuery(rrf=models.Rrf(k=params.k, weights=[weight for *_, weight in legs])),
                     limit=limit,
                     query_filter=_qdrant_filter(filter),
@@ -236,7 +249,9 @@ class QdrantServerStore:
         limit: int,
         offset: str | None,
     ) -> tuple[list[StoredPoint], str | None]:
-        records, next_offset = self._scroll("scroll_points", collection_or_alias, filter, limit, offset, with_vectors=True)
+        records, next_offset = self._scroll(
+            "scroll_points", collection_or_alias, filter, limit, offset, with_vectors=True
+        )
         return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
 
     def _scroll(
