@@ -31,7 +31,7 @@ export SAMESPACE_SERVE__PORT := $(MCP_PORT)
 export SAMESPACE_ADMIN__TOKEN_FILE ?= $(STATE)/admin-token
 export SAMESPACE_ADMIN__CONFIG_PATH ?= $(STATE)/config.json
 
-.PHONY: help venv ray-token run stop lint test test-fast bench status push-key set-policy
+.PHONY: help venv ray-token run stop lint test test-fast test-slow bench status push-key set-policy
 
 help:
 	@echo "make run   [REPO=/path NAME=name]  local Ray + MCP server, index REPO (default: this repo)"
@@ -40,6 +40,8 @@ help:
 	@echo "make status | push-key < key.txt | set-policy ROLE=.. POLICY=..   admin API from the shell"
 	@echo "make test                         the whole test suite"
 	@echo "make test-fast                    unit and contract tests, random order (about 1.5 min)"
+	@echo "make test-slow                    just the slow tier: the tests that start Ray (tests/e2e)"
+	@echo "make lint                         ruff check, ruff format --check, mypy (make test runs it first)"
 	@echo "make bench                        reindex/search and cloud-budget benchmarks (bench/)"
 	@echo "samespace --help                  the same commands and more: search, ask, reindex, sidecar (.venv/bin)"
 
@@ -92,13 +94,18 @@ lint: $(STAMP)
 	ruff format --check
 	mypy
 
-# The whole suite in file order (some e2e modules still share state across tests), after the lint.
+# The whole suite, after the lint, in random order (pytest-randomly shuffles modules and the tests
+# inside them; the seed is printed: `pytest -p randomly --randomly-seed=N` replays an order).
 test: $(STAMP) lint
-	python -m pytest -q -p no:randomly
+	python -m pytest -q
 
-# Unit and contract tests only, in random order (pytest-randomly; the seed is printed to rerun it).
+# Unit and contract tests (no Ray), in random order.
 test-fast: $(STAMP)
-	python -m pytest tests/unit
+	python -m pytest -m "not slow" tests/unit
+
+# Just the slow tier: every test that starts Ray, Serve or the model (tests/e2e).
+test-slow: $(STAMP)
+	python -m pytest -q -m slow
 
 bench: $(STAMP)
 	python -m bench.run

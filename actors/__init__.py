@@ -44,4 +44,5 @@ def get_index_actor(settings: SamespaceSettings) -> ActorHandle:
     }
     if settings.store.kind == "embedded":
         options["resources"] = {HEAD_NODE_RESOURCE: 0.001}
-    return IndexActor.options(**options).remote(settings)  # type: ignore[attr-defined]
+    actor = IndexActor.options(**options)  # type: ignore[attr-defined]  # .options comes from @ray.remote
+    return actor.remote(settings)

@@ -19,7 +19,7 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
-from cluster.cloud.request_tag import current_tag
+from cluster.cloud.request_tag import current_request_tag
 from cluster.errors import BudgetUnavailable, RateLimited
 from cluster.naming import BUDGET_ACTOR_NAME
 from cluster.settings import SamespaceSettings
@@ -129,7 +129,7 @@ class BudgetActor:
 
 
 def get_budget_actor(settings: SamespaceSettings) -> ActorHandle:
-    return BudgetActor.options(  # type: ignore[attr-defined]
+    return BudgetActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
         name=BUDGET_ACTOR_NAME,
         namespace=settings.ray.namespace,
         lifetime="detached",
@@ -143,7 +143,7 @@ async def with_permit(settings: SamespaceSettings, provider: str, call: Callable
     The permit goes back with the call's latency and outcome. A dead budget actor is recreated
     (timid again) and asked once more; a wait past the bound is a RateLimited for the lane.
     """
-    tag = current_tag.get()
+    tag = current_request_tag()
     timeout_s = settings.budget.acquire_timeout_s
     ticket: int | None = None
     for attempt in range(2):

@@ -22,7 +22,7 @@ from ray.actor import ActorHandle
 from actors.registry import LiveProvider, discover_providers, ensure_providers
 from actors.transports import TRANSPORTS
 from cluster.cloud.budget import Priority
-from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_tag
+from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, set_request_tag
 from cluster.gate.admission import Gatekeeper, SpotCheckStats
 from cluster.gate.ledger import GateLedger
 from cluster.gate.probe import GateReport
@@ -130,7 +130,7 @@ class DispatcherActor:
         self, texts: list[str], project: str = DEFAULT_PROJECT, priority: Priority = Priority.BULK
     ) -> EmbedOutcome:
         self._ensure_sentinel()
-        current_tag.set(RequestTag(project, Priority(priority)))
+        set_request_tag(RequestTag(project, Priority(priority)))
         return await self._dispatcher.embed(texts)
 
     async def embed_stream(
@@ -138,7 +138,7 @@ class DispatcherActor:
     ) -> AsyncIterator[LandedBatch]:
         """Yield each batch as it lands (call with `.options(num_returns="streaming")`)."""
         self._ensure_sentinel()
-        current_tag.set(RequestTag(project, Priority(priority)))
+        set_request_tag(RequestTag(project, Priority(priority)))
         queue: asyncio.Queue[LandedBatch | None] = asyncio.Queue()
 
         async def run() -> EmbedOutcome:
@@ -157,26 +157,26 @@ class DispatcherActor:
 
     async def encode_query(self, text: str, project: str = DEFAULT_PROJECT) -> tuple[np.ndarray, EncoderIdentity, str]:
         self._ensure_sentinel()
-        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
+        set_request_tag(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.encode_query(text)
 
     async def chat(self, project: str = DEFAULT_PROJECT, reserve: bool = True, **request: Any) -> tuple[Any, str]:
         """messages, tools, tool_choice, max_tokens, temperature → (ChatResult, provider name)."""
-        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
+        set_request_tag(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.chat(reserve, **request)
 
     async def context_window(self, reserve: bool = True) -> int | None:
         return await self._dispatcher.context_window(reserve)
 
     async def rerank(self, query: str, documents: list[str], project: str = DEFAULT_PROJECT) -> tuple[list[float], str]:
-        current_tag.set(RequestTag(project, Priority.INTERACTIVE))
+        set_request_tag(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.rerank(query, documents)
 
 
 def get_dispatcher(settings: SamespaceSettings, role: Role) -> ActorHandle:
     from cluster.naming import dispatcher_actor_name
 
-    return DispatcherActor.options(  # type: ignore[attr-defined]
+    return DispatcherActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
         name=dispatcher_actor_name(role),
         namespace=settings.ray.namespace,
         lifetime="detached",

@@ -27,7 +27,9 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
-@ray.remote(concurrency_groups={"batch": 1, "query": 1}, max_restarts=3)
+@ray.remote(  # type: ignore[call-overload]  # Ray's stubs list task options only, not actor ones
+    concurrency_groups={"batch": 1, "query": 1}, max_restarts=3
+)
 class EmbedderActor:
     def __init__(self, settings: EmbeddingSettings, name: str) -> None:
         device = pick_device(settings.device, ray.get_gpu_ids())

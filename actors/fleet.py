@@ -26,7 +26,9 @@ from cluster.providers import ProviderInfo
 from cluster.settings import SamespaceSettings
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=1000)
+@ray.remote(  # type: ignore[call-overload]  # Ray's stubs list task options only, not actor ones
+    num_cpus=0, max_restarts=-1, max_concurrency=1000
+)
 class FleetActor:
     def __init__(self, settings: SamespaceSettings) -> None:
         store = ConfigStore(settings.admin.config_path)
@@ -86,7 +88,7 @@ class FleetActor:
 
 
 def get_fleet_actor(settings: SamespaceSettings) -> ActorHandle:
-    return FleetActor.options(  # type: ignore[attr-defined]
+    return FleetActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
         name=FLEET_ACTOR_NAME, namespace=settings.ray.namespace, lifetime="detached", get_if_exists=True
     ).remote(settings)
 

@@ -32,7 +32,7 @@ from cluster.naming import (
     embedder_actor_name,
     virtual_container_name,
 )
-from cluster.providers import NOT_ANSWERING, ProviderInfo, ProviderKind
+from cluster.providers import NOT_ANSWERING, ProviderInfo, ProviderKind, ProviderView
 from cluster.roles import Policy, Role
 from cluster.settings import RoleRoute, SamespaceSettings
 
@@ -144,7 +144,7 @@ def ensure_cloud_containers(settings: SamespaceSettings) -> list[CloudContainer]
     cloud = settings.cloud
     if not cloud.enabled:
         return []
-    containers = []
+    containers: list[CloudContainer] = []
     seen_hosts: set[str] = set()
     for node in alive_nodes(settings):
         if node.host in seen_hosts:  # one PC, one container per role, however many Ray nodes it runs
@@ -152,7 +152,7 @@ def ensure_cloud_containers(settings: SamespaceSettings) -> list[CloudContainer]
         seen_hosts.add(node.host)
         for role, route in sorted(cloud.routes.items()):
             name = virtual_container_name(node.host, role)
-            handle = VirtualContainerActor.options(
+            handle = VirtualContainerActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
                 name=name,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=True),
                 **_detached(settings),
@@ -172,7 +172,7 @@ def apply_to_containers(
     its policy, the base URL. Returns the calls' refs (ray.get or await them); a container with
     nothing to change is not called."""
     routes, policies = routes or {}, policies or {}
-    refs = []
+    refs: list[ObjectRef] = []
     for container in containers:
         route, policy = routes.get(container.role), policies.get(container.role)
         if route is not None or policy is not None or base_url is not None:
@@ -214,7 +214,7 @@ def actor_state(handle: ActorHandle) -> str | None:
     """The actor's lifecycle state as this process last heard it from Ray ("ALIVE", "RESTARTING",
     "DEAD", ...), or None when unknown. Ray tracks it per caller once a call was made; reading it
     needs no dashboard."""
-    from ray.core.generated.gcs_pb2 import ActorTableData
+    from ray.core.generated.gcs_pb2 import ActorTableData  # type: ignore[attr-defined]  # made at import, no stubs
 
     state = handle._get_local_state()  # noqa: SLF001 - Ray's one read of an actor's state that needs no dashboard
     return None if state is None else str(ActorTableData.ActorState.Name(state))
@@ -222,11 +222,14 @@ def actor_state(handle: ActorHandle) -> str | None:
 
 def ensure_chat_endpoints(settings: SamespaceSettings) -> list[ActorHandle]:
     """One actor per configured local chat server (`llm.endpoints`), on any node (num_cpus=0)."""
-    handles = []
+    handles: list[ActorHandle] = []
     for role, endpoints in sorted(settings.llm.endpoints.items()):
         for slot, endpoint in enumerate(endpoints):
             name = chat_endpoint_name(role, slot)
-            handles.append(ChatEndpointActor.options(name=name, **_detached(settings)).remote(name, role, endpoint))
+            actor = ChatEndpointActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
+                name=name, **_detached(settings)
+            )
+            handles.append(actor.remote(name, role, endpoint))
     return handles
 
 
@@ -249,7 +252,9 @@ def key_problem(settings: SamespaceSettings, roles: Iterable[Role] = (Role.CODE_
     from cluster.config.store import ConfigStore
 
     ensure_providers(settings)
-    views = {role: ray.get(get_dispatcher(settings, role).providers.remote()) for role in roles}
+    views: dict[Role, list[ProviderView]] = {
+        role: ray.get(get_dispatcher(settings, role).providers.remote()) for role in roles
+    }
     stored = ConfigStore(settings.admin.config_path).read()
     return missing_key_message(views, key_pushed_before=stored.key_pushed, local_only=local_only_roles(settings))
 
@@ -270,7 +275,7 @@ async def discover_providers(settings: SamespaceSettings) -> list[LiveProvider]:
     async def ask(name: str) -> LiveProvider:
         try:
             handle = ray.get_actor(name, namespace=settings.ray.namespace)
-            info = await asyncio.wait_for(handle.describe.remote(), DESCRIBE_TIMEOUT_S)
+            info: ProviderInfo = await asyncio.wait_for(handle.describe.remote(), DESCRIBE_TIMEOUT_S)
             return LiveProvider(info=info, handle=handle)
         except Exception as exc:  # noqa: BLE001 - reported as an ineligible provider, not hidden
             kind = ProviderKind.CLOUD if VIRTUAL_CONTAINER_MARK in name else ProviderKind.LOCAL
@@ -301,7 +306,7 @@ async def _sidecar_providers(settings: SamespaceSettings) -> list[LiveProvider]:
     if fleet is None:
         return []
     try:
-        infos = await asyncio.wait_for(fleet.providers.remote(), DESCRIBE_TIMEOUT_S)
+        infos: list[ProviderInfo] = await asyncio.wait_for(fleet.providers.remote(), DESCRIBE_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - reported, and the Ray-hosted providers still serve
         log.warning("the fleet actor did not answer discovery: %s", type(exc).__name__)
         return []

@@ -17,7 +17,7 @@ import numpy as np
 from ray.actor import ActorHandle
 from ray.exceptions import RayTaskError
 
-from cluster.cloud.request_tag import current_tag
+from cluster.cloud.request_tag import current_request_tag
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Role
 from cluster.routing.dispatch import Provider
@@ -77,7 +77,7 @@ class RayActorTransport:
 
 
 def _tag() -> tuple[str, str]:
-    tag = current_tag.get()
+    tag = current_request_tag()
     return tag.project, tag.priority.value
 
 

@@ -6,6 +6,7 @@ SecretStr; without one the container is ineligible and says so, and never sends 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from typing import Any
@@ -16,7 +17,7 @@ from pydantic import SecretStr
 
 from cluster.cloud.budget import KeyFacts, Priority
 from cluster.cloud.key_readiness import NO_KEY_REASON
-from cluster.cloud.request_tag import RequestTag, current_tag
+from cluster.cloud.request_tag import RequestTag, current_request_tag, set_request_tag
 from cluster.cloud.state import ContainerState
 from cluster.errors import AuthFailed, MissingPin, UpstreamError
 from cluster.providers import ProviderInfo, ProviderKind
@@ -199,10 +200,8 @@ class VirtualContainerActor:
         if info.rate_limit is not None:
             rpm = requests_per_minute(info.rate_limit.requests, info.rate_limit.interval)
         remaining = info.limit_remaining
-        try:
+        with contextlib.suppress(UpstreamError):  # /credits needs a management key; the key's own limit still tells
             remaining = (await client.credits()).remaining
-        except UpstreamError:  # /credits needs a management key; the key's own limit still tells
-            pass
         return KeyFacts(rpm=rpm, is_free_tier=bool(info.is_free_tier), credits_remaining=remaining)
 
     # ---- internals --------------------------------------------------------------------------
@@ -225,8 +224,8 @@ class VirtualContainerActor:
         from actors.budget import with_permit
 
         if project is not None or priority is not None:
-            default = current_tag.get()
-            current_tag.set(RequestTag(project or default.project, Priority(priority or default.priority)))
+            default = current_request_tag()
+            set_request_tag(RequestTag(project or default.project, Priority(priority or default.priority)))
         try:
             result = await with_permit(self._settings, self._name, call)
         except Exception as exc:

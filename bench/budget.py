@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -58,10 +59,8 @@ async def naive(base_url: str, seconds: float) -> None:
 
     async def lane(client: OpenRouterClient) -> None:
         while time.monotonic() < deadline:
-            try:
+            with contextlib.suppress(UpstreamError):  # retry at once: the per-provider cap is all it has
                 await client.embed(MODEL, "exact", ["def f(x): return x"], 384)
-            except UpstreamError:
-                pass  # retry at once: the per-provider cap is all it has
 
     await asyncio.gather(*(lane(c) for c in clients for _ in range(LANES)))
     for client in clients:
@@ -73,10 +72,8 @@ async def budgeted(handles: list[Any], seconds: float) -> None:
 
     async def lane(handle: Any) -> None:
         while time.monotonic() < deadline:
-            try:
+            with contextlib.suppress(Exception):  # a 429 or a bounded budget wait; the lane goes on
                 await handle.embed.remote(["def f(x): return x"], "bench", "bulk")
-            except Exception:  # noqa: BLE001 - a 429 or a bounded budget wait; the lane goes on
-                pass
 
     await asyncio.gather(*(lane(h) for h in handles for _ in range(LANES)))
 

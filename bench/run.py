@@ -72,7 +72,7 @@ def _incremental(settings: Any, repo: Path, first_s: float) -> dict[str, Any]:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def latency_summary(samples_s: list[float]) -> dict[str, float]:

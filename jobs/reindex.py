@@ -21,8 +21,8 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -73,6 +73,12 @@ KEY_PAGE = 2048  # serving rows per page read (keys only)
 VECTOR_PAGE = 512  # serving rows per page read with vectors (512 x 2560 floats: 5 MB)
 
 
+def _get(ref: Any) -> Any:
+    """`ray.get` of one actor call. The actor handles are untyped, and Ray's stubs read `ray.get`
+    of an untyped call as `list[Never]`: this says "whatever the actor returned"."""
+    return ray.get(ref)
+
+
 @dataclass(frozen=True)
 class RepoChunks:
     """A walked and chunked repository: every chunk, its file, each file's path and hash, and what
@@ -82,7 +88,7 @@ class RepoChunks:
     owners: list[int]  # per chunk: the index of its file
     paths: list[str]  # per file
     file_hashes: list[str]  # per file: sha256 of its text
-    skipped: SkipSummary = SkipSummary()
+    skipped: SkipSummary = field(default_factory=SkipSummary)
 
     @property
     def files(self) -> int:
@@ -117,7 +123,7 @@ def collect_repository(
             continue
         try:
             file_chunks = chunk_file(source.path, source.text, chunking)
-        except Exception as exc:  # one hostile file never fails the job (the chunker should not raise)
+        except Exception as exc:  # noqa: BLE001 - one hostile file never fails the job (the chunker should not raise)
             skips.add(SkipReason.CHUNK_FAILED, source.path)
             emit(f"skipped {source.path}: the chunker failed ({type(exc).__name__})")
             continue
@@ -215,14 +221,14 @@ def run_reindex(
     index = get_index_actor(settings)
     dispatcher = get_dispatcher(settings, ROLE)
     reference = await_reference(
-        lambda: ray.get(dispatcher.reference.remote()), settings.embedding.startup_timeout_s, emit, clock
+        lambda: _get(dispatcher.reference.remote()), settings.embedding.startup_timeout_s, emit, clock
     )
     policy = settings.policy(ROLE)
     emit(f"reindex {name!r} from {repo} in space {reference.space_id} ({ROLE.value}, policy {policy.value})")
 
     current, drifted = _check_drift(index, dispatcher, name, reference, emit)
     # Before planning: with no provider left a reindex fails here, even one with nothing to embed.
-    probe_vectors = ray.get(dispatcher.reference_probe.remote()).tolist()
+    probe_vectors = _get(dispatcher.reference_probe.remote()).tolist()
     found = collect_repository(repo, settings, emit)
     chunks = found.chunks
     emit(f"walked {found.files} files, {len(chunks)} chunks")
@@ -250,7 +256,7 @@ def run_reindex(
     emit(plan.line())
     if plan.mode is PlanMode.UP_TO_DATE:
         assert current is not None
-        for leftover in ray.get(index.cleanup_partial.remote(name)):
+        for leftover in _get(index.cleanup_partial.remote(name)):
             emit(f"dropped the partial build {leftover}")
         emit(f"up to date: {len(chunks)} chunks, nothing to embed")
         return current
@@ -269,17 +275,17 @@ def run_reindex(
         )
 
     job_id = ray.get_runtime_context().get_job_id()
-    build: str = ray.get(index.begin_build.remote(name, reference, str(repo), job_id, probe_vectors))
+    build: str = _get(index.begin_build.remote(name, reference, str(repo), job_id, probe_vectors))
     emit(f"building {build}")
     try:
         embedded, kept = _write_build(
             index, dispatcher, reference, name, build, found, hashes, reuse, reusable, embed, emit, clock
         )
         providers = sorted(set(embedded) | set(kept))
-        record: IndexRecord = ray.get(index.commit_build.remote(build, found.files, providers, found.skipped))
+        record: IndexRecord = _get(index.commit_build.remote(build, found.files, providers, found.skipped))
     except BaseException as exc:
         try:
-            ray.get(index.fail_build.remote(build, f"{type(exc).__name__}: {exc}"))
+            _get(index.fail_build.remote(build, f"{type(exc).__name__}: {exc}"))
         finally:
             emit(f"build {build} failed; the previous index keeps serving")
         raise
@@ -301,11 +307,11 @@ def _check_drift(
     stored probe vectors; drifted providers are evicted before they write a row. Returns the
     serving record and whether the reference itself (or the cloud anchor) no longer reproduces
     the index's probe vectors: then none of the index's vectors may be reused."""
-    current: IndexRecord | None = ray.get(index.record.remote(name))
+    current: IndexRecord | None = _get(index.record.remote(name))
     stored = stored_baseline(current.probe_vectors) if current is not None else None
     if current is None or stored is None:
         return current, False
-    reports = ray.get(dispatcher.sentinel.remote(stored))
+    reports = _get(dispatcher.sentinel.remote(stored))
     for report in reports:
         emit(f"sentinel: {report.line()}")
     drifted = reference_drifted(reports)
@@ -322,7 +328,7 @@ def _read_point_keys(index: ActorHandle, build: str) -> list[PointKey | None]:
     keys: list[PointKey | None] = []
     offset: str | None = None
     while True:
-        page, offset = ray.get(index.point_keys.remote(build, offset, KEY_PAGE))
+        page, offset = _get(index.point_keys.remote(build, offset, KEY_PAGE))
         keys.extend(page)
         if offset is None:
             return keys
@@ -334,7 +340,7 @@ def _read_reusable(index: ActorHandle, build: str, wanted: set[str]) -> dict[str
     offset: str | None = None
     while len(found) < len(wanted):
         rows: ReusableRows
-        rows, offset = ray.get(index.reusable_vectors.remote(build, offset, VECTOR_PAGE))
+        rows, offset = _get(index.reusable_vectors.remote(build, offset, VECTOR_PAGE))
         for i, hashed in enumerate(rows.embed_hashes):
             if hashed in wanted and hashed not in found:
                 provider, writer = rows.writers[rows.writer_of[i]]
@@ -412,7 +418,7 @@ def _write_build(
     # Similar lengths side by side: a batch pads to its longest text, so mixing wastes compute.
     # Longest first: the early rate is the pessimistic one, so the ETA only improves.
     order = sorted(embed, key=lambda i: len(chunks[i].text), reverse=True)
-    stream = None
+    stream: Iterable[Any] = ()  # the embedded batches as they land (a Ray streaming generator)
     if order:
         stream = dispatcher.embed_stream.options(num_returns="streaming").remote(
             [embedding_text(chunks[i]) for i in order], name, Priority.BULK
@@ -425,8 +431,8 @@ def _write_build(
             points.append(point(row, old.vector, old.writer or reference, old.provider))
             kept[old.provider] = kept.get(old.provider, 0) + 1
         landed(rows, points, reused=True)
-    for ref in stream if stream is not None else ():
-        batch: LandedBatch = ray.get(ref)  # NoProviderLeft surfaces here and fails the build
+    for ref in stream:
+        batch: LandedBatch = _get(ref)  # NoProviderLeft surfaces here and fails the build
         rows = [order[i] for i in batch.indices]
         writer = batch.identity or reference
         points = [point(row, vector, writer, batch.provider) for row, vector in zip(rows, batch.vectors, strict=True)]

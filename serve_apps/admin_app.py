@@ -38,7 +38,7 @@ from cluster.admin.push_plan import (
 from cluster.admin.role_status import CallFailure, RoleAnswer, RoleStatus, role_answer
 from cluster.cloud.state import ContainerState, disagreements
 from cluster.naming import dispatcher_actor_name
-from cluster.providers import ProviderView
+from cluster.providers import ProviderInfo, ProviderView
 from cluster.roles import Role
 from cluster.settings import SamespaceSettings, load_settings
 from serve_apps.auth import bearer_matches
@@ -207,10 +207,12 @@ class AdminApi:
         is, whether it serves, and the gate's verdict on it (embedding roles)."""
         from actors.fleet import find_fleet_actor
         from cluster.fleet.providers import sidecar_providers
-        from cluster.fleet.registry import Fleet
+        from cluster.fleet.registry import Fleet, HostView
         from cluster.naming import sidecar_provider_name
 
         fleet = await asyncio.to_thread(find_fleet_actor, self._settings)
+        hosts: list[HostView]
+        infos: list[ProviderInfo]
         if fleet is not None:
             hosts, infos = await asyncio.gather(fleet.hosts.remote(), fleet.providers.remote())
         else:  # no sidecar reached this cluster since it started: the registry as persisted
@@ -410,4 +412,5 @@ class AdminIngress:
 
 def build_app(args: dict[str, Any] | None = None) -> Application:
     """Serve app builder (`serve run serve_apps.admin_app:build_app`, route prefix /admin)."""
-    return AdminIngress.bind(load_settings(**(args or {})))  # type: ignore[attr-defined]
+    settings = load_settings(**(args or {}))
+    return AdminIngress.bind(settings)  # type: ignore[attr-defined]  # .bind comes from @serve.deployment

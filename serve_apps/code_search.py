@@ -193,7 +193,7 @@ class CodeSearchService:
                     raise
                 mode, degraded = "keyword", f"no query encoder: {exc}"
         keywords = query_keywords(query) if mode != "dense" else None
-        if mode == "keyword" and not keywords.indices:  # type: ignore[union-attr]
+        if mode == "keyword" and not keywords.indices:  # type: ignore[union-attr]  # keyword mode: never None
             return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, degraded=degraded)
         limit = max(k, self._candidates) if rerank else k
         definitions = definitions_filter(query) if mode == "hybrid" else None

@@ -114,9 +114,9 @@ class HttpGuard:
             return INVALID_HOST
         if origins and (len(origins) != 1 or not self._origin_allowed(origins[0])):
             return INVALID_ORIGIN
-        if self._token is not None and path not in self._open_paths:
-            if not bearer_matches(headers.get("authorization"), self._token):
-                return UNAUTHORIZED
+        needs_token = self._token is not None and path not in self._open_paths
+        if needs_token and not bearer_matches(headers.get("authorization"), self._token):
+            return UNAUTHORIZED
         return None
 
     def _host_allowed(self, host: str) -> bool:

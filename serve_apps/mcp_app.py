@@ -270,4 +270,6 @@ class McpIngress:
 def build_app(args: dict[str, Any] | None = None) -> Application:
     """Serve app builder (`serve run serve_apps.mcp_app:build_app`); args override settings."""
     settings = load_settings(**(args or {}))
-    return McpIngress.options(num_replicas=settings.serve.mcp_replicas).bind(settings)  # type: ignore[attr-defined]
+    return McpIngress.options(  # type: ignore[attr-defined]  # .options comes from @serve.deployment
+        num_replicas=settings.serve.mcp_replicas
+    ).bind(settings)

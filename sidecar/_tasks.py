@@ -17,8 +17,9 @@ async def run_all_or_fail(*coros: Coroutine[Any, Any, None]) -> None:
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                raise error
     finally:
         for task in tasks:
             task.cancel()

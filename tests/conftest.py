@@ -7,11 +7,7 @@ them; jobs get them in their runtime env), and `os.environ` is restored after ev
 
 from __future__ import annotations
 
-from cluster.environment import set_local_env_defaults
-
-set_local_env_defaults()
-
-import os  # noqa: E402
+import os
 import shutil
 import socket
 import sys
@@ -22,6 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from cluster.environment import set_local_env_defaults
+
+# Before any test module is imported: whatever they import reads these defaults.
+set_local_env_defaults()
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -186,7 +187,7 @@ def canary_scan(ray_cluster: RayCluster) -> Iterator[CanaryScan]:
     """Register a canary with `canary_scan.watch(secret, *roots)`; the session fails if one leaked."""
     import ray
 
-    session_dir = Path(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001
+    session_dir = Path(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001  no public accessor
     scan = CanaryScan(session_dir=session_dir, secrets={})
     yield scan
     if scan.secrets:

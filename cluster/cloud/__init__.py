@@ -6,7 +6,7 @@ from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot,
 from cluster.cloud.faults import read_json, upstream_faults
 from cluster.cloud.key_readiness import NO_KEY_REASON, local_only_roles, missing_key_message, wait_for_key
 from cluster.cloud.openrouter import OpenRouterClient
-from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_tag
+from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_request_tag, set_request_tag
 from cluster.cloud.state import ContainerState, disagreements
 from cluster.cloud.wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
 
@@ -25,12 +25,13 @@ __all__ = [
     "RequestTag",
     "ToolCall",
     "chat_request_body",
-    "current_tag",
+    "current_request_tag",
     "disagreements",
     "local_only_roles",
     "missing_key_message",
     "parse_chat_result",
     "read_json",
+    "set_request_tag",
     "upstream_faults",
     "wait_for_key",
 ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from cluster.cloud.budget import Priority
 
-__all__ = ["DEFAULT_PROJECT", "UNTAGGED", "RequestTag", "current_tag"]
+__all__ = ["DEFAULT_PROJECT", "UNTAGGED", "RequestTag", "current_request_tag", "set_request_tag"]
 
 DEFAULT_PROJECT = "default"
 
@@ -24,4 +24,16 @@ class RequestTag:
 
 
 UNTAGGED = RequestTag()  # frozen, so one shared default is safe
-current_tag: ContextVar[RequestTag] = ContextVar("samespace_request_tag", default=UNTAGGED)
+_CURRENT: ContextVar[RequestTag] = ContextVar("samespace_request_tag", default=UNTAGGED)
+
+
+# Functions, not the ContextVar itself, are what actor code references: Ray pickles an actor
+# class by value, with the globals its methods use, and a ContextVar cannot be pickled.
+def set_request_tag(tag: RequestTag) -> None:
+    """Tag the current request (and every task it starts from here on)."""
+    _CURRENT.set(tag)
+
+
+def current_request_tag() -> RequestTag:
+    """The tag of the request this code runs for (`UNTAGGED` outside any)."""
+    return _CURRENT.get()

@@ -180,7 +180,8 @@ class Fleet:
         if host is not None and not same_agent and self._live(host, now):
             return RegistrationRefused(
                 message=f"register: {url} is held by a live agent; only that agent (its agentId and credential) may "
-                f"register it again, or a new one once it is stale ({self._settings.stale_after_s:g} s without a heartbeat)"
+                "register it again, or a new one once it is stale "
+                f"({self._settings.stale_after_s:g} s without a heartbeat)"
             )
         if host is None and len(self._hosts) >= self._settings.max_hosts and not self._evict_one(now):
             return RegistrationRefused(

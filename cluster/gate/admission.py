@@ -321,7 +321,7 @@ class Gatekeeper:
                 target = self.target(info, embeds[info.name])
                 report = await self.ledger.ensure(
                     key,
-                    lambda target=target: probe(  # type: ignore[misc]
+                    lambda target=target: probe(  # type: ignore[misc]  # mypy cannot infer a lambda with a default
                         target,
                         None,
                         regime=regime,

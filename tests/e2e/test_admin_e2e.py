@@ -237,7 +237,7 @@ def restarted(handle: Any, address: str) -> None:
 
     from ray.util.state import get_actor
 
-    actor_id = handle._actor_id.hex()  # noqa: SLF001
+    actor_id = handle._actor_id.hex()  # noqa: SLF001  a handle has no public id; the state API needs it
     before = get_actor(actor_id, address=address).num_restarts
     ray.kill(handle, no_restart=False)
     deadline = time.monotonic() + 120
@@ -495,7 +495,7 @@ def test_the_canary_key_is_nowhere_after_all_of_the_above(admin: dict[str, Any],
     for method, path in ROUTES:
         if method == "GET":
             assert call(admin, method, path).status_code == 200
-    session_dir = Path(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001
+    session_dir = Path(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001  no public accessor
     needle = CANARY_KEY.encode()
     roots = (session_dir, admin["config_dir"], admin["settings"].store.data_dir)
     leaks = [

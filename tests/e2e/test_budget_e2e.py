@@ -134,7 +134,7 @@ def test_interactive_queries_of_another_project_are_not_queued_behind_a_bulk_bac
     assert snapshot.in_flight == permits and snapshot.waiting == {"repo-a": {"bulk": 50}}, snapshot
     ready, _ = ray.wait(backlog, num_returns=len(backlog), timeout=0.2)
     assert ready == []
-    for t in held[1:] + [ticket]:
+    for t in [*held[1:], ticket]:
         ray.get(budget.release.remote(t, 0.2, "ok"))
     for ref in backlog:
         ray.get(budget.release.remote(ray.get(ref, timeout=30), 0.1, "ok"))

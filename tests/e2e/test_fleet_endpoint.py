@@ -111,9 +111,9 @@ def heartbeat(agent: str, running: bool = True, model: str = "all-MiniLM-L6-v2")
     }
 
 
-async def recv(ws: ClientConnection, timeout: float = 10.0, skip_pings: bool = True) -> dict[str, Any]:
+async def recv(ws: ClientConnection, seconds: float = 10.0, skip_pings: bool = True) -> dict[str, Any]:
     while True:
-        frame = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+        frame = json.loads(await asyncio.wait_for(ws.recv(), seconds))
         if not (skip_pings and frame.get("type") == "ping"):
             return frame
 
@@ -289,7 +289,7 @@ async def test_random_frames_never_crash_the_master_or_create_entries(master: Ma
         errors, closed = 0, False
         while True:
             try:
-                answer = await recv(ws, timeout=3)
+                answer = await recv(ws, seconds=3)
             except TimeoutError:
                 break
             except ConnectionClosed:  # the handshake timeout (2 s) closes a socket that never registered
@@ -302,7 +302,7 @@ async def test_random_frames_never_crash_the_master_or_create_entries(master: Ma
     async with connect(master.ws, additional_headers=_auth(), max_size=None) as big:
         await big.send("x" * (20 * 1024 * 1024))  # past every limit: an error frame or a closed socket
         try:
-            answer = await recv(big, timeout=20)
+            answer = await recv(big, seconds=20)
             assert answer["type"] == "error"
         except ConnectionClosed:
             pass

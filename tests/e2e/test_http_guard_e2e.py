@@ -69,7 +69,8 @@ async def test_without_a_token_good_requests_pass_as_before(mcp_server: McpServe
     base = f"http://127.0.0.1:{mcp_server.port}"
     assert post(f"{base}/mcp/", {"Origin": "http://localhost:5173"}).status_code == 200
     assert post(f"{base}/rlm/ask", {}, body={}).status_code == 422  # past the guard, refused by validation
-    assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(f"{base}/healthz")).json() == {"status": "ok"}
     result = await call_tool(mcp_server.url, "index_status")  # the real client, no token
     assert not result.is_error, result_text(result)
 

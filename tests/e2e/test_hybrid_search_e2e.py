@@ -127,7 +127,7 @@ async def test_filters_apply_to_every_leg(hybrid: str) -> None:
         found = await search(hybrid, query="getUserById parse_config", k=10, mode=mode, language="python")
         assert found["hits"] and {h["language"] for h in found["hits"]} == {"python"}, mode
         found = await search(hybrid, query="getUserById", k=10, mode=mode, path_prefix="src/users")
-        assert {h["path"] for h in found["hits"]} <= set(p for p in SOURCES if p.startswith("src/users")), mode
+        assert {h["path"] for h in found["hits"]} <= {p for p in SOURCES if p.startswith("src/users")}, mode
 
 
 async def test_an_index_with_an_older_chunk_text_version_is_refused_until_rebuilt(hybrid: str) -> None:

@@ -56,8 +56,8 @@ def test_the_index_actor_builds_switches_and_searches_on_both_engines(
         hits, refused = ray.get(index.search.remote("engine", query.tolist(), query_identity, 2, None))
         assert refused == [] and hits[0].payload["symbol"] == "parse_date"
         assert {h.payload["build"] for h in hits} == {builds[-1]}
+        other = query_identity.model_copy(update={"width": 385})
         with pytest.raises(EncoderMismatch):
-            other = query_identity.model_copy(update={"width": 385})
             ray.get(index.search.remote("engine", query.tolist(), other, 2, None))
     finally:
         ray.kill(index)

@@ -9,6 +9,7 @@ stopped by signalling the processes of its session, and only those.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -66,10 +67,8 @@ def _session_members(leader: int) -> list[int]:
 
 def _signal_all(pids: list[int], sig: signal.Signals) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def _stop_session(process: subprocess.Popen[bytes]) -> None:

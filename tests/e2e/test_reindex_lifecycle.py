@@ -35,7 +35,7 @@ def write_generated_module(repo: Path, files: int, functions: int) -> None:
             body.append(f"def handler_{f}_{g}(request, retries={g}):")
             body.append(f'    """Handle request number {g} of module {f}: validate, route and respond."""')
             body.extend(f"    step_{i} = request.get('field_{i}', {i}) * retries" for i in range(8))
-            body.append("    return {'status': 'ok', 'module': %d, 'function': %d}\n" % (f, g))
+            body.append(f"    return {{'status': 'ok', 'module': {f}, 'function': {g}}}\n")
         (repo / f"gen_{f:03d}.py").write_text("\n".join(body))
 
 

@@ -215,7 +215,10 @@ class FakeEmbeddingServer(FakeServerProcess):
         self._api_key = api_key
 
     def __repr__(self) -> str:
-        return f"FakeEmbeddingServer(base_url={self.base_url!r}, perturb={self.perturb}, mode={self.mode!r}, pid={self.pid})"
+        return (
+            f"FakeEmbeddingServer(base_url={self.base_url!r}, perturb={self.perturb}, "
+            f"mode={self.mode!r}, pid={self.pid})"
+        )
 
     def _extra_args(self) -> list[str]:
         args = ["--model-name", self.model_name, "--perturb", repr(self.perturb), "--mode", self.mode]

@@ -181,7 +181,8 @@ def build_local_llm_app(state: LocalLlmState | None = None) -> Starlette:
         if prompt_tokens + max_tokens > config.max_model_len:
             message = (
                 f"This model's maximum context length is {config.max_model_len} tokens. However, you requested "
-                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the completion). "
+                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+                f"{max_tokens} in the completion). "
                 "Please reduce the length of the messages or completion."
             )
             return openai_error(400, message, "BadRequestError")

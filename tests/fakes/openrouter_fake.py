@@ -432,6 +432,33 @@ def _find_tool_call(text: str, tool_names: set[str]) -> tuple[str, str] | None:
 # The app
 
 
+def _model_card(entry: ModelEntry) -> dict[str, Any]:
+    """One `GET /models` entry, shaped as upstream's."""
+    return {
+        "id": entry.id,
+        "canonical_slug": entry.id,
+        "name": entry.name or entry.id,
+        "created": 1_700_000_000,
+        "description": "fake model",
+        "context_length": entry.context_length,
+        "architecture": {
+            "modality": "text->" + entry.output_modalities[0],
+            "input_modalities": ["text"],
+            "output_modalities": entry.output_modalities,
+            "tokenizer": "Other",
+            "instruct_type": None,
+        },
+        "pricing": {"prompt": "0.00000001", "completion": "0"},
+        "top_provider": {
+            "context_length": entry.context_length,
+            "max_completion_tokens": entry.max_completion_tokens,
+            "is_moderated": False,
+        },
+        "per_request_limits": None,
+        "supported_parameters": ["tools", "tool_choice", "max_tokens"] if "text" in entry.output_modalities else [],
+    }
+
+
 def build_fake_app(state: FakeState | None = None) -> Starlette:
     """The fake as an ASGI app. Without `state` it starts with an empty FakeConfig (no keys)."""
     state = state if state is not None else FakeState()
@@ -688,35 +715,7 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
 
     async def models(request: Request) -> Response:
         state.total_requests += 1  # no auth, as upstream
-        data = []
-        for entry in state.config.models:
-            data.append(
-                {
-                    "id": entry.id,
-                    "canonical_slug": entry.id,
-                    "name": entry.name or entry.id,
-                    "created": 1_700_000_000,
-                    "description": "fake model",
-                    "context_length": entry.context_length,
-                    "architecture": {
-                        "modality": "text->" + entry.output_modalities[0],
-                        "input_modalities": ["text"],
-                        "output_modalities": entry.output_modalities,
-                        "tokenizer": "Other",
-                        "instruct_type": None,
-                    },
-                    "pricing": {"prompt": "0.00000001", "completion": "0"},
-                    "top_provider": {
-                        "context_length": entry.context_length,
-                        "max_completion_tokens": entry.max_completion_tokens,
-                        "is_moderated": False,
-                    },
-                    "per_request_limits": None,
-                    "supported_parameters": ["tools", "tool_choice", "max_tokens"]
-                    if "text" in entry.output_modalities
-                    else [],
-                }
-            )
+        data = [_model_card(entry) for entry in state.config.models]
         return JSONResponse({"data": data})
 
     # -- control plane --

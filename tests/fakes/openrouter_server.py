@@ -89,7 +89,7 @@ class FakeServerProcess:
         env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         command = [sys.executable, "-m", self.module, "--host", LOOPBACK, "--port", str(self.port), *self._extra_args()]
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115  outlives this call: the child writes it, stop() closes it
         self._process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         try:
             self._wait_until_answering()

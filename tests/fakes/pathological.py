@@ -170,13 +170,19 @@ _BINARY: dict[str, tuple[bytes, str]] = {
         "NUL bytes in a Python file",
     ),
     "encoding/invalid_utf8.py": (
-        b"def broken():\n    return '\xff\xfe\xc3('\n# \xed\xa0\x80 a lone surrogate, \xf0\x28\x8c\x28 a bad 4-byte\n"
-        b"def after():\n    return 2\n",
+        (
+            b"def broken():\n    return '\xff\xfe\xc3('\n"
+            b"# \xed\xa0\x80 a lone surrogate, \xf0\x28\x8c\x28 a bad 4-byte\n"
+            b"def after():\n    return 2\n"
+        ),
         "invalid UTF-8 (bad lead bytes, truncated sequences, an encoded surrogate)",
     ),
     "encoding/mixed_endings.py": (
-        b"def crlf():\r\n    return 1\r\n\ndef lf():\n    return 2\n\rdef lone_cr():\r    return 3\r\n\r\ndef last():\n"
-        b"    return 4",
+        (
+            b"def crlf():\r\n    return 1\r\n\ndef lf():\n    return 2\n"
+            b"\rdef lone_cr():\r    return 3\r\n\r\ndef last():\n"
+            b"    return 4"
+        ),
         "mixed CRLF, LF and lone CR line endings, no final newline",
     ),
 }

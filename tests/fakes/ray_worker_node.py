@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-cpus", type=int, default=1)
     parser.add_argument("--resources", default="{}", help="JSON custom resources, e.g. '{\"fake_gpu\": 1}'")
     args = parser.parse_args(argv)
-    params = ray._private.parameter.RayParams(
+    params = ray._private.parameter.RayParams(  # noqa: SLF001  Ray has no public way to start a loopback worker node
         gcs_address=args.address,
         node_ip_address="127.0.0.1",
         num_cpus=args.num_cpus,
@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         node_manager_port=0,
     )
     params.dashboard_agent_listen_port = None
-    node = ray._private.node.Node(params, head=False, shutdown_at_exit=False, spawn_reaper=False)
+    node = ray._private.node.Node(  # noqa: SLF001  no public equivalent; ray.cluster_utils does the same
+        params, head=False, shutdown_at_exit=False, spawn_reaper=False
+    )
     print(f"node {node.unique_id} up at 127.0.0.1", flush=True)
     stop = threading.Event()
 

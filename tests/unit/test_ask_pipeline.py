@@ -119,7 +119,7 @@ class ScriptedRole:
             self.clock.now += self.latency_s
         try:
             result = self.respond(request)
-        except Exception as exc:  # the real ChatRole maps everything to "nothing", so does this one
+        except Exception as exc:  # noqa: BLE001  the real ChatRole maps every failure to "nothing", so does this one
             return ChatOutcome(None, error=type(exc).__name__)
         return ChatOutcome(result, self.name) if result is not None else ChatOutcome(None, error="UpstreamUnavailable")
 
@@ -183,7 +183,7 @@ def clock() -> VirtualClock:
 
 
 def test_the_eleventh_chunk_is_found_by_a_second_round_symbol_search_and_cited(clock: VirtualClock) -> None:
-    tools = MemoryTools(DECOYS + [TARGET])
+    tools = MemoryTools([*DECOYS, TARGET])
     plain = asyncio.run(tools.search_code(QUESTION, 10, True))
     assert TARGET not in plain  # one-shot top-10 retrieval misses it
     result = ask(pipeline(tools, ScriptedRole(rlm_script), ScriptedRole(assistant_script), clock))
@@ -201,7 +201,7 @@ def test_rounds_stop_at_max_rounds_and_the_last_round_cannot_call_tools(clock: V
         return calls(("search_files", {"query": "billing"}))  # asks for more, always
 
     rlm = ScriptedRole(greedy)
-    tools = MemoryTools(DECOYS + [TARGET])
+    tools = MemoryTools([*DECOYS, TARGET])
     result = ask(pipeline(tools, rlm, ScriptedRole(assistant_script), clock, max_rounds=3))
     rounds = [r for r in rlm.requests if "tools" in r]
     assert len(rounds) == 3 and result.produced.rounds == 3
@@ -228,7 +228,7 @@ def test_the_deadline_stops_the_rounds_and_the_answer_still_comes(clock: Virtual
 
 def test_an_unreachable_rlm_means_an_answer_from_plain_retrieval(clock: VirtualClock) -> None:
     result = ask(
-        pipeline(MemoryTools(DECOYS + [TARGET]), ScriptedRole(lambda r: None), ScriptedRole(assistant_script), clock)
+        pipeline(MemoryTools([*DECOYS, TARGET]), ScriptedRole(lambda r: None), ScriptedRole(assistant_script), clock)
     )
     assert result.produced.rlm_status == "unavailable" and result.produced.mode == "synthesis"
     assert any(f.startswith("rlm: unavailable") and "plain retrieval" in f for f in result.produced.fallbacks)
@@ -237,7 +237,7 @@ def test_an_unreachable_rlm_means_an_answer_from_plain_retrieval(clock: VirtualC
 
 
 def test_a_dead_synthesis_falls_back_to_the_draft_then_to_citations_only(clock: VirtualClock) -> None:
-    tools = MemoryTools(DECOYS + [TARGET])
+    tools = MemoryTools([*DECOYS, TARGET])
     drafted = ask(pipeline(tools, ScriptedRole(rlm_script), ScriptedRole(lambda r: None), clock))
     assert drafted.produced.mode == "draft" and "billing/adjust.py" in paths(drafted)
     assert "synthesis unavailable → the RLM's draft" in drafted.produced.fallbacks
@@ -250,7 +250,7 @@ def test_a_dead_synthesis_falls_back_to_the_draft_then_to_citations_only(clock: 
 
 def test_an_answer_that_cites_nothing_from_the_evidence_is_not_accepted(clock: VirtualClock) -> None:
     invented = ScriptedRole(lambda r: text("It is in src/made_up.py:1-99, trust me."))
-    result = ask(pipeline(MemoryTools(DECOYS + [TARGET]), ScriptedRole(rlm_script), invented, clock))
+    result = ask(pipeline(MemoryTools([*DECOYS, TARGET]), ScriptedRole(rlm_script), invented, clock))
     assert result.produced.mode == "draft"
     assert "src/made_up.py:1-99" in result.produced.unverified_citations
     assert "src/made_up.py" not in paths(result)
@@ -269,7 +269,7 @@ def test_a_smaller_context_window_shrinks_the_evidence_budget(clock: VirtualCloc
     def run(context: int) -> tuple[AskResult, int]:
         rlm = ScriptedRole(rlm_script, context=context)
         assistant = ScriptedRole(assistant_script, context=context)
-        result = ask(pipeline(MemoryTools(padded + [TARGET]), rlm, assistant, clock))
+        result = ask(pipeline(MemoryTools([*padded, TARGET]), rlm, assistant, clock))
         assert result.produced.context_tokens == {"rlm": context, "code-assistant": context}
         return result, len(json.dumps(assistant.requests[-1]["messages"]))
 
@@ -286,7 +286,7 @@ def test_an_unknown_window_uses_the_safe_default(clock: VirtualClock) -> None:
     rlm = ScriptedRole(rlm_script, context=None)
     result = ask(
         pipeline(
-            MemoryTools(DECOYS + [TARGET]),
+            MemoryTools([*DECOYS, TARGET]),
             rlm,
             ScriptedRole(assistant_script, context=None),
             clock,
@@ -315,14 +315,14 @@ def test_malformed_tool_calls_are_survived_and_reported(clock: VirtualClock, gar
         return garbage
 
     rlm = ScriptedRole(script)
-    result = ask(pipeline(MemoryTools(DECOYS + [TARGET]), rlm, ScriptedRole(assistant_script), clock))
+    result = ask(pipeline(MemoryTools([*DECOYS, TARGET]), rlm, ScriptedRole(assistant_script), clock))
     assert result.produced.mode == "synthesis" and result.produced.rejected_tool_calls
     errors = [m for r in rlm.requests for m in r["messages"] if m.get("role") == "tool" and "error" in m["content"]]
     assert errors  # the model was shown what was wrong with its call
 
 
 def test_a_tool_that_raises_is_shown_to_the_model_not_to_the_client(clock: VirtualClock) -> None:
-    tools = MemoryTools(DECOYS + [TARGET], fail={"search_symbols"})
+    tools = MemoryTools([*DECOYS, TARGET], fail={"search_symbols"})
     rlm = ScriptedRole(rlm_script)
     result = ask(pipeline(tools, rlm, ScriptedRole(assistant_script), clock))
     assert result.produced.mode == "synthesis"
@@ -332,12 +332,12 @@ def test_a_tool_that_raises_is_shown_to_the_model_not_to_the_client(clock: Virtu
 
 def test_deep_false_skips_the_rlm(clock: VirtualClock) -> None:
     rlm = ScriptedRole(rlm_script)
-    result = ask(pipeline(MemoryTools(DECOYS + [TARGET]), rlm, ScriptedRole(assistant_script), clock), deep=False)
+    result = ask(pipeline(MemoryTools([*DECOYS, TARGET]), rlm, ScriptedRole(assistant_script), clock), deep=False)
     assert rlm.requests == [] and result.produced.rounds == 0 and result.produced.mode == "synthesis"
 
 
 def test_seed_searches_rerank_and_loop_searches_do_not(clock: VirtualClock) -> None:
-    tools = MemoryTools(DECOYS + [TARGET])
+    tools = MemoryTools([*DECOYS, TARGET])
     ask(pipeline(tools, ScriptedRole(rlm_script), ScriptedRole(assistant_script), clock))
     searches = [args for name, args in tools.calls if name == "search_code"]
     assert len(searches) > 1 and searches[0] == (QUESTION, True) and all(rerank is False for _, rerank in searches[1:])

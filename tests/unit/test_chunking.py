@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -334,9 +335,20 @@ def test_languages_are_detected_from_the_extension(path: str, language: str) -> 
     assert detect_language(path) == language
 
 
-@pytest.mark.parametrize(("window", "overlap"), [(10, 10), (10, 11), (0, 0), (10, -1)])
-def test_chunk_settings_reject_an_overlap_that_is_not_smaller_than_the_window(window: int, overlap: int) -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("window", "overlap", "refusal"),
+    [
+        (10, 10, r"overlap_lines must be smaller than chunking\.window_lines"),
+        (10, 11, r"overlap_lines must be smaller than chunking\.window_lines"),
+        (0, 0, r"window_lines\s+Input should be greater than or equal to 2"),
+        (10, -1, r"overlap_lines\s+Input should be greater than or equal to 0"),
+    ],
+    ids=["10-10", "10-11", "0-0", "10--1"],
+)
+def test_chunk_settings_reject_an_overlap_that_is_not_smaller_than_the_window(
+    window: int, overlap: int, refusal: str
+) -> None:
+    with pytest.raises(ValueError, match=refusal):
         ChunkingSettings(window_lines=window, overlap_lines=overlap)
 
 
@@ -399,7 +411,7 @@ def test_a_window_over_the_byte_cap_is_cut_into_runs_of_whole_lines() -> None:
     assert all(len(c.text.encode()) <= 300 for c in chunks)
     assert [c.text for c in chunks] == ["\n".join(lines[c.start_line - 1 : c.end_line]) for c in chunks]
     assert chunks[0].start_line == 1 and chunks[-1].end_line == 30
-    assert all(a.end_line + 1 == b.start_line for a, b in zip(chunks, chunks[1:]))  # runs do not overlap
+    assert all(a.end_line + 1 == b.start_line for a, b in itertools.pairwise(chunks))  # runs do not overlap
 
 
 def test_normal_chunks_stay_whole_under_the_default_byte_cap() -> None:

@@ -92,9 +92,9 @@ def test_a_plain_http_base_url_is_accepted(url: str) -> None:
     ],
 )
 def test_a_base_url_that_is_not_plain_http_or_carries_a_secret_is_refused_without_echoing_it(url: str) -> None:
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match=r"^cloud\.base_url must") as caught:
         CloudSettings.check_base_url(url)
     assert "sk-or-v1-secret" not in str(caught.value) and "host/api" not in str(caught.value)
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match=r"cloud\.base_url must") as caught:
         CloudSettings(base_url=url)
     assert "sk-or-v1-secret" not in str(caught.value)

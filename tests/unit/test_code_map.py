@@ -12,6 +12,7 @@ import pytest
 from cluster.errors import IndexNotFound, ReadRefused, SamespaceError
 from cluster.index.catalog import IndexCatalog, point_id, point_payload
 from cluster.index.store.engines import open_vector_store
+from cluster.index.store.protocol import VectorStore
 from cluster.index.tokens import identifier_tokens
 from cluster.ingest.chunking import chunk_file
 from cluster.search.code_map import CodeMap
@@ -342,7 +343,7 @@ def test_windows_of_one_definition_are_one_hit_and_classes_span_their_members(ta
     long_hits = tax.search_symbols("long_function")
     assert [(h.start_line, h.end_line, h.match) for h in long_hits] == [(21, 35, "exact")]
     table = tax.search_symbols("TaxTable")
-    assert [(h.symbol, h.start_line, h.end_line, h.match) for h in table][0] == ("TaxTable", 4, 18, "exact")
+    assert (table[0].symbol, table[0].start_line, table[0].end_line, table[0].match) == ("TaxTable", 4, 18, "exact")
     assert sum(1 for h in table if h.symbol == "TaxTable") == 1  # its trailing run is part of the same hit
     assert [(h.symbol, h.match) for h in tax.search_symbols("lookup")] == [("TaxTable.lookup", "member")]
     qualified = tax.search_symbols("TaxTable.lookup")
@@ -502,7 +503,7 @@ def test_neighbors_prefer_chunks_that_do_not_overlap_and_skip_duplicates() -> No
 
 
 def test_neighbors_of_an_unknown_file_are_refused_naming_it(poly: CodeMap) -> None:
-    with pytest.raises(ReadRefused, match="pkg/missing.py") as caught:
+    with pytest.raises(ReadRefused, match=r"pkg/missing\.py") as caught:
         poly.neighbors("pkg/missing.py", 1)
     assert caught.value.repo == "poly" and isinstance(caught.value, SamespaceError)
     assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)
@@ -602,7 +603,7 @@ def test_a_thousand_files_build_and_answer_quickly() -> None:
         for j in range(5)
     ]
     code_map = CodeMap.from_payloads("big", rows)
-    assert [h.symbol for h in code_map.search_symbols("Handler7.do_thing_3")][0] == "Handler7.do_thing_3"
+    assert code_map.search_symbols("Handler7.do_thing_3")[0].symbol == "Handler7.do_thing_3"
     assert len(code_map.search_symbols("do thing", limit=10)) == 10
     assert code_map.search_files("mod_999.py")[0].path == "pkg19/mod_999.py"
     assert code_map.overview().files == 1000
@@ -611,8 +612,12 @@ def test_a_thousand_files_build_and_answer_quickly() -> None:
 # --- from the store --------------------------------------------------------------------------
 
 
+def catalog_on(store: VectorStore) -> IndexCatalog:
+    return IndexCatalog(store, clock=lambda: 1_700_000_000.0)
+
+
 def make_catalog(path: Path) -> IndexCatalog:
-    return IndexCatalog(open_vector_store("embedded", data_dir=path, url=None), clock=lambda: 1_700_000_000.0)
+    return catalog_on(open_vector_store("embedded", data_dir=path, url=None))
 
 
 def commit(catalog: IndexCatalog, name: str, files: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
@@ -648,7 +653,8 @@ def test_a_map_scrolled_from_a_committed_build_equals_the_one_from_its_payloads(
 
 
 def test_code_maps_follow_the_serving_build_and_refuse_unknown_repos(tmp_path: Path) -> None:
-    catalog = make_catalog(tmp_path)
+    store = open_vector_store("embedded", data_dir=tmp_path, url=None)
+    catalog = catalog_on(store)
     maps = CodeMaps(catalog)
     assert maps.search_symbols(None, "anything") == [] and maps.search_files(None, "x") == []
     with pytest.raises(SamespaceError, match="indexed repos: none"):
@@ -670,7 +676,7 @@ def test_code_maps_follow_the_serving_build_and_refuse_unknown_repos(tmp_path: P
         maps.neighbors(None, "a.py", 1)
     with pytest.raises(IndexNotFound, match="unknown repo 'gamma'; indexed repos: alpha, beta"):
         maps.search_symbols("gamma", "x")
-    with pytest.raises(ReadRefused, match="b.py"):
+    with pytest.raises(ReadRefused, match=r"b\.py"):
         maps.neighbors("alpha", "b.py", 1)
     assert maps.overview("beta").readme is not None
 
@@ -679,6 +685,6 @@ def test_code_maps_follow_the_serving_build_and_refuse_unknown_repos(tmp_path: P
     assert [h.symbol for h in maps.search_symbols("alpha", "load_settings")] == ["load_settings"]
     assert maps.search_symbols("alpha", "parse_config") == []
     assert maps.cached_builds()["alpha"] == second
-    catalog._store.delete_alias("beta")  # an index that stops serving loses its map on the next read
+    store.delete_alias("beta")  # an index that stops serving loses its map on the next read
     maps.prune()
     assert set(maps.cached_builds()) == {"alpha"}

@@ -370,7 +370,7 @@ def test_encode_query_falls_through_to_the_next_provider_when_the_preferred_one_
         gpu, or_ = local(fail=always), cloud()
         world = World(gpu, or_)
 
-        async def main(clock: VirtualClock, policy: Policy = policy) -> Any:
+        async def main(clock: VirtualClock, policy: Policy = policy, world: World = world) -> Any:
             return await world.dispatcher(clock, policy).encode_query("t5")
 
         vector, identity, name = run_virtual(main)

@@ -56,7 +56,7 @@ def servers() -> Iterator[tuple[FakeEmbeddingServer, FakeEmbeddingServer]]:
     def start(server: FakeEmbeddingServer) -> None:
         try:
             server.start()
-        except BaseException as exc:  # reported below, in the test's thread
+        except BaseException as exc:  # noqa: BLE001  a thread's failure, whatever it is, is reported in the test's thread
             errors.append(exc)
 
     threads = [threading.Thread(target=start, args=(s,)) for s in (exact, perturbed)]

@@ -1,4 +1,4 @@
-"""The scripted chat model shared by the fakes, the vLLM-shaped local LLM fake, and chat rules in the OpenRouter fake."""
+"""The scripted chat model shared by the fakes: the vLLM-shaped local LLM fake and the OpenRouter fake's chat rules."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_request_log_keeps_the_last_500() -> None:
 
 
 def test_rule_config_forbids_unknown_fields() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"contents\s+Extra inputs are not permitted"):
         ChatRule.model_validate({"contents": "typo"})
 
 

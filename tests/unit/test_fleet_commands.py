@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 
 import numpy as np
 import pytest
@@ -68,7 +69,7 @@ async def test_a_closed_socket_fails_what_was_sent_on_it_and_nothing_else() -> N
         await old
     assert not new.done() and desk.in_flight("A") == 1
     [command] = await desk.take("ws:c2", 0)
-    desk.resolve("A", _result('{"type": "result", "id": "%s", "ok": 1}' % command["id"]))
+    desk.resolve("A", _result(json.dumps({"type": "result", "id": command["id"], "ok": 1})))
     assert await new == {"ok": 1}
 
 

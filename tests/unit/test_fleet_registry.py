@@ -4,6 +4,7 @@ at the cost of another setting — with the writer killed at random moments, as 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -121,9 +122,12 @@ def test_volatile_state_never_rewrites_the_file(tmp_path: Path) -> None:
     fleet.opened("c")
     fleet.on_frame("c", parse_frame('{"type": "register", "agentUrl": "' + AGENT + '"}'))
     for active in range(50):  # same capabilities, changing activeRequests
-        frame = (
-            '{"type": "heartbeat", "activeRequests": %d, "statusData": {"containers": {"code-embedding": '
-            '{"status": "running", "model": "m1"}}}}' % active
+        frame = json.dumps(
+            {
+                "type": "heartbeat",
+                "activeRequests": active,
+                "statusData": {"containers": {"code-embedding": {"status": "running", "model": "m1"}}},
+            }
         )
         fleet.on_frame("c", parse_frame(frame))
     assert len(writes) == 2  # the registration and the first capabilities; activity stays in memory

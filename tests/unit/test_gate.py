@@ -302,18 +302,18 @@ def test_compare_reports_min_and_mean_and_refuses_mismatched_shapes() -> None:
     base = unit_rows()
     lo, mean = compare(with_one_row_at(base, 0.5), base)
     assert lo == pytest.approx(0.5, abs=1e-5) and mean == pytest.approx((9 + 0.5) / 10, abs=1e-5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot compare shapes"):
         compare(base[:5], base)
 
 
 def test_a_report_refuses_a_fake_cosine_or_coverage_on_a_refusal() -> None:
     key = GateKey(provider="p", model="m", upstream=None, regime=Regime.CLOUD_REF)
     common = {"key": key, "reference": None, "width": WIDTH, "expected_width": WIDTH, "checked_at": 0.0, "detail": "x"}
+    fake_one = {"min_cosine": 1.0, "mean_cosine": 1.0}
     with pytest.raises(ValidationError):
-        fake_one = {"min_cosine": 1.0, "mean_cosine": 1.0}
         GateReport(verdict=Verdict.VERIFIED, coverage=Coverage.WIDTH_AND_PIN_ONLY, **fake_one, **common)  # type: ignore[arg-type]
+    no_cosine = {"min_cosine": None, "mean_cosine": None}
     with pytest.raises(ValidationError):
-        no_cosine = {"min_cosine": None, "mean_cosine": None}
         GateReport(verdict=Verdict.PROBE_FAILED, coverage=Coverage.COSINE, **no_cosine, **common)  # type: ignore[arg-type]
 
 
@@ -557,9 +557,9 @@ async def test_evict_for_drift_keeps_the_measured_cosines() -> None:
     await ledger.ensure(key_of(), Runs(FakeClock(), Verdict.VERIFIED))
     drift = ledger.evict(key_of(), Verdict.VECTOR_INCOMPATIBLE, "drift", min_cosine=0.97, mean_cosine=0.98)
     assert (drift.min_cosine, drift.mean_cosine) == (0.97, 0.98)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="evict records a refusal"):
         ledger.evict(key_of(), Verdict.VERIFIED, "no")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"no report for .* and no expected_width given"):
         ledger.evict(key_of("never-seen"), Verdict.PROBE_FAILED, "no width known")
 
 

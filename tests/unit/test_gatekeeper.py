@@ -129,7 +129,7 @@ def test_a_cloud_batch_carries_no_probe_text_and_a_drifted_batch_is_never_return
 def test_under_cloud_the_lone_anchor_is_verified_on_width_and_pin_only_and_local_is_not_used() -> None:
     gk = keeper()
     local = FakeEmbed()
-    names, excluded = admit(gk, Policy.CLOUD, {LOCAL.name: local, CLOUD.name: FakeEmbed()})
+    names, _ = admit(gk, Policy.CLOUD, {LOCAL.name: local, CLOUD.name: FakeEmbed()})
     assert names == [CLOUD.name] and local.calls == []
     report = gk.ledger.get(key_of(CLOUD, regime_of(Policy.CLOUD)))
     assert report.coverage == "width-and-pin-only" and report.min_cosine is None
@@ -146,7 +146,8 @@ def test_there_is_no_setting_that_turns_the_gate_off() -> None:
         "spot_check_texts",
     }
     for off in ({"enabled": False}, {"spot_check_rate": 0}, {"spot_check_texts": 0}):
-        with pytest.raises(ValueError):
+        [name] = off
+        with pytest.raises(ValueError, match=rf"gate\.{name}\n"):
             SamespaceSettings(gate=off)
     assert GateSettings().spot_check_rate == 1.0 and GateSettings().spot_check_texts == 1  # one text per batch
 

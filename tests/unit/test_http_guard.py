@@ -191,9 +191,11 @@ def test_a_hostile_websocket_is_refused_before_accept_with_the_same_status() -> 
         ({"origin": HOSTILE_ORIGIN, **bearer(TOKEN)}, 403),
         ({}, 401),
     ]:
-        with pytest.raises(WebSocketDenialResponse) as denied:
-            with client.websocket_connect("/mcp/", headers={**LOCAL_WS, **headers}):
-                pass
+        with (
+            pytest.raises(WebSocketDenialResponse) as denied,
+            client.websocket_connect("/mcp/", headers={**LOCAL_WS, **headers}),
+        ):
+            pass
         assert denied.value.status_code == status
     assert inner.reached == []
 
@@ -215,9 +217,11 @@ def test_sidecar_routes_take_any_host_and_no_serve_token_but_refuse_every_origin
         assert client.post(path, headers={"host": "master.lan:8000"}).status_code == 200
     assert inner.reached == ["/sidecar", *SIDECAR_POSTS]
     for origin in [HOSTILE_ORIGIN, "http://127.0.0.1:8000"]:  # a browser, even a local page
-        with pytest.raises(WebSocketDenialResponse) as denied:
-            with client.websocket_connect("/sidecar", headers={**LOCAL_WS, "origin": origin}):
-                pass
+        with (
+            pytest.raises(WebSocketDenialResponse) as denied,
+            client.websocket_connect("/sidecar", headers={**LOCAL_WS, "origin": origin}),
+        ):
+            pass
         assert denied.value.status_code == 403
         assert client.post("/sidecar/register", headers={"origin": origin}).status_code == 403
     assert inner.reached == ["/sidecar", *SIDECAR_POSTS]
@@ -247,7 +251,7 @@ def test_the_token_is_never_echoed_in_a_response_or_a_log(caplog: pytest.LogCapt
 
 
 def test_a_malformed_allowed_host_is_refused_when_the_settings_are_built() -> None:
-    with pytest.raises(ValueError, match="serve.allowed_hosts"):
+    with pytest.raises(ValueError, match=r"serve\.allowed_hosts"):
         ServeSettings(allowed_hosts=["http://ws17.lan"])
     with pytest.raises(ConfigError):
         HttpGuard(Inner().app, allowed_hosts=["ws17.lan/x"])
@@ -306,13 +310,17 @@ def test_the_mcp_app_guards_mcp_rlm_ask_healthz_and_the_sidecar(token: str | Non
                 for headers in [{}, bearer("wrong")]:
                     refused = client.post(path, json=INITIALIZE, headers={**MCP_HEADERS, **headers})
                     assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
-        with pytest.raises(WebSocketDenialResponse) as denied:  # a browser's socket: the guard
-            with client.websocket_connect("/sidecar", headers={**LOCAL_WS, "origin": "http://127.0.0.1:8000"}):
-                pass
+        with (
+            pytest.raises(WebSocketDenialResponse) as denied,  # a browser's socket: the guard
+            client.websocket_connect("/sidecar", headers={**LOCAL_WS, "origin": "http://127.0.0.1:8000"}),
+        ):
+            pass
         assert denied.value.status_code == 403
-        with pytest.raises(WebSocketDisconnect) as closed:  # a sidecar's: past the guard, the fleet is closed
-            with client.websocket_connect("/sidecar", headers={"host": "master.lan:8000"}):
-                pass
+        with (
+            pytest.raises(WebSocketDisconnect) as closed,  # a sidecar's: past the guard, the fleet is closed
+            client.websocket_connect("/sidecar", headers={"host": "master.lan:8000"}),
+        ):
+            pass
         assert not isinstance(closed.value, WebSocketDenialResponse) and closed.value.code == 1008
 
 

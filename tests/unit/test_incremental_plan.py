@@ -173,7 +173,7 @@ def test_full_plans(options: dict[str, object], reason: str) -> None:
 
 
 def test_a_moved_repo_root_rewrites_the_rows_without_embedding() -> None:
-    chunks, keys = chunks_of(V1)
+    _, keys = chunks_of(V1)
     record, rows = serving(V1, root="/elsewhere/repo")
     result = plan_reindex(keys, IDENTITY, serving=record, serving_keys=rows, repo_root=ROOT)
     assert result.mode is PlanMode.INCREMENTAL and result.embed == [] and "repo root" in result.reason
@@ -191,7 +191,7 @@ def test_rows_of_an_older_payload_version_are_reused_but_rewritten() -> None:
 
 def test_a_whitespace_only_change_outside_chunks_rewrites_file_hashes_only() -> None:
     spaced = {**V1, "pkg/math.py": MATH + "\n\n"}
-    chunks, result = plan(spaced, V1)
+    _, result = plan(spaced, V1)
     assert result.mode is PlanMode.INCREMENTAL and result.embed == [] and result.dropped_rows == 0
 
 

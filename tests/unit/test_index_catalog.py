@@ -11,6 +11,7 @@ import pytest
 from cluster.errors import EncoderMismatch, IndexNotFound, SamespaceError, StoreError
 from cluster.index.catalog import IndexCatalog, point_id, point_payload
 from cluster.index.store.engines import open_vector_store
+from cluster.index.store.protocol import VectorStore
 from cluster.space import EncoderIdentity
 from cluster.types import Chunk, PayloadFilter, StoredPoint
 
@@ -18,8 +19,12 @@ WIDTH = 8
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=WIDTH, max_seq_length=256)
 
 
+def catalog_on(store: VectorStore) -> IndexCatalog:
+    return IndexCatalog(store, clock=lambda: 1_700_000_000.0)
+
+
 def make_catalog(path: Path) -> IndexCatalog:
-    return IndexCatalog(open_vector_store("embedded", data_dir=path, url=None), clock=lambda: 1_700_000_000.0)
+    return catalog_on(open_vector_store("embedded", data_dir=path, url=None))
 
 
 def points(repo: str, build: str, n: int, marker: str) -> list[StoredPoint]:
@@ -67,11 +72,12 @@ def test_an_uncommitted_build_is_invisible_and_the_old_one_keeps_serving(tmp_pat
 
 
 def test_a_killed_build_is_cleaned_up_by_the_next_run_even_after_a_restart(tmp_path: Path) -> None:
-    catalog = make_catalog(tmp_path)
+    store = open_vector_store("embedded", data_dir=tmp_path, url=None)
+    catalog = catalog_on(store)
     serving = build_index(catalog, "repo", "v1")
     killed = catalog.begin_build("repo", IDENTITY, "/repo")
     catalog.write(killed, points("repo", killed, 3, "partial"))
-    catalog._store.close()  # the owner dies without committing
+    store.close()  # the owner dies without committing
 
     restarted = make_catalog(tmp_path)
     assert restarted.record("repo").build == serving

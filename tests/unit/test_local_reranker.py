@@ -31,7 +31,7 @@ def test_a_locally_built_cross_encoder_loads_offline_and_scores_every_document(c
 
 
 def test_no_configured_model_is_a_config_error_naming_the_field() -> None:
-    with pytest.raises(ConfigError, match="reranker.model"):
+    with pytest.raises(ConfigError, match=r"reranker\.model"):
         LocalReranker(RerankerSettings())
 
 

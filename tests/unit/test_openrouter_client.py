@@ -262,7 +262,7 @@ async def test_rerank_puts_the_relevant_document_first() -> None:
     ]
     async with client:
         ranked = await client.rerank("qwen/qwen3-reranker-8b", "function that loads a YAML config file", docs, top_n=2)
-    assert [index for index, _ in ranked][0] == 1 and len(ranked) == 2
+    assert ranked[0][0] == 1 and len(ranked) == 2
     assert ranked[0][1] >= ranked[1][1]
 
 

@@ -23,7 +23,7 @@ def provider(name: str, kind: ProviderKind, roles: list[Role], eligible: bool = 
     )
 
 
-GPU = provider("gpu0", ProviderKind.LOCAL, EMBED + [Role.RERANKER])
+GPU = provider("gpu0", ProviderKind.LOCAL, [*EMBED, Role.RERANKER])
 VC = provider("h-OR-CodeEmbedding", ProviderKind.CLOUD, [Role.CODE_EMBEDDING])
 VC_RERANK = provider("h-OR-Reranker", ProviderKind.CLOUD, [Role.RERANKER])
 KEYLESS = provider("k-OR-CodeEmbedding", ProviderKind.CLOUD, [Role.CODE_EMBEDDING], eligible=False)

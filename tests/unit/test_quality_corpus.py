@@ -14,7 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of scripts, not an installed package
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.quality_corpus import (  # noqa: E402
+from bench.quality_corpus import (  # noqa: E402  importable only after the sys.path line above
     Query,
     build_corpus,
     corpus_dir,
@@ -112,7 +112,7 @@ def test_stripping_keeps_non_docstring_strings_and_everything_else() -> None:
     assert '    message = """a multi-line string\n    that is code, not a docstring"""\n' in stripped
     # the string after the removed docstring became fetch's docstring and went too (never a query source)
     original_lines = SOURCE.splitlines(keepends=True)
-    kept = [line for line in stripped.splitlines(keepends=True)]
+    kept = stripped.splitlines(keepends=True)
     # every kept line is an original line (or a `pass` stand-in), in the original order
     it = iter(original_lines)
     for line in kept:
@@ -132,7 +132,10 @@ def test_a_docstring_only_body_becomes_pass_at_the_same_indentation() -> None:
 
 
 def test_crlf_and_non_ascii_offsets_are_cut_at_the_right_bytes() -> None:
-    source = 'def f():\r\n    x = "é"; """not a docstring"""\r\n    return x\r\n\r\ndef g():\r\n    """Dokumentation für g — äöü."""\r\n'
+    source = (
+        'def f():\r\n    x = "é"; """not a docstring"""\r\n    return x\r\n\r\n'
+        'def g():\r\n    """Dokumentation für g — äöü."""\r\n'
+    )
     out = strip_docstrings(source.encode())
     assert (
         out == 'def f():\r\n    x = "é"; """not a docstring"""\r\n    return x\r\n\r\ndef g():\r\n    pass\r\n'.encode()
@@ -264,7 +267,7 @@ def test_recall_and_mrr() -> None:
     assert recall_at(ranks, 10) == pytest.approx(0.6)
     assert mrr_at(ranks, 10) == pytest.approx((1 + 1 / 3 + 1 / 2) / 5)
     assert mrr_at([11], 10) == 0.0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no ranks"):
         recall_at([], 1)
 
 

@@ -97,12 +97,18 @@ def test_a_failed_computation_is_not_cached_and_reaches_every_waiter() -> None:
 @pytest.mark.parametrize(
     "reply",
     [
-        '{"restated": "x", "subQuestions": [{"question": "a", "tool": "search_code", "query": "late fee"}, '
-        '{"question": "b", "tool": "search_symbols", "query": "zeta_adjust"}]}',
-        '```json\n{"subQuestions": [{"question": "a", "tool": "search_code", "query": "late fee"},'
-        ' {"question": "b", "tool": "search_symbols", "query": "zeta_adjust"},]}\n```',
-        'Sure! Here is the plan: {"sub_questions": [{"q": "a", "tool": "search_code", "query": "late fee"},'
-        ' {"tool": "search_symbols", "query": "zeta_adjust"}]} hope it helps',
+        (
+            '{"restated": "x", "subQuestions": [{"question": "a", "tool": "search_code", "query": "late fee"}, '
+            '{"question": "b", "tool": "search_symbols", "query": "zeta_adjust"}]}'
+        ),
+        (
+            '```json\n{"subQuestions": [{"question": "a", "tool": "search_code", "query": "late fee"},'
+            ' {"question": "b", "tool": "search_symbols", "query": "zeta_adjust"},]}\n```'
+        ),
+        (
+            'Sure! Here is the plan: {"sub_questions": [{"q": "a", "tool": "search_code", "query": "late fee"},'
+            ' {"tool": "search_symbols", "query": "zeta_adjust"}]} hope it helps'
+        ),
     ],
 )
 def test_the_plan_parser_forgives_fences_wrappers_trailing_commas_and_key_spellings(reply: str) -> None:
@@ -173,7 +179,10 @@ def test_valid_calls_ignore_stray_keys_and_label_themselves() -> None:
 
 
 def test_calls_written_as_text_are_recovered_in_every_known_dialect() -> None:
-    qwen = "<tool_call>\n<function=search_symbols>\n<parameter=query>\nzeta_adjust\n</parameter>\n</function>\n</tool_call>"
+    qwen = (
+        "<tool_call>\n<function=search_symbols>\n<parameter=query>\nzeta_adjust\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
     hermes = '<tool_call>{"name": "search_files", "arguments": {"query": "billing"}}</tool_call>'
     line = 'thinking...\n{"name": "search_code", "arguments": {"query": "late fee"}}'
     pythonic = 'I will call search_symbols("zeta_adjust") and neighbors(path="a.py", line=3)'

@@ -35,11 +35,11 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request as WsRequest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 from sidecar import Agent, Backoff, ServeSpec, SettingsError, SidecarSettings, TransportMode, parse_serve
 from sidecar.cli import build_parser, load_settings, main
 from sidecar.wire import MAX_RESULT_BYTES
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -633,7 +633,7 @@ async def test_http_calls_after_register_carry_the_agent_id_and_credential(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     settings = make_settings(http_master.url, [embed_serve(upstream)], transport=TransportMode.HTTP)
-    async with running(settings) as (agent, sleep):
+    async with running(settings) as (_, sleep):
         await wait_until(lambda: http_master.count("heartbeat") >= 2 and http_master.count("poll") >= 1, what="calls")
         http_master.queue({"type": "command", "id": "c1", "action": "models", "role": "code-embedding"})
         await wait_until(lambda: http_master.results, what="a result over HTTP")
@@ -771,7 +771,8 @@ def test_cli_defaults() -> None:
 def test_sidecar_imports_no_heavy_packages() -> None:
     code = (
         "import sys, sidecar, sidecar.cli, sidecar.agent\n"
-        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'ray', 'sentence_transformers', 'cluster', 'numpy'})\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules}\n"
+        "               & {'torch', 'ray', 'sentence_transformers', 'cluster', 'numpy'})\n"
         "print(','.join(heavy))"
     )
     out = subprocess.run(

@@ -128,7 +128,7 @@ def test_outbound_frames_have_the_peer_shapes() -> None:
         "texts": ["a"],
     }
     assert config_frame("cfg-1", {"minOnline": 1}) == {"type": "config", "id": "cfg-1", "payload": {"minOnline": 1}}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"payload may not set \['id'\]"):
         command_frame("cmd-2", "embed", {"id": "spoof"})
 
 

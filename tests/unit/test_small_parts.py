@@ -119,7 +119,7 @@ def test_a_width_that_disagrees_with_the_model_is_a_config_error() -> None:
     from cluster.local.encoder import LocalEncoder
     from cluster.settings import EmbeddingSettings
 
-    with pytest.raises(ConfigError, match="embedding.width"):
+    with pytest.raises(ConfigError, match=r"embedding\.width"):
         LocalEncoder(EmbeddingSettings(width=2560))
 
 
