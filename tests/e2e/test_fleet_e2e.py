@@ -184,7 +184,7 @@ def test_both_register_the_exact_one_serves_part_of_a_reindex_and_the_perturbed_
     fleet.exact_server.reset()
     fleet.perturbed_server.reset()
 
-    record, lines = fleet.reindex("shop")
+    record, lines = fleet.reindex("shop", full=True)  # embeds every chunk, whatever an earlier test indexed
 
     writers = fleet.writers(record.build)
     print(f"[{fleet.transport}] rows by writer: {dict(writers)}")
