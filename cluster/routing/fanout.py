@@ -5,8 +5,8 @@ its own measured rate, so a slow, throttled or refused provider only slows itsel
 asyncio: providers are `Lane` callables and the clock and sleep are injected, so the same
 logic runs inside a Ray actor and in unit tests on virtual time.
 
-Peer constants and behaviour: the peer's `embedScheduler.ts`. Not taken over: the
-peer's endgame rule (a slow lane refusing a batch that would outlast the pool's ETA).
+The constants are the peer system's (DESIGN §4 "starting values"). One of its rules is not taken
+over: a slow lane refusing a batch that would outlast the pool's ETA.
 """
 
 from __future__ import annotations

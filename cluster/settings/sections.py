@@ -29,7 +29,7 @@ DEFAULT_CLOUD_MODELS = {
 DEFAULT_WINDOW_LINES = 40  # DESIGN §10: peer value
 DEFAULT_OVERLAP_LINES = 10  # DESIGN §10: peer value
 
-# Peer values (`embedScheduler.ts`), DESIGN §4 "starting values".
+# The fan-out pool: the peer system's values, DESIGN §4 "starting values".
 DEFAULT_TARGET_BATCH_S = 3.0  # targetChunkMs 3000
 DEFAULT_MIN_BATCH = 2  # minChunk
 DEFAULT_MAX_BATCH = 64  # maxChunk
