@@ -97,7 +97,7 @@ lint: $(STAMP)
 # The whole suite, after the lint, in random order (pytest-randomly shuffles modules and the tests
 # inside them; the seed is printed: `pytest -p randomly --randomly-seed=N` replays an order).
 test: $(STAMP) lint
-	python -m pytest -q
+	python -m pytest
 
 # Unit and contract tests (no Ray), in random order.
 test-fast: $(STAMP)
