@@ -19,12 +19,10 @@ from ray.exceptions import RayTaskError
 
 from cluster.cloud.request_tag import current_request_tag
 from cluster.providers import ProviderInfo, ProviderKind
-from cluster.roles import Role
+from cluster.roles import CHAT_ROLES, Role
 from cluster.routing.dispatch import Provider
 
-__all__ = ["CHAT_ROLES", "TRANSPORTS", "CloudTransport", "RayActorTransport", "SidecarTransport", "Transport"]
-
-CHAT_ROLES = (Role.CODE_ASSISTANT, Role.RLM)
+__all__ = ["TRANSPORTS", "CloudTransport", "RayActorTransport", "SidecarTransport", "Transport"]
 
 
 async def unwrap(ref: Any) -> Any:

@@ -42,6 +42,7 @@ class Policy(StrEnum):
 
 EMBEDDING_ROLES = frozenset({Role.CODE_EMBEDDING, Role.EMBEDDING})
 SINGLE_CALL_ROLES = frozenset({Role.RERANKER, Role.CODE_ASSISTANT, Role.RLM})
+CHAT_ROLES = frozenset({Role.CODE_ASSISTANT, Role.RLM})  # served by chat models (local servers or the cloud)
 DEFAULT_POLICY = Policy.AGGREGATE  # "the user asked for capacity, not a failover" (peer)
 
 _LABELS = {

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from cluster.roles import Role
+from cluster.roles import CHAT_ROLES, Role
 
 CONFIG_FILE_ENV = "SAMESPACE_CONFIG_FILE"
 DEFAULT_DATA_DIR = Path("~/.samespace/data").expanduser()
@@ -188,7 +188,7 @@ class LlmSettings(_Section):
     @model_validator(mode="after")
     def _chat_roles_only(self) -> LlmSettings:
         for role in self.endpoints:
-            if role not in (Role.CODE_ASSISTANT, Role.RLM):
+            if role not in CHAT_ROLES:
                 raise ValueError(f"llm.endpoints.{role.value}: only code-assistant and rlm have chat endpoints")
         return self
 

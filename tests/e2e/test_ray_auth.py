@@ -9,9 +9,7 @@ stopped by signalling the processes of its session, and only those.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import free_port
+
+from samespace.head import session_members, stop_session
 
 pytestmark = pytest.mark.slow  # starts its own Ray head
 
@@ -47,50 +47,6 @@ class TokenHead:
 
     def token_env(self) -> dict[str, str]:
         return self.env(RAY_AUTH_MODE=TOKEN_MODE, RAY_AUTH_TOKEN_PATH=str(self.token_file))
-
-
-def _session_members(leader: int) -> list[int]:
-    """PIDs whose session is `leader`'s (ray start's daemons, raylet-spawned workers included)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp session ...
-        if int(fields[3]) == leader:
-            members.append(int(entry.name))
-    return members
-
-
-def _signal_all(pids: list[int], sig: signal.Signals) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-
-def _stop_session(process: subprocess.Popen[bytes]) -> None:
-    leader = process.pid
-    _signal_all(_session_members(leader), signal.SIGTERM)
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline and _live(_session_members(leader)):
-        time.sleep(0.25)
-    _signal_all(_session_members(leader), signal.SIGKILL)  # `ray start --block` drains for 30 s
-    process.wait(30)
-
-
-def _live(pids: list[int]) -> list[int]:
-    live = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            live.append(pid)
-    return live
 
 
 def _wait_for_job_api(head: TokenHead, token: str, started: subprocess.Popen[bytes], log: Path) -> None:
@@ -174,8 +130,9 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenHead]:
         _wait_for_job_api(state, token, started, log)
         yield state
     finally:
-        _stop_session(started)
-    assert not _live(_session_members(started.pid))
+        stop_session(started.pid, grace_s=10.0)  # SIGTERM, then SIGKILL: `ray start --block` drains for 30 s
+        started.wait(30)
+    assert not session_members(started.pid)
     leaked = token in log.read_text()  # not in the assertion: a failure must not print it either
     assert not leaked
     assert not (home / ".ray" / "auth_token").exists()
