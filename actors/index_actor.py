@@ -14,7 +14,8 @@ from typing import Any
 import ray
 
 from cluster.errors import IndexNotFound, ReadRefused
-from cluster.index.catalog import BuildProgress, IndexCatalog, IndexRecord, PointKey, ReusableRows
+from cluster.index.catalog import BuildProgress, IndexCatalog, IndexRecord, PointKey
+from cluster.index.incremental import ReusableRows, reusable_rows
 from cluster.index.store.engines import open_vector_store
 from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
@@ -90,7 +91,8 @@ class IndexActor:
         self, build: str, offset: str | None = None, limit: int = 512
     ) -> tuple[ReusableRows, str | None]:
         """One page of a build's vectors by embed hash, with the provider and encoder of each."""
-        return self._catalog.reusable_vectors(build, offset, limit)
+        page, next_offset = self._catalog.points_page(build, offset, limit)
+        return reusable_rows(page), next_offset
 
     # reads (MCP)
     def names(self) -> list[str]:

@@ -1,24 +1,38 @@
-"""Retrieval quality of search_code: docstring → function, four search modes, one run, through MCP.
+"""Retrieval quality of search_code on a dev and a held-out test package set, against two scripts.
 
-    python -m bench.quality [--packages httpx click jinja2 markdown_it] [--queries 300] [--seed 0]
+    python -m bench.quality [--sets dev test] [--queries N] [--seed 0] [--work DIR]
 
-1. Corpus (bench/quality_corpus.py): the sources of a few installed packages this project does not
-   contain, copied with their function/method/class docstrings removed; each query is a removed
-   docstring's first paragraph, its target the def it documented (path + line range in the copy).
-2. A local Ray indexes the copy (jobs.reindex.run_reindex, repo "quality"); the MCP app is
-   deployed on Serve (one replica), and every query goes through the SDK client (one session) as
-   `search_code(query, k=10, repo="quality", mode=..., rerank=...)`: the path a user hits.
-3. Rows: keyword (BM25) | dense | hybrid | hybrid + rerank. The reranker is the OpenRouter fake
-   (tests/fakes), whose /rerank scores by MiniLM cosine: NOT a cross-encoder; that row measures the
-   plumbing, not a real reranker's quality. Rows without rerank pass rerank=False and run before the
-   reranker gets its key, and every answer's `reranked_by` is checked.
+Every run evaluates both sets, dev first: DEV_PACKAGES (httpx, click, jinja2, markdown_it) are the
+tuning set; TEST_PACKAGES (requests, rich, packaging) are held out, and no tuning decision may look
+at their numbers (bench/quality_corpus.py commits both lists). `--sets dev` runs the tuning set
+alone; `--queries N` keeps a seeded sample of N queries per set for quick runs (default: all
+eligible queries, about 600 per set).
+
+1. Corpus (bench/quality_corpus.py), one per set: the sources of its installed packages, copied
+   with their function/method/class docstrings removed; each query is a removed docstring's first
+   paragraph, its target the def it documented (path + line range in the copy).
+2. Same-run baselines (bench/baselines.py), in this process, on the same copy and queries: every
+   function and method as one unit, (a) embedded with the packaged MiniLM (raw text, no header),
+   brute-force cosine, and (b) plain BM25 (bm25s). Their latency is the script's own: query encode
+   (or tokenize) + scoring + top 10, no network.
+3. One local Ray indexes each copy as its own repo ("quality-dev", "quality-test";
+   jobs.reindex.run_reindex); the MCP app is deployed on Serve (one replica), and every query goes
+   through the SDK client (one session) as `search_code(query, k=10, repo=<the set's repo>, ...)`:
+   the path a user hits.
+4. Rows: keyword (BM25) | dense | hybrid | default (no `mode` argument, rerank=False: what an agent
+   gets unless it asks) | hybrid + rerank. The reranker is the OpenRouter fake (tests/fakes), whose
+   /rerank scores by MiniLM cosine: NOT a cross-encoder; that row measures the plumbing, not a real
+   reranker's quality. Rows without rerank pass rerank=False and run, for both sets, before the
+   reranker gets its key; every answer's `reranked_by` is checked, and so is the `mode` it says ran.
    What search_code offers is read from its input schema (an argument the server does not declare is
    silently ignored by the MCP SDK, so "the call did not fail" proves nothing): a mode it does not
    offer is reported unavailable, never run under a false label.
-4. Every call encodes its query (query-vector cache TTL ~0), so the modes' latencies are comparable.
+5. Every call encodes its query (query-vector cache TTL ~0), so the modes' latencies are comparable.
 
-A hit counts when its path is the target's and its lines overlap the target def's lines.
-Results: a printed markdown table and bench/results/quality.json.
+A hit counts when its path is the target's and its lines overlap the target def's lines (the same
+rule for the baselines). Results, per set: a markdown table (recall@1/5/10, MRR@10, p50 ms), then
+every row's delta against "function dense (script)" in points and its p50 against the hybrid row;
+all of it in bench/results/quality.json.
 """
 
 from __future__ import annotations
@@ -32,6 +46,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,10 +55,10 @@ from cluster.environment import set_local_env_defaults
 
 set_local_env_defaults()
 
+from bench.baselines import FUNCTION_DENSE, BaselineRun, TextEncoder, run_baselines  # noqa: E402
 from bench.quality_corpus import (  # noqa: E402
-    DEFAULT_PACKAGES,
-    DEFAULT_QUERIES,
     DEFAULT_SEED,
+    PACKAGE_SETS,
     Query,
     build_corpus,
     corpus_dir,
@@ -55,25 +70,32 @@ from bench.quality_corpus import (  # noqa: E402
 from bench.run import RESULTS, latency_summary  # noqa: E402
 
 NAMESPACE = "bench-quality"
-REPO = "quality"
 K = 10
 KEY = "sk-or-v1-" + "9a11e" * 9  # accepted by the fake only
 RERANK_MODEL = "qwen/qwen3-reranker-8b"
 RERANK_NOTE = "rerank = fake (MiniLM cosine), not a cross-encoder"
 NO_QUERY_CACHE_TTL_S = 1e-9  # every call encodes its query: modes are timed alike
+HYBRID = "hybrid"  # the row the p50 ratios are taken against (today's default search)
+BASELINE_MARK = " ²"  # marks the same-run baselines in the tables
+
+
+def repo_name(set_name: str) -> str:
+    """The index each package set is searched in: one function spells it."""
+    return f"quality-{set_name}"
 
 
 @dataclass(frozen=True)
 class RowSpec:
     label: str
-    mode: str
+    mode: str | None  # None: no `mode` argument, search_code's own default
     rerank: bool
 
 
 ROWS = (
     RowSpec("BM25 / keyword", "keyword", False),
     RowSpec("dense", "dense", False),
-    RowSpec("hybrid", "hybrid", False),
+    RowSpec(HYBRID, "hybrid", False),
+    RowSpec("default", None, False),
     RowSpec("hybrid + rerank", "hybrid", True),
 )
 STAND_IN = RowSpec("dense + rerank", "dense", True)  # only while hybrid is not offered
@@ -81,11 +103,23 @@ STAND_IN = RowSpec("dense + rerank", "dense", True)  # only while hybrid is not 
 
 @dataclass
 class Interface:
-    """What search_code declares: its `mode` values (None: no `mode` argument) and `rerank`."""
+    """What search_code declares: its `mode` values (None: no `mode` argument), their default, `rerank`."""
 
     modes: list[str] | None
     rerank: bool
     schema: dict[str, Any]
+    default_mode: str | None = None  # the schema's default for `mode`, when it declares one
+
+
+def metrics(ranks: list[int | None], latencies_s: list[float]) -> dict[str, Any]:
+    """The reported figures of one row (MCP or baseline), from its ranks and per-query latencies."""
+    return {
+        "recall@1": round(recall_at(ranks, 1), 4),
+        "recall@5": round(recall_at(ranks, 5), 4),
+        "recall@10": round(recall_at(ranks, 10), 4),
+        "mrr@10": round(mrr_at(ranks, K), 4),
+        "latency": latency_summary(latencies_s),
+    }
 
 
 @dataclass
@@ -93,11 +127,13 @@ class Row:
     spec: RowSpec
     arguments: dict[str, Any] | None  # None: unavailable
     notes: list[str] = field(default_factory=list)
+    expected_mode: str | None = None  # the `mode` an answer must say ran (None: not known, not checked)
     ranks: list[int | None] = field(default_factory=list)
     latencies_s: list[float] = field(default_factory=list)
     errors: int = 0
     reranked: int = 0
-    other_mode: int = 0  # answers whose `mode` says other legs ran than asked (e.g. degraded to keyword)
+    other_mode: int = 0  # answers whose `mode` says other legs ran than expected (e.g. degraded to keyword)
+    modes_answered: Counter[str] = field(default_factory=Counter)
     empty: int = 0  # answers with no hit at all
 
     @property
@@ -105,15 +141,7 @@ class Row:
         return self.arguments is not None and bool(self.ranks)
 
     def metrics(self) -> dict[str, Any]:
-        if not self.available:
-            return {}
-        return {
-            "recall@1": round(recall_at(self.ranks, 1), 4),
-            "recall@5": round(recall_at(self.ranks, 5), 4),
-            "recall@10": round(recall_at(self.ranks, 10), 4),
-            "mrr@10": round(mrr_at(self.ranks, K), 4),
-            "latency": latency_summary(self.latencies_s),
-        }
+        return metrics(self.ranks, self.latencies_s) if self.available else {}
 
     def report(self) -> dict[str, Any]:
         return {
@@ -125,11 +153,48 @@ class Row:
             "notes": self.notes,
             "errors": self.errors,
             "reranked_calls": self.reranked,
+            "modes_answered": dict(self.modes_answered),
             "other_mode_calls": self.other_mode,
             "empty_answers": self.empty,
             **self.metrics(),
             "ranks": self.ranks,
         }
+
+
+def baseline_report(run: BaselineRun) -> dict[str, Any]:
+    return {
+        "row": run.label,
+        "same_run_baseline": True,
+        "units": run.units,
+        "index_s": run.index_s,
+        **metrics(run.ranks, run.latencies_s),
+        "ranks": run.ranks,
+    }
+
+
+@dataclass
+class SetRun:
+    """One package set: its corpus, queries, baselines and MCP rows."""
+
+    name: str
+    packages: tuple[str, ...]
+    work: Path
+    queries: list[Query]
+    facts: dict[str, Any]
+    baselines: list[BaselineRun] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def repo(self) -> str:
+        return repo_name(self.name)
+
+    def lines(self) -> list[tuple[str, dict[str, Any]]]:
+        """(label, metrics) of every row, baselines first; metrics {} when the row is unavailable."""
+        out = [(run.label + BASELINE_MARK, metrics(run.ranks, run.latencies_s)) for run in self.baselines]
+        for row in self.rows:
+            label = row.spec.label + (" ¹" if row.spec.rerank else "") + (" (stand-in)" if row.spec is STAND_IN else "")
+            out.append((label, row.metrics()))
+        return out
 
 
 # --- search_code's interface ------------------------------------------------------------------
@@ -149,16 +214,24 @@ def _enum_values(prop: Any) -> list[str]:
 def read_interface(schema: dict[str, Any]) -> Interface:
     props = schema.get("properties", {})
     modes = None
+    default_mode = None
     if "mode" in props:
-        modes = _enum_values(props["mode"]) or [spec.mode for spec in ROWS]  # no enum: ask and see
-    return Interface(modes=modes, rerank="rerank" in props, schema=props)
+        modes = _enum_values(props["mode"]) or [spec.mode for spec in ROWS if spec.mode]  # no enum: ask and see
+        default = props["mode"].get("default") if isinstance(props["mode"], dict) else None
+        default_mode = str(default) if default is not None else None
+    return Interface(modes=modes, rerank="rerank" in props, schema=props, default_mode=default_mode)
 
 
-def plan_row(spec: RowSpec, interface: Interface) -> Row:
+def plan_row(spec: RowSpec, interface: Interface, repo: str) -> Row:
     """The arguments a row sends besides the query, or why it cannot run (its notes say either way)."""
-    args: dict[str, Any] = {"k": K, "repo": REPO}
+    args: dict[str, Any] = {"k": K, "repo": repo}
     notes: list[str] = []
-    if interface.modes is None:
+    expected = spec.mode
+    if spec.mode is None:
+        expected = interface.default_mode
+        declared = f"declared default {expected!r}" if expected else "no declared default: the answered mode is noted"
+        notes.append(f"no `mode` argument: search_code's default ({declared})")
+    elif interface.modes is None:
         if spec.mode != "dense":
             return Row(spec, None, [f"unavailable: search_code has no `mode` argument ({spec.mode} not offered)"])
         notes.append(
@@ -179,7 +252,7 @@ def plan_row(spec: RowSpec, interface: Interface) -> Row:
         notes.append("search_code has no `rerank` argument: called without it before any reranker serves")
     if spec.rerank:
         notes.append(RERANK_NOTE)
-    return Row(spec, args, notes)
+    return Row(spec, args, notes, expected_mode=expected)
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -213,10 +286,12 @@ async def run_row(client: Any, row: Row, queries: list[Query]) -> None:
             continue
         content = result.structured_content or {}
         row.reranked += content.get("reranked_by") is not None
-        if "mode" in row.arguments and content.get("mode", row.arguments["mode"]) != row.arguments["mode"]:
+        answered = content.get("mode", row.expected_mode)
+        row.modes_answered[str(answered)] += 1
+        if row.expected_mode is not None and answered != row.expected_mode:
             row.other_mode += 1
             if row.other_mode == 1:
-                row.notes.append(f"answered as mode {content.get('mode')!r}: {content.get('degraded')}")
+                row.notes.append(f"answered as mode {answered!r}: {content.get('degraded')}")
         hits = content.get("hits", [])
         row.empty += not hits
         row.ranks.append(first_match_rank(hits, query))
@@ -227,12 +302,29 @@ async def run_row(client: Any, row: Row, queries: list[Query]) -> None:
     elif row.empty:
         row.notes.append(f"{row.empty} of {len(queries)} answers had no hit at all")
     if row.other_mode:
-        row.notes.append(f"WARNING: {row.other_mode} of {len(queries)} calls ran other legs than asked")
+        row.notes.append(f"WARNING: {row.other_mode} of {len(queries)} calls ran other legs than expected")
+    if row.spec.mode is None:
+        row.notes.append(f"answered modes: {dict(row.modes_answered)}")
     if not row.spec.rerank and row.reranked:
         row.notes.append(f"WARNING: {row.reranked} calls were reranked although this row asks for no rerank")
 
 
-async def evaluate(url: str, queries: list[Query], push_key: Any) -> tuple[Interface, list[Row]]:
+async def run_rows(client: Any, runs: list[SetRun], rerank: bool) -> None:
+    """The rows with (or without) rerank, set after set in the given order."""
+    for run in runs:
+        for row in [r for r in run.rows if r.spec.rerank == rerank]:
+            name = f"{run.name}: {row.spec.label}"
+            if row.arguments is None:
+                print(f"{name}: {row.notes[0]}", flush=True)
+                continue
+            print(f"{name}: {len(run.queries)} queries, search_code(query, **{row.arguments})", flush=True)
+            t0 = time.perf_counter()
+            await run_row(client, row, run.queries)
+            print(f"{name}: {'done' if row.available else row.notes[0]} ({time.perf_counter() - t0:.1f}s)", flush=True)
+
+
+async def evaluate(url: str, runs: list[SetRun], push_key: Any) -> Interface:
+    """Every set's rows over one MCP session: all rows without rerank first, then the key, then rerank."""
     from mcp import Client
 
     async with Client(url) as client:
@@ -241,42 +333,105 @@ async def evaluate(url: str, queries: list[Query], push_key: Any) -> tuple[Inter
         if tool is None:
             raise RuntimeError("the MCP server has no search_code tool")
         interface = read_interface(tool.input_schema)
-        print(f"search_code offers mode={interface.modes}, rerank={'yes' if interface.rerank else 'no'}", flush=True)
+        print(
+            f"search_code offers mode={interface.modes} (default {interface.default_mode!r}), "
+            f"rerank={'yes' if interface.rerank else 'no'}",
+            flush=True,
+        )
         specs = list(ROWS)
         if interface.modes is None or "hybrid" not in interface.modes:
             specs.append(STAND_IN)
-        rows = [plan_row(spec, interface) for spec in specs]
-        for row in [r for r in rows if not r.spec.rerank] + [None] + [r for r in rows if r.spec.rerank]:
-            if row is None:  # the reranker gets its key only now: earlier rows cannot have been reranked
-                if any(r.arguments is not None for r in rows if r.spec.rerank):
-                    push_key()
-                continue
-            if row.arguments is None:
-                print(f"{row.spec.label}: {row.notes[0]}", flush=True)
-                continue
-            print(f"{row.spec.label}: {len(queries)} queries, search_code(query, **{row.arguments})", flush=True)
-            t0 = time.perf_counter()
-            await run_row(client, row, queries)
-            print(
-                f"{row.spec.label}: {'done' if row.available else row.notes[0]} ({time.perf_counter() - t0:.1f}s)",
-                flush=True,
-            )
-    return interface, rows
+        for run in runs:
+            run.rows = [plan_row(spec, interface, run.repo) for spec in specs]
+        await run_rows(client, runs, rerank=False)
+        # the reranker gets its key only now: no earlier row, of any set, can have been reranked
+        if any(r.arguments is not None for run in runs for r in run.rows if r.spec.rerank):
+            push_key()
+        await run_rows(client, runs, rerank=True)
+    return interface
 
 
-def table(rows: list[Row]) -> str:
-    lines = ["| mode | recall@1 | recall@5 | recall@10 | MRR@10 | p50 ms |", "|---|---|---|---|---|---|"]
-    for row in rows:
-        label = row.spec.label + (" ¹" if row.spec.rerank else "") + (" (stand-in)" if row.spec is STAND_IN else "")
-        m = row.metrics()
+# --- the report ---------------------------------------------------------------------------------
+
+
+def table(lines: list[tuple[str, dict[str, Any]]]) -> str:
+    out = ["| row | recall@1 | recall@5 | recall@10 | MRR@10 | p50 ms |", "|---|---|---|---|---|---|"]
+    for label, m in lines:
         if not m:
-            lines.append(f"| {label} | n/a | n/a | n/a | n/a | n/a |")
+            out.append(f"| {label} | n/a | n/a | n/a | n/a | n/a |")
         else:
-            lines.append(
+            out.append(
                 f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | "
                 f"{m['mrr@10']:.3f} | {m['latency']['p50_ms']:.1f} |"
             )
-    return "\n".join(lines)
+    return "\n".join(out)
+
+
+def delta_points(value: float, reference: float) -> float:
+    """value - reference in percentage points, to one decimal (0.461 vs 0.387 → 7.4)."""
+    points = round(100 * (value - reference), 1)
+    return points if points != 0 else 0.0  # never -0.0
+
+
+def format_points(points: float) -> str:
+    return f"{points:+.1f}"
+
+
+def deltas(lines: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each row against "function dense (script)" (points) and its p50 against the hybrid row (ratio)."""
+    by_label = {label.removesuffix(BASELINE_MARK): m for label, m in lines}
+    reference = by_label.get(FUNCTION_DENSE) or {}
+    hybrid_p50 = (by_label.get(HYBRID) or {}).get("latency", {}).get("p50_ms")
+    out = []
+    for label, m in lines:
+        if not m:
+            out.append({"row": label, "available": False})
+            continue
+        entry: dict[str, Any] = {"row": label, "available": True}
+        for key in ("recall@1", "recall@10", "mrr@10"):
+            entry[f"{key}_points"] = delta_points(m[key], reference[key]) if reference else None
+        p50 = m["latency"]["p50_ms"]
+        entry["p50_vs_hybrid"] = round(p50 / hybrid_p50, 3) if hybrid_p50 else None
+        out.append(entry)
+    return out
+
+
+def delta_table(rows: list[dict[str, Any]]) -> str:
+    def points(value: float | None) -> str:
+        return "n/a" if value is None else format_points(value)
+
+    out = [
+        f"| row | Δ recall@1 | Δ recall@10 | Δ MRR@10 | p50 ÷ {HYBRID} |",
+        "|---|---|---|---|---|",
+    ]
+    for d in rows:
+        if not d["available"]:
+            out.append(f"| {d['row']} | n/a | n/a | n/a | n/a |")
+            continue
+        ratio = d["p50_vs_hybrid"]
+        ratio = "n/a" if ratio is None else "<0.01×" if ratio < 0.01 else f"{ratio:.2f}×"  # the in-process BM25
+        out.append(
+            f"| {d['row']} | {points(d['recall@1_points'])} | {points(d['recall@10_points'])} | "
+            f"{points(d['mrr@10_points'])} | {ratio} |"
+        )
+    return "\n".join(out)
+
+
+def set_report(run: SetRun) -> dict[str, Any]:
+    lines = run.lines()
+    return {
+        "packages": list(run.packages),
+        "repo": run.repo,
+        "corpus": run.facts,
+        "baselines": [baseline_report(b) for b in run.baselines],
+        "rows": [row.report() for row in run.rows],
+        "deltas": deltas(lines),
+    }
+
+
+def sets_line() -> str:
+    dev, test = PACKAGE_SETS["dev"], PACKAGE_SETS["test"]
+    return f"dev (tuning) packages: {', '.join(dev)}; test (held out, never tuned on) packages: {', '.join(test)}"
 
 
 def code_version() -> dict[str, Any]:
@@ -294,36 +449,66 @@ def code_version() -> dict[str, Any]:
     return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted": git("status", "--short").splitlines()}
 
 
+def build_sets(names: list[str], work: Path, max_queries: int | None, seed: int) -> list[SetRun]:
+    """Each named set's corpus under work/<set>, in PACKAGE_SETS order (dev before test)."""
+    runs = []
+    for name in [n for n in PACKAGE_SETS if n in names]:
+        t0 = time.perf_counter()
+        packages = PACKAGE_SETS[name]
+        queries = build_corpus(packages, work / name, max_queries, seed)
+        facts = read_facts(work / name)
+        facts["build_s"] = round(time.perf_counter() - t0, 2)
+        kept = "all" if max_queries is None else f"{len(queries)} sampled (seed {seed})"
+        print(
+            f"{name} corpus: {', '.join(f'{p} {v}' for p, v in facts['packages'].items())} — {facts['files']} files, "
+            f"{facts['eligible']} eligible queries ({facts['dropped_ambiguous']} ambiguous dropped), {kept}; "
+            f"{work / name}",
+            flush=True,
+        )
+        runs.append(SetRun(name, packages, work / name, queries, facts))
+    return runs
+
+
+def measure_baselines(runs: list[SetRun], encoder: TextEncoder) -> None:
+    """Both same-run baselines of every set, in this process, set after set."""
+    for run in runs:
+
+        def emit(line: str, name: str = run.name) -> None:
+            print(f"{name}: {line}", flush=True)
+
+        emit("same-run baselines")
+        run.baselines = run_baselines(corpus_dir(run.work), run.queries, encoder, emit=emit)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.quality")
-    parser.add_argument("--packages", nargs="+", default=list(DEFAULT_PACKAGES), help="installed packages to use")
-    parser.add_argument("--queries", type=int, default=DEFAULT_QUERIES, help="queries sampled (seeded)")
+    parser.add_argument(
+        "--sets", nargs="+", choices=list(PACKAGE_SETS), default=list(PACKAGE_SETS), help="package sets (dev first)"
+    )
+    parser.add_argument("--queries", type=int, default=None, help="a seeded sample per set (default: all queries)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--work", type=Path, default=None, help="work folder (default: a new temporary one)")
     args = parser.parse_args(argv)
+    if args.queries is not None and args.queries < 1:
+        parser.error("--queries must be at least 1")
 
     import ray
     from pydantic import SecretStr
     from ray import serve
 
-    from cluster.settings import SamespaceSettings
+    from cluster.local import LocalEncoder
+    from cluster.settings import EmbeddingSettings, SamespaceSettings
     from tests.fakes.openrouter_fake import FakeConfig, KeyConfig
     from tests.fakes.openrouter_server import FakeOpenRouterServer
 
+    print(sets_line(), flush=True)
     work = (args.work or Path(tempfile.mkdtemp(prefix="samespace-bench-quality-"))).resolve()
-    t0 = time.perf_counter()
-    queries = build_corpus(args.packages, work, args.queries, args.seed)
-    facts = read_facts(work)
-    facts["build_s"] = round(time.perf_counter() - t0, 2)
-    print(
-        f"corpus: {', '.join(f'{p} {v}' for p, v in facts['packages'].items())} — {facts['files']} files, "
-        f"{facts['eligible']} eligible queries ({facts['dropped_ambiguous']} ambiguous dropped), "
-        f"{len(queries)} sampled (seed {args.seed}); {work}",
-        flush=True,
-    )
+    runs = build_sets(args.sets, work, args.queries, args.seed)
 
     machine = {"cpus": os.cpu_count(), "load_avg_at_start": [round(x, 2) for x in os.getloadavg()]}
-    results: dict[str, Any] = {"corpus": facts, "machine": machine, "code": code_version()}
+    # The baselines run here, before Ray starts: nothing else competes for the CPUs while they are timed.
+    measure_baselines(runs, LocalEncoder(EmbeddingSettings()))
+
     with FakeOpenRouterServer(config=FakeConfig(keys={KEY: KeyConfig(label="quality")})) as fake:
         settings = SamespaceSettings(
             store={"data_dir": work / "data"},
@@ -353,21 +538,25 @@ def main(argv: list[str] | None = None) -> int:
             ray.get([e.identity.remote() for e in ensure_embedders(settings)])  # model load, untimed below
             ray.get(get_index_actor(settings).names.remote())
             startup_s = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            record = run_reindex(settings, corpus_dir(work), REPO, emit=lambda line: print(line, flush=True))
-            index_s = time.perf_counter() - t0
-            facts.update(
-                chunks=record.chunks,
-                index_s=round(index_s, 1),
-                actors_startup_s=round(startup_s, 1),
-                index_chunks_per_s=round(record.chunks / index_s, 1),
-                load_avg_after_index=[round(x, 2) for x in os.getloadavg()],
-            )
-            print(
-                f"indexed {record.chunks} chunks in {index_s:.1f}s ({record.chunks / index_s:.1f} chunks/s; "
-                f"actor start + model load before it: {startup_s:.1f}s)",
-                flush=True,
-            )
+            for run in runs:
+                t0 = time.perf_counter()
+                record = run_reindex(
+                    settings, corpus_dir(run.work), run.repo, emit=lambda line: print(line, flush=True)
+                )
+                index_s = time.perf_counter() - t0
+                run.facts.update(
+                    repo=run.repo,
+                    chunks=record.chunks,
+                    index_s=round(index_s, 1),
+                    actors_startup_s=round(startup_s, 1),
+                    index_chunks_per_s=round(record.chunks / index_s, 1),
+                    load_avg_after_index=[round(x, 2) for x in os.getloadavg()],
+                )
+                print(
+                    f"{run.name}: indexed {record.chunks} chunks as {run.repo!r} in {index_s:.1f}s "
+                    f"({record.chunks / index_s:.1f} chunks/s; actor start + model load before: {startup_s:.1f}s)",
+                    flush=True,
+                )
 
             if ray.available_resources().get("CPU", 0.0) < 0.1:  # serve.run would wait for it forever
                 raise RuntimeError(f"no CPU left for the MCP replica: {ray.available_resources()}")
@@ -381,41 +570,64 @@ def main(argv: list[str] | None = None) -> int:
                 ray.get([c.set_key.remote(SecretStr(KEY)) for c in containers])
                 print(f"reranker key pushed to {len(containers)} virtual container(s)", flush=True)
 
-            interface, rows = asyncio.run(evaluate(f"http://127.0.0.1:{port}/mcp/", queries, push_key))
+            interface = asyncio.run(evaluate(f"http://127.0.0.1:{port}/mcp/", runs, push_key))
         finally:
             serve.shutdown()
             ray.shutdown()
         shutil.rmtree(ray_tmp, ignore_errors=True)  # kept (with Ray's logs) when the run failed
 
-    results["search_code"] = {
-        "modes": interface.modes,
-        "rerank_argument": interface.rerank,
-        "arguments_declared": sorted(interface.schema),
+    results: dict[str, Any] = {
+        "packages": {name: list(packages) for name, packages in PACKAGE_SETS.items()},
+        "queries_per_set": "all" if args.queries is None else args.queries,
+        "seed": args.seed,
+        "machine": machine,
+        "code": code_version(),
+        "search_code": {
+            "modes": interface.modes,
+            "default_mode": interface.default_mode,
+            "rerank_argument": interface.rerank,
+            "arguments_declared": sorted(interface.schema),
+        },
+        "settings": {
+            "k": K,
+            "rerank_candidates": settings.reranker.candidates,
+            "query_cache": "off (TTL ~0): every call encodes its query",
+            "rerank": RERANK_NOTE,
+            "baselines": "same run, same corpus and queries, in the bench process (no network): "
+            "whole functions, MiniLM cosine / bm25s",
+        },
+        "sets": {run.name: set_report(run) for run in runs},
     }
-    results["settings"] = {
-        "k": K,
-        "rerank_candidates": settings.reranker.candidates,
-        "query_cache": "off (TTL ~0): every call encodes its query",
-        "rerank": RERANK_NOTE,
-    }
-    results["rows"] = [row.report() for row in rows]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "quality.json").write_text(json.dumps(results, indent=2))
 
     print()
-    print(
-        f"corpus: {', '.join(facts['packages'])} — {facts['files']} files, {facts['chunks']} chunks, "
-        f"{len(queries)} queries (docstring → function, seed {args.seed}); indexed in {facts['index_s']}s "
-        f"({facts['index_chunks_per_s']} chunks/s, load average {facts['load_avg_after_index'][0]})"
-    )
-    print()
-    print(table(rows))
+    print(sets_line())
+    for run, report in zip(runs, results["sets"].values(), strict=True):
+        facts = run.facts
+        print()
+        print(
+            f"## {run.name}: {', '.join(run.packages)} — {facts['files']} files, {facts['chunks']} chunks, "
+            f"{len(run.queries)} queries (docstring → function); indexed in {facts['index_s']}s "
+            f"({facts['index_chunks_per_s']} chunks/s, load average {facts['load_avg_after_index'][0]})"
+        )
+        print()
+        print(table(run.lines()))
+        print()
+        print(f"Against {FUNCTION_DENSE} (points) and p50 against the {HYBRID} row:")
+        print()
+        print(delta_table(report["deltas"]))
+        print()
+        for row in run.rows:
+            for note in row.notes:
+                if note != RERANK_NOTE:
+                    print(f"- {row.spec.label}: {note}")
     print()
     print(f"¹ {RERANK_NOTE}; top {settings.reranker.candidates} candidates re-scored.")
-    for row in rows:
-        for note in row.notes:
-            if note != RERANK_NOTE:
-                print(f"- {row.spec.label}: {note}")
+    print(
+        "² same-run baseline: whole functions of the same stripped copy, same queries and hit rule, "
+        "in the bench process (latency without MCP or network)."
+    )
     print(f"\nwritten: {RESULTS / 'quality.json'}")
     return 0
 

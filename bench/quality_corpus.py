@@ -2,7 +2,13 @@
 
 Pure: no Ray, no model. `bench.quality` indexes the corpus and runs the queries through MCP.
 
-    corpus = build_corpus(["httpx", "click"], out_dir, max_queries=300, seed=0)
+    queries = build_corpus(DEV_PACKAGES, out_dir)  # every eligible query
+    queries = build_corpus(DEV_PACKAGES, out_dir, max_queries=300, seed=0)  # a seeded sample
+
+0. Two package sets, each its own corpus: DEV_PACKAGES, the set search is tuned on, and
+   TEST_PACKAGES, held out (other domains and docstring styles: an HTTP client with reST
+   docstrings, terminal rendering with Google-style ones, version/specifier parsing). No tuning
+   decision may look at the test set's numbers; the bench reports both, dev first.
 
 1. Every `.py` file of each package is copied to `out_dir/corpus/<package>/...` with the docstrings
    of its functions, methods and classes removed (module docstrings stay). Only the docstring's own
@@ -24,7 +30,7 @@ Pure: no Ray, no model. `bench.quality` indexes the corpus and runs the queries 
      "Same as" or "See ";
    - a query text that is the docstring of more than one function (sync/async twins such as
      `Client.get` / `AsyncClient.get`) has no single right answer: every such candidate is dropped.
-3. A seeded sample of `max_queries` of the candidates (all of them when there are fewer).
+3. All remaining candidates, or a seeded sample of `max_queries` of them (all when there are fewer).
 
 `out_dir/queries.json` holds the queries and the corpus facts (packages and versions, files,
 candidates, drops). A hit matches a query when its path equals the target's and its line range
@@ -48,8 +54,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-DEFAULT_PACKAGES = ("httpx", "click", "jinja2", "markdown_it")
-DEFAULT_QUERIES = 300
+DEV_PACKAGES = ("httpx", "click", "jinja2", "markdown_it")  # tuned on
+TEST_PACKAGES = ("requests", "rich", "packaging")  # held out: no tuning decision looks at these
+PACKAGE_SETS: dict[str, tuple[str, ...]] = {"dev": DEV_PACKAGES, "test": TEST_PACKAGES}  # reported in this order
 DEFAULT_SEED = 0
 CORPUS_FOLDER = "corpus"
 QUERIES_FILE = "queries.json"
@@ -255,10 +262,10 @@ def drop_ambiguous(candidates: Sequence[Query]) -> tuple[list[Query], int]:
     return kept, len(candidates) - len(kept)
 
 
-def sample_queries(candidates: Sequence[Query], max_queries: int, seed: int) -> list[Query]:
-    """A seeded sample, independent of the candidates' order, returned in (path, line) order."""
+def sample_queries(candidates: Sequence[Query], max_queries: int | None, seed: int) -> list[Query]:
+    """A seeded sample (None: all), independent of the candidates' order, returned in (path, line) order."""
     ordered = sorted(candidates, key=lambda q: (q.path, q.start_line, q.symbol))
-    if max_queries >= len(ordered):
+    if max_queries is None or max_queries >= len(ordered):
         return ordered
     picked = random.Random(seed).sample(range(len(ordered)), max_queries)
     return [ordered[i] for i in sorted(picked)]
@@ -296,10 +303,13 @@ def _sources(root: Path) -> Iterator[Path]:
 
 
 def build_corpus(
-    packages: Sequence[str], out_dir: Path, max_queries: int = DEFAULT_QUERIES, seed: int = DEFAULT_SEED
+    packages: Sequence[str], out_dir: Path, max_queries: int | None = None, seed: int = DEFAULT_SEED
 ) -> list[Query]:
-    """Copy the packages' sources without docstrings into corpus_dir(out_dir); write and return the queries."""
-    if max_queries < 1:
+    """Copy the packages' sources without docstrings into corpus_dir(out_dir); write and return the queries.
+
+    max_queries None keeps every eligible query; a number keeps a seeded sample of that many.
+    """
+    if max_queries is not None and max_queries < 1:
         raise ValueError("max_queries must be at least 1")
     target = corpus_dir(out_dir)
     if target.exists():

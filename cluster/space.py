@@ -14,7 +14,8 @@ from pydantic import Field
 from cluster.errors import EncoderMismatch
 from cluster.types import Chunk, Strict
 
-CHUNK_TEXT_VERSION = 2  # 2: a header of what a reader sees around the code (path, owner, kind, signature)
+CHUNK_TEXT_VERSION = 3  # 2: a header (path, owner, kind, signature); 3: a second, name vector per chunk
+# (cluster.index.representations.name_text) beside the code vector
 SIGNATURE_MAX_CHARS = 200
 
 

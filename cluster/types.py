@@ -52,6 +52,9 @@ class StoredPoint(Strict):
     vector: list[float]
     payload: Payload
     sparse: SparseTerms | None = Field(default=None, description="The keyword leg (BM25 term weights).")
+    name_vector: list[float] | None = Field(
+        default=None, description="The name leg: the embedded name, owner and signature (same space as `vector`)."
+    )
 
 
 class PayloadFilter(Strict):
@@ -67,12 +70,33 @@ class ScoredHit(Strict):
 
 
 class FusionParams(Strict):
-    """Weighted reciprocal-rank fusion of the dense and keyword legs (DESIGN §10; peer k 60, 50 each)."""
+    """How hybrid search scores a candidate (DESIGN §10): a weighted sum of the cosine of the query
+    with the code vector, the cosine with the name vector, and the keyword (BM25) score divided by
+    the best keyword score among all candidates of the search. Tuned on the dev packages of
+    bench.quality only (docs/ARCHITECTURE.md gives the figures)."""
 
     candidates: int = Field(default=50, ge=1, le=1000, description="Candidates each leg contributes.")
-    dense_weight: float = Field(default=1.0, ge=0, description="Weight of the dense leg's ranks.")
-    keyword_weight: float = Field(default=1.0, ge=0, description="Weight of the keyword leg's ranks.")
-    definition_weight: float = Field(
-        default=1.0, ge=0, description="Weight of the definition leg (chunks defining the identifier asked for)."
+    dense_weight: float = Field(default=1.0, ge=0, description="Weight of the code vector's cosine.")
+    name_weight: float = Field(default=0.4, ge=0, description="Weight of the name vector's cosine.")
+    keyword_weight: float = Field(
+        default=0.2, ge=0, description="Weight of the keyword score, divided by the best keyword score of the search."
     )
-    k: int = Field(default=60, ge=1, description="RRF constant.")
+    definition_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="Added for chunks defining the identifier a bare-identifier query asks for (`parse_config`).",
+    )
+
+
+class CandidateHit(Strict):
+    """A point one or more legs of a search returned, with every leg's score (before fusion).
+
+    `dense` and `name` are exact cosines (None: the search had no query vector); `keyword` is the
+    BM25 score when the keyword leg returned the point, else 0."""
+
+    id: str
+    payload: Payload
+    dense: float | None = None
+    name: float | None = None
+    keyword: float = 0.0
+    definition: bool = False

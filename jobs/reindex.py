@@ -40,16 +40,16 @@ from cluster.gate.sentinel import reference_drifted, stored_baseline
 from cluster.index.catalog import (
     IndexRecord,
     PointKey,
-    ReusableRows,
     embed_hash,
     point_id,
     point_key,
     point_payload,
     validate_index_name,
 )
-from cluster.index.incremental import PlanMode, full_reason, plan_reindex
+from cluster.index.incremental import PlanMode, ReusableRows, full_reason, plan_reindex
 from cluster.index.keywords import chunk_keywords
 from cluster.index.progress import ProgressMeter
+from cluster.index.representations import name_text
 from cluster.ingest.chunking import chunk_file
 from cluster.ingest.generated import generated_reason
 from cluster.ingest.secret_scan import find_secrets
@@ -69,6 +69,7 @@ WRITES_IN_FLIGHT = 4
 PROGRESS_INTERVAL_S = 2.0
 STARTUP_POLL_S = 2.0
 REUSE_BATCH = 256  # reused rows per write, like a landed batch
+EMBED_BLOCK = 256  # rows whose code texts, then name texts, go to the encoders side by side
 KEY_PAGE = 2048  # serving rows per page read (keys only)
 VECTOR_PAGE = 512  # serving rows per page read with vectors (512 x 2560 floats: 5 MB)
 
@@ -98,6 +99,7 @@ class RepoChunks:
 @dataclass(frozen=True)
 class _Reusable:
     vector: np.ndarray
+    name_vector: np.ndarray
     provider: str
     writer: dict[str, Any]
 
@@ -344,7 +346,7 @@ def _read_reusable(index: ActorHandle, build: str, wanted: set[str]) -> dict[str
         for i, hashed in enumerate(rows.embed_hashes):
             if hashed in wanted and hashed not in found:
                 provider, writer = rows.writers[rows.writer_of[i]]
-                found[hashed] = _Reusable(rows.vectors[i], provider, writer)
+                found[hashed] = _Reusable(rows.vectors[i], rows.name_vectors[i], provider, writer)
         if offset is None:
             break
     return found
@@ -377,11 +379,14 @@ def _write_build(
     writes: list[ray.ObjectRef] = []
     last_report = clock()
 
-    def point(row: int, vector: np.ndarray, writer: EncoderIdentity | dict[str, Any], provider: str) -> StoredPoint:
+    def point(
+        row: int, vectors: tuple[np.ndarray, np.ndarray], writer: EncoderIdentity | dict[str, Any], provider: str
+    ) -> StoredPoint:
         chunk = chunks[row]
         return StoredPoint.model_construct(  # built from validated parts: skip re-validating 384+ floats per row
             id=point_id(name, chunk),
-            vector=vector.tolist(),
+            vector=vectors[0].tolist(),
+            name_vector=vectors[1].tolist(),
             payload=point_payload(
                 name,
                 chunk,
@@ -416,28 +421,47 @@ def _write_build(
             index.report_progress.remote(build, meter.snapshot())
 
     # Similar lengths side by side: a batch pads to its longest text, so mixing wastes compute.
-    # Longest first: the early rate is the pessimistic one, so the ETA only improves.
+    # Longest first: the early rate is the pessimistic one, so the ETA only improves. Each row has
+    # two texts (code, name); per block of rows the code texts go first, then the short name texts,
+    # so a batch rarely pads a name to a code text's length and a row lands a block after it starts.
     order = sorted(embed, key=lambda i: len(chunks[i].text), reverse=True)
+    slots: list[tuple[int, int]] = []  # per text sent: (row, 0 code | 1 name)
+    for start in range(0, len(order), EMBED_BLOCK):
+        block = order[start : start + EMBED_BLOCK]
+        slots += [(row, 0) for row in block] + [(row, 1) for row in block]
     stream: Iterable[Any] = ()  # the embedded batches as they land (a Ray streaming generator)
-    if order:
-        stream = dispatcher.embed_stream.options(num_returns="streaming").remote(
-            [embedding_text(chunks[i]) for i in order], name, Priority.BULK
-        )
+    if slots:
+        texts = [embedding_text(chunks[row]) if kind == 0 else name_text(chunks[row]) for row, kind in slots]
+        stream = dispatcher.embed_stream.options(num_returns="streaming").remote(texts, name, Priority.BULK)
     for start in range(0, len(reuse), REUSE_BATCH):
         rows = reuse[start : start + REUSE_BATCH]
         points = []
         for row in rows:
             old = reusable[hashes[row]]
-            points.append(point(row, old.vector, old.writer or reference, old.provider))
+            points.append(point(row, (old.vector, old.name_vector), old.writer or reference, old.provider))
             kept[old.provider] = kept.get(old.provider, 0) + 1
         landed(rows, points, reused=True)
+    halves: dict[int, tuple[np.ndarray | None, np.ndarray | None, EncoderIdentity | dict[str, Any], str]] = {}
     for ref in stream:
         batch: LandedBatch = _get(ref)  # NoProviderLeft surfaces here and fails the build
-        rows = [order[i] for i in batch.indices]
-        writer = batch.identity or reference
-        points = [point(row, vector, writer, batch.provider) for row, vector in zip(rows, batch.vectors, strict=True)]
-        embedded[batch.provider] = embedded.get(batch.provider, 0) + len(rows)
-        landed(rows, points, reused=False)
+        done: list[int] = []
+        points = []
+        for i, vector in zip(batch.indices, batch.vectors, strict=True):
+            row, kind = slots[i]
+            code, name_vector, writer, provider = halves.get(row, (None, None, batch.identity or reference, ""))
+            if kind == 0:  # the code vector's writer is the row's writer
+                code, writer, provider = vector, batch.identity or reference, batch.provider
+            else:
+                name_vector = vector
+            if code is None or name_vector is None:
+                halves[row] = (code, name_vector, writer, provider)
+                continue
+            halves.pop(row, None)
+            done.append(row)
+            points.append(point(row, (code, name_vector), writer, provider))
+            embedded[provider] = embedded.get(provider, 0) + 1
+        if done:
+            landed(done, points, reused=False)
     ray.get(writes)
     if meter.chunks_done == 0 or meter.chunks_done != meter.chunks_total:
         emit(meter.line())

@@ -15,6 +15,7 @@ from pydantic import Field
 from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import NoProviderLeft, UnknownLanguage
 from cluster.index.catalog import IndexRecord, definitions_filter, path_prefixes
+from cluster.index.fusion import ALSO_IN
 from cluster.index.keywords import query_keywords
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.skips import SkipSummary
@@ -41,6 +42,9 @@ class CodeHit(Strict):
     score: float
     snippet: str
     build: str = Field(description="The index build this row belongs to (provenance).")
+    also_in: list[str] = Field(
+        default_factory=list, description="Other indexes holding the same place (path, lines, text), shown once."
+    )
 
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
@@ -49,7 +53,9 @@ SearchMode = Literal["hybrid", "dense", "keyword"]
 class SearchResult(Strict):
     query: str
     hits: list[CodeHit]
-    mode: SearchMode = Field(description="The legs that ran: hybrid (dense + keyword, fused), dense or keyword.")
+    mode: SearchMode = Field(
+        description="The legs that ran: hybrid (code and name vectors + keyword), dense (the two vectors) or keyword."
+    )
     encoded_by: str | None = Field(description="The provider that embedded the query (None: keyword only).")
     degraded: str | None = Field(default=None, description="Why fewer legs ran than asked (e.g. no encoder).")
     reranked_by: str | None = Field(default=None, description="The reranker that re-scored the candidates, if any.")
@@ -117,6 +123,7 @@ def to_code_hit(hit: ScoredHit) -> CodeHit:
         score=round(hit.score, 6),
         snippet=snippet_of(p.get("text", "")),
         build=p["build"],
+        also_in=list(p.get(ALSO_IN, [])),
     )
 
 
@@ -179,9 +186,9 @@ class CodeSearchService:
         rerank: bool = True,
         mode: SearchMode = "hybrid",
     ) -> SearchResult:
-        """Dense and keyword candidates fused by weighted RRF (DESIGN §10), then the optional rerank
-        of the fused top candidates, then the cut to k. Filters apply to every leg. With no query
-        encoder left, a hybrid search degrades to its keyword leg and says so."""
+        """The code-vector, name-vector and keyword candidates scored together (`cluster.index.fusion`,
+        DESIGN §10), then the optional rerank of the top candidates, then the cut to k. Filters apply
+        to every leg. With no query encoder left, a hybrid search degrades to its keyword leg and says so."""
         project = repo or DEFAULT_PROJECT
         search_filter = build_filter(path_prefix, language)
         vector = identity = encoded_by = degraded = None

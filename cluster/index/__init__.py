@@ -8,7 +8,6 @@ from cluster.index.catalog import (
     IndexCatalog,
     IndexRecord,
     PointKey,
-    ReusableRows,
     definitions_filter,
     embed_hash,
     path_prefixes,
@@ -17,13 +16,16 @@ from cluster.index.catalog import (
     point_payload,
     validate_index_name,
 )
-from cluster.index.incremental import PlanMode, full_reason, plan_reindex
+from cluster.index.fusion import ALSO_IN
+from cluster.index.incremental import PlanMode, ReusableRows, full_reason, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords, query_keywords
 from cluster.index.progress import ProgressMeter
+from cluster.index.representations import name_text
 from cluster.index.store.engines import open_vector_store
 from cluster.index.tokens import IDENTIFIER, identifier_tokens
 
 __all__ = [
+    "ALSO_IN",
     "IDENTIFIER",
     "BuildProgress",
     "IndexCatalog",
@@ -37,6 +39,7 @@ __all__ = [
     "embed_hash",
     "full_reason",
     "identifier_tokens",
+    "name_text",
     "open_vector_store",
     "path_prefixes",
     "plan_reindex",
@@ -44,5 +47,6 @@ __all__ = [
     "point_key",
     "point_payload",
     "query_keywords",
+    "reusable_rows",
     "validate_index_name",
 ]

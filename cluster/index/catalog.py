@@ -11,19 +11,20 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 from pydantic import Field, ValidationError
 
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
+from cluster.index.fusion import fuse_candidates
 from cluster.index.keywords import defined_names, identifier_query
+from cluster.index.representations import name_text
 from cluster.index.store.protocol import VectorStore
 from cluster.ingest.skips import SkipSummary
 from cluster.space import CHUNK_TEXT_VERSION, EncoderIdentity, embedding_text, require_same_space
 from cluster.types import (
+    CandidateHit,
     Chunk,
     Clock,
     FusionParams,
@@ -103,8 +104,8 @@ def point_id(repo: str, chunk: Chunk) -> str:
 
 
 def embed_hash(chunk: Chunk) -> str:
-    """sha256 of the text embedded for a chunk (`embedding_text`): equal hashes, equal vectors."""
-    return content_hash(embedding_text(chunk))
+    """sha256 of the texts embedded for a chunk (`embedding_text`, `name_text`): equal hashes, equal vectors."""
+    return content_hash(embedding_text(chunk) + "\0" + name_text(chunk))
 
 
 def definitions_filter(query: str) -> PayloadFilter | None:
@@ -240,16 +241,6 @@ def _payload_chunk(payload: Payload) -> Chunk:
     )
 
 
-@dataclass(frozen=True)
-class ReusableRows:
-    """One page of a build's dense vectors by embed hash, with who wrote each (for reuse)."""
-
-    embed_hashes: list[str]
-    vectors: np.ndarray  # float32, one row per hash
-    writers: list[tuple[str, dict[str, Any]]]  # distinct (provider, encoder dump) pairs
-    writer_of: list[int]  # per row: its index in `writers`
-
-
 class IndexCatalog:
     """Staged builds and guarded search over one VectorStore. Not thread-safe: one owner."""
 
@@ -350,36 +341,11 @@ class IndexCatalog:
         page, next_offset = self._store.scroll(build, None, limit, offset)
         return [PointKey.from_payload(hit.id, hit.payload) for hit in page], next_offset
 
-    def reusable_vectors(
+    def points_page(
         self, build: str, offset: str | None = None, limit: int = 512
-    ) -> tuple[ReusableRows, str | None]:
-        """One page of a build's dense vectors keyed by embed hash, each with the provider and
-        encoder that wrote it, and the next offset. Rows that cannot say what was embedded are
-        left out; so is a hash already in the page."""
-        page, next_offset = self._store.scroll_points(build, None, limit, offset)
-        hashes: list[str] = []
-        rows: list[list[float]] = []
-        writers: dict[tuple[str, str], int] = {}
-        table: list[tuple[str, dict[str, Any]]] = []
-        writer_of: list[int] = []
-        seen: set[str] = set()
-        for point in page:
-            key = PointKey.from_payload(point.id, point.payload)
-            if key is None or key.embed_hash in seen or not point.vector:
-                continue
-            seen.add(key.embed_hash)
-            provider = str(point.payload.get("provider", ""))
-            encoder = point.payload.get("encoder") or {}
-            slot = (provider, repr(sorted(encoder.items())))
-            if slot not in writers:
-                writers[slot] = len(table)
-                table.append((provider, dict(encoder)))
-            hashes.append(key.embed_hash)
-            rows.append(point.vector)
-            writer_of.append(writers[slot])
-        width = len(rows[0]) if rows else 0
-        vectors = np.asarray(rows, dtype=np.float32).reshape(len(rows), width)
-        return ReusableRows(hashes, vectors, table, writer_of), next_offset
+    ) -> tuple[list[StoredPoint], str | None]:
+        """One page of a build's rows with their vectors (for reuse: `cluster.index.incremental.reusable_rows`)."""
+        return self._store.scroll_points(build, None, limit, offset)
 
     # ---- reads ----------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -405,25 +371,12 @@ class IndexCatalog:
         fusion: FusionParams | None = None,
         definitions: PayloadFilter | None = None,
     ) -> list[ScoredHit]:
-        """Search one index: dense, keyword or both fused (DESIGN §10). A query vector from another
-        encoder space is refused; so is a keyword-only query of an index whose chunk text is not
-        the current version (its rows were cut and weighted differently: rebuild it)."""
-        record = self.record(name)
-        if vector is not None:
-            if query_identity is None:
-                raise SamespaceError("a query vector needs the identity of the encoder that produced it")
-            require_same_space(name, record.identity, query_identity)
-        elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
-            raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
-        return self._store.query(
-            record.build,
-            vector=vector,
-            keywords=keywords,
-            limit=limit,
-            filter=filter,
-            fusion=fusion,
-            definitions=definitions,
-        )
+        """Search one index: its legs' candidates scored by `cluster.index.fusion` (DESIGN §10). A
+        query vector from another encoder space is refused; so is a keyword-only query of an index
+        whose chunk text is not the current version (its rows were cut differently: rebuild it)."""
+        params = fusion or FusionParams()
+        found = self._candidates(name, vector, query_identity, limit, filter, keywords, params, definitions)
+        return fuse_candidates(found, params, limit)
 
     def search_all(
         self,
@@ -435,17 +388,40 @@ class IndexCatalog:
         fusion: FusionParams | None = None,
         definitions: PayloadFilter | None = None,
     ) -> tuple[list[ScoredHit], list[EncoderMismatch]]:
-        """Search every index in the query's space; indexes in another space are refused, listed.
-        Fused scores of different indexes are comparable: each is a weighted sum over ranks."""
-        hits: list[ScoredHit] = []
+        """Search every index in the query's space, scored together (comparable scores, one hit per
+        place); indexes in another space are refused, listed."""
+        params = fusion or FusionParams()
+        found: list[CandidateHit] = []
         refused: list[EncoderMismatch] = []
         for name in self.names():
             try:
-                hits.extend(self.search(name, vector, query_identity, limit, filter, keywords, fusion, definitions))
+                found += self._candidates(name, vector, query_identity, limit, filter, keywords, params, definitions)
             except EncoderMismatch as exc:
                 refused.append(exc)
-        hits.sort(key=lambda hit: hit.score, reverse=True)
-        return hits[:limit], refused
+        return fuse_candidates(found, params, limit), refused
+
+    def _candidates(
+        self,
+        name: str,
+        vector: Sequence[float] | None,
+        query_identity: EncoderIdentity | None,
+        limit: int,
+        filter: PayloadFilter | None,
+        keywords: SparseTerms | None,
+        params: FusionParams,
+        definitions: PayloadFilter | None,
+    ) -> list[CandidateHit]:
+        record = self.record(name)
+        if vector is not None:
+            if query_identity is None:
+                raise SamespaceError("a query vector needs the identity of the encoder that produced it")
+            require_same_space(name, record.identity, query_identity)
+        elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
+            raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
+        per_leg = max(limit, params.candidates)
+        return self._store.query(
+            record.build, vector=vector, keywords=keywords, limit=per_leg, filter=filter, definitions=definitions
+        )
 
     def has_path(self, name: str, path: str) -> bool:
         """True when the serving build holds rows of that file (read_code serves indexed files only)."""

@@ -12,13 +12,16 @@ same file, same repo root, every payload field of this version), there is nothin
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
+import numpy as np
 from pydantic import Field
 
 from cluster.index.catalog import IndexRecord, PointKey
 from cluster.space import EncoderIdentity
-from cluster.types import Strict
+from cluster.types import StoredPoint, Strict
 
 
 class PlanMode(StrEnum):
@@ -118,3 +121,45 @@ def plan_reindex(
 
 def _paths(keys: Sequence[PointKey], rows: Sequence[int]) -> list[str]:
     return sorted({keys[i].path for i in rows})
+
+
+@dataclass(frozen=True)
+class ReusableRows:
+    """One page of a build's vectors by embed hash, with who wrote each (for reuse)."""
+
+    embed_hashes: list[str]
+    vectors: np.ndarray  # float32, one row per hash: the code vectors
+    name_vectors: np.ndarray  # float32, the same rows: the name vectors
+    writers: list[tuple[str, dict[str, Any]]]  # distinct (provider, encoder dump) pairs
+    writer_of: list[int]  # per row: its index in `writers`
+
+
+def reusable_rows(page: Sequence[StoredPoint]) -> ReusableRows:
+    """The reusable rows of one page of a build: rows that cannot say what was embedded, or lack
+    a vector, are left out; so is a hash already in the page."""
+    hashes: list[str] = []
+    rows: list[list[float]] = []
+    name_rows: list[list[float]] = []
+    writers: dict[tuple[str, str], int] = {}
+    table: list[tuple[str, dict[str, Any]]] = []
+    writer_of: list[int] = []
+    seen: set[str] = set()
+    for point in page:
+        key = PointKey.from_payload(point.id, point.payload)
+        if key is None or key.embed_hash in seen or not point.vector or not point.name_vector:
+            continue
+        seen.add(key.embed_hash)
+        provider = str(point.payload.get("provider", ""))
+        encoder = point.payload.get("encoder") or {}
+        slot = (provider, repr(sorted(encoder.items())))
+        if slot not in writers:
+            writers[slot] = len(table)
+            table.append((provider, dict(encoder)))
+        hashes.append(key.embed_hash)
+        rows.append(point.vector)
+        name_rows.append(point.name_vector)
+        writer_of.append(writers[slot])
+    width = len(rows[0]) if rows else 0
+    vectors = np.asarray(rows, dtype=np.float32).reshape(len(rows), width)
+    name_vectors = np.asarray(name_rows, dtype=np.float32).reshape(len(rows), width)
+    return ReusableRows(hashes, vectors, name_vectors, table, writer_of)

@@ -51,7 +51,7 @@ class SamespaceSettings(BaseSettings):
     serve: ServeSettings = Field(default_factory=ServeSettings)
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     search: FusionParams = Field(
-        default_factory=FusionParams, description="Hybrid search: candidates per leg, leg weights, RRF k."
+        default_factory=FusionParams, description="Hybrid search: candidates per leg and the weights of the scores."
     )
     cloud: CloudSettings = Field(default_factory=CloudSettings)
     fanout: FanoutSettings = Field(default_factory=FanoutSettings)

@@ -18,9 +18,10 @@ from cluster.index.catalog import (
     point_key,
     point_payload,
 )
-from cluster.index.incremental import PlanMode, ReindexPlan, plan_reindex
+from cluster.index.incremental import PlanMode, ReindexPlan, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords
 from cluster.index.progress import ProgressMeter
+from cluster.index.representations import name_text
 from cluster.index.store.engines import open_vector_store
 from cluster.ingest.chunking import chunk_file
 from cluster.settings import ChunkingSettings
@@ -204,7 +205,7 @@ def test_the_payload_carries_what_was_embedded_and_the_file_it_came_from() -> No
     payload = point_payload("repo", chunk, IDENTITY, IDENTITY, "p0", "repo__b1", file_hash="f" * 64)
     assert set(payload) == PAYLOAD_FIELDS
     assert payload["defines"] == ["alpha"]  # what the definition leg of search filters on
-    assert payload["embed_hash"] == content_hash(embedding_text(chunk)) == embed_hash(chunk)
+    assert payload["embed_hash"] == content_hash(embedding_text(chunk) + "\0" + name_text(chunk)) == embed_hash(chunk)
     assert payload["file_hash"] == "f" * 64
     assert PointKey.from_payload(point_id("repo", chunk), payload) == point_key("repo", chunk, "f" * 64)
 
@@ -218,6 +219,7 @@ def test_a_catalog_gives_back_row_keys_and_vectors_by_embed_hash(tmp_path: Path,
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(len(chunks), WIDTH)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    names = np.roll(vectors, 1, axis=0)  # another unit vector per row
     cloud = IDENTITY.model_copy(update={"model": "cloud/m"})
     points = []
     for i, chunk in enumerate(chunks):
@@ -230,6 +232,7 @@ def test_a_catalog_gives_back_row_keys_and_vectors_by_embed_hash(tmp_path: Path,
             StoredPoint(
                 id=point_id("repo", chunk),
                 vector=vectors[i].tolist(),
+                name_vector=names[i].tolist(),
                 payload=payload,
                 sparse=chunk_keywords(chunk.text, chunk.path, chunk.symbol),
             )
@@ -250,20 +253,22 @@ def test_a_catalog_gives_back_row_keys_and_vectors_by_embed_hash(tmp_path: Path,
     assert legacy.embed_hash == keys[0].embed_hash and not legacy.complete and legacy.file_hash is None
     assert all(by_id[k.id] == k for k in keys[1:])
 
-    found: dict[str, tuple[np.ndarray, str, dict[str, object]]] = {}
+    found: dict[str, tuple[np.ndarray, np.ndarray, str, dict[str, object]]] = {}
     offset = None
     while True:
-        rows, offset = catalog.reusable_vectors(build, offset, limit=4)
+        page, offset = catalog.points_page(build, offset, limit=4)
+        rows = reusable_rows(page)
         assert rows.vectors.dtype == np.float32 and rows.vectors.shape == (len(rows.embed_hashes), WIDTH)
+        assert rows.name_vectors.shape == rows.vectors.shape
         for j, hashed in enumerate(rows.embed_hashes):
             provider, writer = rows.writers[rows.writer_of[j]]
-            found[hashed] = (rows.vectors[j], provider, writer)
+            found[hashed] = (rows.vectors[j], rows.name_vectors[j], provider, writer)
         if offset is None:
             break
     assert set(found) == {k.embed_hash for k in keys}
     for i, key in enumerate(keys):
-        vector, provider, writer = found[key.embed_hash]
-        assert np.allclose(vector, vectors[i], atol=1e-6)
+        vector, name_vector, provider, writer = found[key.embed_hash]
+        assert np.allclose(vector, vectors[i], atol=1e-6) and np.allclose(name_vector, names[i], atol=1e-6)
         assert provider == f"p{i % 2}" and writer == (cloud if i % 2 else IDENTITY).model_dump()
 
 

@@ -7,6 +7,7 @@ import json
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,9 @@ if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of scripts, not an inst
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.quality_corpus import (  # noqa: E402  importable only after the sys.path line above
+    DEV_PACKAGES,
+    PACKAGE_SETS,
+    TEST_PACKAGES,
     Query,
     build_corpus,
     corpus_dir,
@@ -25,6 +29,7 @@ from bench.quality_corpus import (  # noqa: E402  importable only after the sys.
     iter_defs,
     load_queries,
     mrr_at,
+    package_root,
     query_text,
     read_facts,
     recall_at,
@@ -219,6 +224,18 @@ def test_sampling_is_seeded_and_independent_of_input_order() -> None:
     assert first != sample_queries(pool, 20, seed=4)
     assert first == sorted(first, key=lambda x: (x.path, x.start_line, x.symbol))
     assert len(sample_queries(pool, 500, seed=3)) == 100
+    everything = sample_queries(list(reversed(pool)), None, seed=3)
+    assert everything == sorted(pool, key=lambda x: (x.path, x.start_line, x.symbol))
+
+
+def test_the_dev_and_test_sets_are_disjoint_installed_and_dev_comes_first() -> None:
+    assert list(PACKAGE_SETS) == ["dev", "test"]
+    assert PACKAGE_SETS == {"dev": DEV_PACKAGES, "test": TEST_PACKAGES}
+    assert DEV_PACKAGES == ("httpx", "click", "jinja2", "markdown_it")
+    assert TEST_PACKAGES == ("requests", "rich", "packaging")
+    assert not set(DEV_PACKAGES) & set(TEST_PACKAGES)
+    for package in (*DEV_PACKAGES, *TEST_PACKAGES):
+        assert (package_root(package) / "__init__.py").is_file(), package
 
 
 def test_build_corpus_copies_sources_without_docstrings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -247,6 +264,10 @@ def test_build_corpus_copies_sources_without_docstrings(tmp_path: Path, monkeypa
         assert query.query.split()[0] not in copy.splitlines()[query.start_line - 1]
         assert "Combine two values" not in copy
     assert json.loads((out / "queries.json").read_text())["queries"][0]["package"] == "fakepkg"
+    every = build_corpus(["fakepkg"], out)  # the default: every eligible query, no sampling
+    assert len(every) == 7 and set(queries) < set(every) and read_facts(out)["sampled"] == 7
+    with pytest.raises(ValueError, match="at least 1"):
+        build_corpus(["fakepkg"], out, max_queries=0)
 
 
 def test_hits_match_by_path_and_overlapping_lines() -> None:
@@ -275,29 +296,136 @@ def test_the_bench_reads_search_code_s_schema_and_never_runs_a_mode_under_a_fals
     from bench.quality import ROWS, STAND_IN, plan_row, read_interface
 
     old = read_interface({"properties": {"query": {"type": "string"}, "k": {"type": "integer"}}})
-    assert old.modes is None and not old.rerank
-    plans = {spec.label: plan_row(spec, old) for spec in (*ROWS, STAND_IN)}
+    assert old.modes is None and not old.rerank and old.default_mode is None
+    plans = {spec.label: plan_row(spec, old, "quality-dev") for spec in (*ROWS, STAND_IN)}
     assert plans["BM25 / keyword"].arguments is None and plans["hybrid"].arguments is None
     assert plans["hybrid + rerank"].arguments is None
-    assert plans["dense"].arguments == {"k": 10, "repo": "quality"}  # the default path, said so in its notes
+    assert plans["dense"].arguments == {"k": 10, "repo": "quality-dev"}  # the default path, said so in its notes
     assert any("default path" in note for note in plans["dense"].notes)
-    assert plans["dense + rerank"].arguments == {"k": 10, "repo": "quality"}
+    assert plans["dense + rerank"].arguments == {"k": 10, "repo": "quality-dev"}
+    assert plans["default"].arguments == {"k": 10, "repo": "quality-dev"} and plans["default"].expected_mode is None
 
     new = read_interface(
         {
             "properties": {
-                "mode": {"enum": ["hybrid", "dense", "keyword"], "type": "string"},
+                "mode": {"enum": ["hybrid", "dense", "keyword"], "type": "string", "default": "hybrid"},
                 "rerank": {"type": "boolean"},
             }
         }
     )
-    assert new.modes == ["hybrid", "dense", "keyword"] and new.rerank
-    assert [plan_row(spec, new).arguments for spec in ROWS] == [
-        {"k": 10, "repo": "quality", "mode": "keyword", "rerank": False},
-        {"k": 10, "repo": "quality", "mode": "dense", "rerank": False},
-        {"k": 10, "repo": "quality", "mode": "hybrid", "rerank": False},
-        {"k": 10, "repo": "quality", "mode": "hybrid", "rerank": True},
+    assert new.modes == ["hybrid", "dense", "keyword"] and new.rerank and new.default_mode == "hybrid"
+    assert [(spec.label, plan_row(spec, new, "quality-test").arguments) for spec in ROWS] == [
+        ("BM25 / keyword", {"k": 10, "repo": "quality-test", "mode": "keyword", "rerank": False}),
+        ("dense", {"k": 10, "repo": "quality-test", "mode": "dense", "rerank": False}),
+        ("hybrid", {"k": 10, "repo": "quality-test", "mode": "hybrid", "rerank": False}),
+        ("default", {"k": 10, "repo": "quality-test", "rerank": False}),  # no mode: what an agent gets
+        ("hybrid + rerank", {"k": 10, "repo": "quality-test", "mode": "hybrid", "rerank": True}),
+    ]
+    assert [plan_row(spec, new, "quality-test").expected_mode for spec in ROWS] == [
+        "keyword",
+        "dense",
+        "hybrid",
+        "hybrid",  # the schema's declared default is what the default row's answers must say ran
+        "hybrid",
     ]
     partial = read_interface({"properties": {"mode": {"anyOf": [{"const": "dense"}, {"const": "hybrid"}]}}})
-    assert partial.modes == ["dense", "hybrid"]
-    assert plan_row(ROWS[0], partial).arguments is None
+    assert partial.modes == ["dense", "hybrid"] and partial.default_mode is None
+    assert plan_row(ROWS[0], partial, "quality-dev").arguments is None
+
+
+class FakeResult:
+    """What the MCP SDK's call_tool returns, as far as run_row reads it."""
+
+    def __init__(self, content: dict[str, Any]) -> None:
+        self.is_error = False
+        self.structured_content = content
+        self.content: list[Any] = []
+
+
+class FakeClient:
+    """An MCP client whose search_code answers with fixed hits and a fixed `mode`."""
+
+    def __init__(self, mode: str, hits: list[dict[str, Any]]) -> None:
+        self.mode, self.hits = mode, hits
+        self.calls: list[dict[str, Any]] = []
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> FakeResult:
+        self.calls.append({"name": name, **arguments})
+        return FakeResult({"hits": self.hits, "mode": self.mode, "reranked_by": None})
+
+
+async def test_the_default_row_sends_no_mode_and_flags_answers_of_another_mode_than_the_declared_default() -> None:
+    from bench.quality import ROWS, plan_row, read_interface, run_row
+
+    interface = read_interface({"properties": {"mode": {"enum": ["hybrid", "dense"], "default": "hybrid"}}})
+    spec = next(s for s in ROWS if s.label == "default")
+    target = q("find the thing", path="a.py", start=3, end=9)
+    hits = [{"path": "a.py", "start_line": 5, "end_line": 6}]
+
+    row = plan_row(spec, interface, "quality-dev")
+    client = FakeClient("hybrid", hits)
+    await run_row(client, row, [target])
+    assert all("mode" not in call for call in client.calls) and len(client.calls) == 2  # warm-up + 1 query
+    assert row.ranks == [1] and row.other_mode == 0 and row.modes_answered == {"hybrid": 1}
+
+    degraded = plan_row(spec, interface, "quality-dev")
+    await run_row(FakeClient("keyword", hits), degraded, [target])
+    assert degraded.other_mode == 1 and degraded.modes_answered == {"keyword": 1}
+    assert any(note.startswith("WARNING: 1 of 1") for note in degraded.notes)
+
+
+async def test_every_set_runs_its_rows_without_rerank_before_the_reranker_gets_its_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import mcp
+
+    from bench.quality import SetRun, evaluate
+
+    schema = {"properties": {"mode": {"enum": ["hybrid", "dense", "keyword"], "default": "hybrid"}, "rerank": {}}}
+    calls: list[tuple[str, str | None, bool, bool]] = []  # repo, mode, rerank, key pushed yet
+    pushed: list[bool] = []
+
+    class Tool:
+        name = "search_code"
+        input_schema = schema
+
+    class Tools:
+        def __init__(self) -> None:
+            self.tools = [Tool()]
+
+    class Session(FakeClient):
+        def __init__(self, url: str) -> None:
+            super().__init__("hybrid", [])
+
+        async def __aenter__(self) -> Session:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+        async def list_tools(self) -> Tools:
+            return Tools()
+
+        async def call_tool(self, name: str, arguments: dict[str, Any]) -> FakeResult:
+            if arguments["query"] != "warm-up call":
+                calls.append((arguments["repo"], arguments.get("mode"), arguments["rerank"], bool(pushed)))
+            self.mode = arguments.get("mode", "hybrid")
+            return await super().call_tool(name, arguments)
+
+    monkeypatch.setattr(mcp, "Client", Session)
+    runs = [SetRun(name, (), Path(name), [q(f"{name} query text")], {}) for name in ("dev", "test")]
+    interface = await evaluate("http://fake/mcp/", runs, lambda: pushed.append(True))
+    assert interface.default_mode == "hybrid" and pushed == [True]
+    assert calls == [
+        ("quality-dev", "keyword", False, False),
+        ("quality-dev", "dense", False, False),
+        ("quality-dev", "hybrid", False, False),
+        ("quality-dev", None, False, False),
+        ("quality-test", "keyword", False, False),
+        ("quality-test", "dense", False, False),
+        ("quality-test", "hybrid", False, False),
+        ("quality-test", None, False, False),
+        ("quality-dev", "hybrid", True, True),
+        ("quality-test", "hybrid", True, True),
+    ]
+    assert all(row.other_mode == 0 and row.ranks == [None] for run in runs for row in run.rows)

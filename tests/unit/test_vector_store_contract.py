@@ -324,10 +324,12 @@ def _keyword_points() -> list[StoredPoint]:
     from cluster.index.keywords import chunk_keywords
 
     vectors = _vectors(len(KEYWORD_DOCS), seed=3)
+    names = _vectors(len(KEYWORD_DOCS), seed=4)
     return [
         StoredPoint(
             id=str(uuid.uuid4()),
             vector=vector.tolist(),
+            name_vector=name.tolist(),
             sparse=chunk_keywords(text, path, symbol),
             payload={
                 "path": path,
@@ -335,7 +337,7 @@ def _keyword_points() -> list[StoredPoint]:
                 "path_prefixes": [path.split("/")[0]],
             },
         )
-        for (path, symbol, text), vector in zip(KEYWORD_DOCS, vectors, strict=True)
+        for (path, symbol, text), vector, name in zip(KEYWORD_DOCS, vectors, names, strict=True)
     ]
 
 
@@ -354,36 +356,44 @@ def test_the_keyword_leg_ranks_the_defining_chunk_first(store: VectorStore, quer
     store.create_collection("kw", WIDTH, KEYWORDS)
     store.upsert("kw", _keyword_points())
     hits = store.query("kw", vector=None, keywords=query_keywords(query), limit=3)
-    assert hits[0].payload["path"] == first
+    best = max(hits, key=lambda h: h.keyword)
+    assert best.payload["path"] == first
+    assert all(h.dense is None and h.name is None for h in hits)  # no query vector: no cosines
 
 
-def test_hybrid_fuses_both_legs_by_weighted_rrf_under_one_filter(store: VectorStore) -> None:
+def _cos(a: list[float], b: list[float] | None) -> float:
+    assert b is not None
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_query_returns_every_legs_candidates_with_exact_scores_under_one_filter(store: VectorStore) -> None:
     from cluster.index.keywords import query_keywords
-    from cluster.types import FusionParams
 
     store.create_collection("kw", WIDTH, KEYWORDS)
     points = _keyword_points()
     store.upsert("kw", points)
-    dense_first = points[3]  # the dense leg's best: the query vector is fetch's own
+    by_id = {p.id: p for p in points}
+    query = points[3].vector  # the code leg's best: fetch's own vector
+    name_best = max(points, key=lambda p: _cos(query, p.name_vector))
     keywords = query_keywords("parse_config")
-    both = store.query("kw", vector=dense_first.vector, keywords=keywords, limit=5, fusion=FusionParams())
-    assert "src/config.py" in {both[0].payload["path"], both[1].payload["path"]}  # keyword rank 1
-    assert dense_first.id in {h.id for h in both[:3]}  # dense rank 1
-    assert 1 / 61 <= both[0].score <= 2 / 61  # a sum over legs of weight / (k + rank), k = 60
-    dense_only = FusionParams(keyword_weight=0.0)
-    assert (
-        store.query("kw", vector=dense_first.vector, keywords=keywords, limit=1, fusion=dense_only)[0].id
-        == dense_first.id
-    )
-    keyword_heavy = FusionParams(dense_weight=0.0)
-    assert (
-        store.query("kw", vector=dense_first.vector, keywords=keywords, limit=1, fusion=keyword_heavy)[0].payload[
-            "path"
-        ]
-        == "src/config.py"
-    )
+    found = store.query("kw", vector=query, keywords=keywords, limit=1)
+    ids = {h.id for h in found}
+    assert points[3].id in ids and name_best.id in ids  # each vector leg's top 1
+    assert max(found, key=lambda h: h.keyword).payload["path"] == "src/config.py"  # the keyword leg's top 1
+    for candidate in found:  # exact cosines of both vectors, whichever leg returned the point
+        point = by_id[candidate.id]
+        assert candidate.dense == pytest.approx(_cos(query, point.vector), abs=1e-4)
+        assert candidate.name == pytest.approx(_cos(query, point.name_vector), abs=1e-4)
+        assert candidate.payload["path"] == point.payload["path"]
+        assert not candidate.definition
+    wider = store.query("kw", vector=query, keywords=keywords, limit=5)
+    assert len(wider) == len(points)
+    assert sum(h.keyword > 0 for h in wider) == 2  # parse_config is in config.py (defined) and app.py (called)
+    defining = PayloadFilter(equals={"path": "src/config.py"})
+    marked = store.query("kw", vector=query, keywords=None, limit=1, definitions=defining)
+    assert [h.payload["path"] for h in marked if h.definition] == ["src/config.py"]
     only_lib = PayloadFilter(equals={"path_prefixes": "lib"})
-    filtered = store.query("kw", vector=dense_first.vector, keywords=keywords, limit=5, filter=only_lib)
+    filtered = store.query("kw", vector=query, keywords=keywords, limit=5, filter=only_lib)
     assert [h.payload["path"] for h in filtered] == ["lib/retry.py"]
     with pytest.raises(StoreError):
         store.query("kw", vector=None, keywords=None, limit=5)
@@ -405,5 +415,6 @@ def test_scroll_points_returns_vectors_and_keyword_terms_for_copying(store: Vect
     for point in points:
         got = by_id[point.id]
         assert np.allclose(got.vector, point.vector, atol=1e-6) and got.payload == point.payload
+        assert got.name_vector is not None and np.allclose(got.name_vector, point.name_vector, atol=1e-6)  # type: ignore[arg-type]
         assert got.sparse is not None and got.sparse.indices == point.sparse.indices  # type: ignore[union-attr]
         assert np.allclose(got.sparse.values, point.sparse.values, atol=1e-5)  # type: ignore[union-attr]

@@ -35,7 +35,9 @@ import qdrant_edge as qe
 from cluster.config.atomic_file import fsync_dir, write_bytes_atomic
 from cluster.errors import CollectionNotFound, StoreError
 from cluster.index.store.protocol import (
+    CODE_VECTOR,
     KEYWORD_VECTOR,
+    NAME_VECTOR,
     canonical_id,
     check_limit,
     check_name,
@@ -45,10 +47,12 @@ from cluster.index.store.protocol import (
     check_width,
     filter_items,
     hit,
+    merge_candidates,
+    point_vectors,
     stored_point,
     with_condition,
 )
-from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
+from cluster.types import CandidateHit, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 
 COLLECTIONS_DIR = "collections"
 ALIASES_FILE = "aliases.json"
@@ -103,13 +107,8 @@ def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
 
 
 def _edge_vectors(point: StoredPoint) -> Any:
-    """The default dense vector, plus the keyword vector when the point has terms."""
-    if point.sparse is None:
-        return list(point.vector)
-    return {
-        "": list(point.vector),
-        KEYWORD_VECTOR: qe.SparseVector(list(point.sparse.indices), list(point.sparse.values)),
-    }
+    """The code vector, the name vector and the keyword vector a point has, by name."""
+    return point_vectors(point, qe.SparseVector)
 
 
 @contextmanager
@@ -156,7 +155,10 @@ class EdgeStore:
             if directory.exists():
                 self._remove_dir(directory)
             config = qe.EdgeConfig(
-                vectors=qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine),
+                vectors={
+                    CODE_VECTOR: qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine),
+                    NAME_VECTOR: qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine),
+                },
                 sparse_vectors={KEYWORD_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             )
             with _engine_errors("create_collection"):
@@ -247,42 +249,45 @@ class EdgeStore:
         keywords: SparseTerms | None,
         limit: int,
         filter: PayloadFilter | None = None,
-        fusion: FusionParams | None = None,
         definitions: PayloadFilter | None = None,
-    ) -> list[ScoredHit]:
+    ) -> list[CandidateHit]:
         check_limit(limit, "query")
         check_query_legs(vector, keywords)
         with self._lock:
             self._check_open()
             name = self._resolve(collection_or_alias)
+            legs: list[tuple[str, Any, PayloadFilter | None]] = []
             if vector is not None:
                 check_query_width(collection_or_alias, self._width(name), vector)
-            params = fusion or FusionParams()
-            legs: list[tuple[Any, PayloadFilter | None, float]] = []
-            if vector is not None:
-                legs.append((qe.Query.Nearest([float(x) for x in vector]), filter, params.dense_weight))
+                dense = [float(x) for x in vector]
+                legs.append(("dense", qe.Query.Nearest(dense), filter))
+                legs.append(("name", qe.Query.Nearest(dense, using=NAME_VECTOR), filter))
+                if definitions is not None:
+                    legs.append(("definition", qe.Query.Nearest(dense), with_condition(filter, definitions)))
             if keywords is not None:
                 sparse = qe.SparseVector(list(keywords.indices), list(keywords.values))
-                legs.append((qe.Query.Nearest(sparse, using=KEYWORD_VECTOR), filter, params.keyword_weight))
-            if definitions is not None:
-                legs.append((legs[0][0], with_condition(filter, definitions), params.definition_weight))
-            if len(legs) == 1:
-                request = qe.QueryRequest(limit=limit, query=legs[0][0], with_payload=True, filter=_edge_filter(filter))
-            else:
-                rrf = qe.Fusion.Rrf(k=params.k, weights=[weight for _, _, weight in legs])
+                legs.append(("keyword", qe.Query.Nearest(sparse, using=KEYWORD_VECTOR), filter))
+            found: dict[str, tuple[Any, dict[str, Any]]] = {}
+            keyword_scores: dict[str, float] = {}
+            defined: set[str] = set()
+            for leg, query, where in legs:
                 request = qe.QueryRequest(
                     limit=limit,
-                    prefetches=[
-                        qe.Prefetch(limit=max(limit, params.candidates), query=leg, filter=_edge_filter(where))
-                        for leg, where, _ in legs
-                    ],
-                    query=rrf,  # type: ignore[arg-type]  # the stub misses that Fusion.Rrf subclasses Fusion
+                    query=query,
                     with_payload=True,
-                    filter=_edge_filter(filter),
+                    with_vector=[CODE_VECTOR, NAME_VECTOR],
+                    filter=_edge_filter(where),
                 )
-            with _engine_errors("query"):
-                found = self._shard(name).query(request)
-            return [hit(point.id, point.score, point.payload) for point in found]
+                with _engine_errors("query"):
+                    points = self._shard(name).query(request)
+                for point in points:
+                    point_id = str(point.id)
+                    found.setdefault(point_id, (point.vector, point.payload or {}))
+                    if leg == "keyword":
+                        keyword_scores[point_id] = float(point.score)
+                    elif leg == "definition":
+                        defined.add(point_id)
+            return merge_candidates(vector, found, keyword_scores, defined)
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         with self._lock:

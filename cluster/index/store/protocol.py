@@ -14,10 +14,14 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 from cluster.errors import StoreError, WidthMismatch
-from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
+from cluster.types import CandidateHit, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 
 KEYWORD_VECTOR = "keywords"  # the sparse vector of every collection (BM25 weights, IDF by the store)
+NAME_VECTOR = "names"  # the second dense vector: a chunk's name, owner and signature (same width)
+CODE_VECTOR = ""  # the default dense vector: the chunk's header and code
 EMBEDDED = "embedded"
 SERVER = "server"
 STORE_KINDS = (EMBEDDED, SERVER)
@@ -73,13 +77,14 @@ class VectorStore(Protocol):
         keywords: SparseTerms | None,
         limit: int,
         filter: PayloadFilter | None = None,
-        fusion: FusionParams | None = None,
         definitions: PayloadFilter | None = None,
-    ) -> list[ScoredHit]:
-        """Dense, keyword (IDF-weighted dot product) or both fused by weighted RRF in the engine's
-        query API, every leg under the same filter; best first. At least one leg is required.
-        `definitions` adds a third fused leg: the points matching it (e.g. `defines == name`),
-        ranked like the first leg."""
+    ) -> list[CandidateHit]:
+        """The candidates of a search, every leg under the same filter: the top `limit` points by
+        cosine with the code vector and with the name vector (when `vector` is given), the top
+        `limit` by keyword score (IDF-weighted dot product, when `keywords` are given), and the
+        points matching `definitions` (e.g. `defines == name`) nearest the vector. Each candidate
+        carries the exact cosines of both its vectors and its keyword score (0 when the keyword leg
+        did not return it), unordered: `cluster.index.fusion` scores them. At least one leg is required."""
         ...
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
@@ -172,8 +177,9 @@ def canonical_id(raw: str) -> str:
 def check_vector_widths(collection: str, width: int, points: Sequence[StoredPoint]) -> None:
     """WidthMismatch on the first vector whose length is not `width`."""
     for point in points:
-        if len(point.vector) != width:
-            raise WidthMismatch(f"upsert into {collection!r}", width, len(point.vector))
+        for vector in (point.vector, point.name_vector):
+            if vector is not None and len(vector) != width:
+                raise WidthMismatch(f"upsert into {collection!r}", width, len(vector))
 
 
 def check_query_width(collection: str, width: int, vector: Sequence[float]) -> None:
@@ -197,18 +203,68 @@ def check_query_legs(vector: Sequence[float] | None, keywords: SparseTerms | Non
 
 
 def stored_point(raw_id: Any, vectors: Any, payload: dict[str, Any] | None) -> StoredPoint:
-    """A point read back from an engine: the unnamed dense vector and the keyword vector (both
-    engines return `{"": dense, "keywords": sparse}` for named vectors, a bare list otherwise)."""
+    """A point read back from an engine: the code vector, the name vector and the keyword vector
+    (both engines return `{"": code, "names": name, "keywords": sparse}` for named vectors)."""
     dense: Any = vectors
+    names: Any = None
     sparse = None
     if isinstance(vectors, dict):
-        dense = vectors.get("")
+        dense = vectors.get(CODE_VECTOR)
+        names = vectors.get(NAME_VECTOR)
         keyword = vectors.get(KEYWORD_VECTOR)
         if keyword is not None:
             sparse = SparseTerms(indices=list(keyword.indices), values=list(keyword.values))
     return StoredPoint(
-        id=str(raw_id), vector=[float(x) for x in dense or []], payload=dict(payload or {}), sparse=sparse
+        id=str(raw_id),
+        vector=[float(x) for x in dense or []],
+        payload=dict(payload or {}),
+        sparse=sparse,
+        name_vector=[float(x) for x in names] if names is not None else None,
     )
+
+
+def point_vectors(point: StoredPoint, sparse_vector: Any) -> dict[str, Any]:
+    """The named vectors of a point for either engine (`sparse_vector` builds its sparse type)."""
+    named: dict[str, Any] = {CODE_VECTOR: list(point.vector)}
+    if point.name_vector is not None:
+        named[NAME_VECTOR] = list(point.name_vector)
+    if point.sparse is not None:
+        named[KEYWORD_VECTOR] = sparse_vector(list(point.sparse.indices), list(point.sparse.values))
+    return named
+
+
+def cosine(query: Sequence[float], vector: Sequence[float] | None) -> float | None:
+    """Cosine of two vectors (None when the point has no such vector)."""
+    if vector is None or not len(vector):
+        return None
+    q = np.asarray(query, dtype=np.float64)
+    v = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(q) * np.linalg.norm(v))
+    return float(q @ v) / norm if norm else 0.0
+
+
+def merge_candidates(
+    query: Sequence[float] | None,
+    found: dict[str, tuple[Any, dict[str, Any]]],
+    keyword_scores: dict[str, float],
+    definitions: set[str],
+) -> list[CandidateHit]:
+    """Candidates from the legs' points (id → (named vectors, payload)): both cosines computed
+    from the returned vectors, so a point one leg missed still gets its exact score there."""
+    out: list[CandidateHit] = []
+    for point_id, (vectors, payload) in found.items():
+        named = vectors if isinstance(vectors, dict) else {CODE_VECTOR: vectors}
+        out.append(
+            CandidateHit(
+                id=point_id,
+                payload=dict(payload or {}),
+                dense=cosine(query, named.get(CODE_VECTOR)) if query is not None else None,
+                name=cosine(query, named.get(NAME_VECTOR)) if query is not None else None,
+                keyword=keyword_scores.get(point_id, 0.0),
+                definition=point_id in definitions,
+            )
+        )
+    return out
 
 
 def with_condition(filter: PayloadFilter | None, extra: PayloadFilter) -> PayloadFilter:

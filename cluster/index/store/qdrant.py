@@ -20,7 +20,9 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from cluster.errors import CollectionNotFound, StoreError, WidthMismatch
 from cluster.index.store.protocol import (
+    CODE_VECTOR,
     KEYWORD_VECTOR,
+    NAME_VECTOR,
     canonical_id,
     check_limit,
     check_name,
@@ -30,10 +32,12 @@ from cluster.index.store.protocol import (
     check_width,
     filter_items,
     hit,
+    merge_candidates,
+    point_vectors,
     stored_point,
     with_condition,
 )
-from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
+from cluster.types import CandidateHit, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 
 MEMORY_URL = ":memory:"
 PATH_URL_PREFIX = "path:"
@@ -51,13 +55,8 @@ def _qdrant_filter(filter: PayloadFilter | None) -> models.Filter | None:
 
 
 def _vectors(point: StoredPoint) -> Any:
-    """The unnamed dense vector, plus the keyword vector when the point has terms."""
-    if point.sparse is None:
-        return list(point.vector)
-    return {
-        "": list(point.vector),
-        KEYWORD_VECTOR: models.SparseVector(indices=list(point.sparse.indices), values=list(point.sparse.values)),
-    }
+    """The code vector, the name vector and the keyword vector a point has, by name."""
+    return point_vectors(point, lambda indices, values: models.SparseVector(indices=indices, values=values))
 
 
 def _is_not_found(exc: Exception) -> bool:
@@ -111,7 +110,10 @@ class QdrantServerStore:
                 raise StoreError("create_collection", f"{name!r} is already an alias")
             self._client.create_collection(
                 name,
-                vectors_config=models.VectorParams(size=width, distance=models.Distance.COSINE),
+                vectors_config={
+                    CODE_VECTOR: models.VectorParams(size=width, distance=models.Distance.COSINE),
+                    NAME_VECTOR: models.VectorParams(size=width, distance=models.Distance.COSINE),
+                },
                 sparse_vectors_config={KEYWORD_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
             )
             with warnings.catch_warnings():
@@ -132,9 +134,10 @@ class QdrantServerStore:
     def collection_width(self, name: str) -> int:
         with self._call("collection_width", name):
             vectors = self._client.get_collection(self._target(name)).config.params.vectors
-        if not isinstance(vectors, models.VectorParams):
-            raise StoreError("collection_width", f"collection {name!r} does not have one unnamed vector")
-        return vectors.size
+        code = vectors.get(CODE_VECTOR) if isinstance(vectors, dict) else None
+        if not isinstance(code, models.VectorParams):
+            raise StoreError("collection_width", f"collection {name!r} has no code vector (not a samespace collection)")
+        return code.size
 
     # --- points -----------------------------------------------------------------
 
@@ -182,50 +185,43 @@ class QdrantServerStore:
         keywords: SparseTerms | None,
         limit: int,
         filter: PayloadFilter | None = None,
-        fusion: FusionParams | None = None,
         definitions: PayloadFilter | None = None,
-    ) -> list[ScoredHit]:
+    ) -> list[CandidateHit]:
         check_limit(limit, "query")
         check_query_legs(vector, keywords)
+        legs: list[tuple[str, Any, str | None, PayloadFilter | None]] = []
         if vector is not None:
             check_query_width(collection_or_alias, self.collection_width(collection_or_alias), vector)
-        params = fusion or FusionParams()
-        legs: list[tuple[Any, str | None, PayloadFilter | None, float]] = []
-        if vector is not None:
-            legs.append(([float(x) for x in vector], None, filter, params.dense_weight))
+            dense = [float(x) for x in vector]
+            legs.append(("dense", dense, CODE_VECTOR, filter))
+            legs.append(("name", dense, NAME_VECTOR, filter))
+            if definitions is not None:
+                legs.append(("definition", dense, CODE_VECTOR, with_condition(filter, definitions)))
         if keywords is not None:
             sparse = models.SparseVector(indices=list(keywords.indices), values=list(keywords.values))
-            legs.append((sparse, KEYWORD_VECTOR, filter, params.keyword_weight))
-        if definitions is not None:
-            legs.append((legs[0][0], legs[0][1], with_condition(filter, definitions), params.definition_weight))
+            legs.append(("keyword", sparse, KEYWORD_VECTOR, filter))
+        found: dict[str, tuple[Any, dict[str, Any]]] = {}
+        keyword_scores: dict[str, float] = {}
+        defined: set[str] = set()
         with self._call("query", collection_or_alias):
-            if len(legs) == 1:
-                ((leg, using, _, _),) = legs
-                found = self._client.query_points(
+            for leg, query, using, where in legs:
+                points = self._client.query_points(
                     collection_or_alias,
-                    query=leg,
+                    query=query,
                     using=using,
                     limit=limit,
-                    query_filter=_qdrant_filter(filter),
+                    query_filter=_qdrant_filter(where),
                     with_payload=True,
-                    with_vectors=False,
+                    with_vectors=[CODE_VECTOR, NAME_VECTOR],
                 ).points
-            else:
-                found = self._client.query_points(
-                    collection_or_alias,
-                    prefetch=[
-                        models.Prefetch(
-                            query=leg, using=using, limit=max(limit, params.candidates), filter=_qdrant_filter(where)
-                        )
-                        for leg, using, where, _ in legs
-                    ],
-                    query=models.RrfQuery(rrf=models.Rrf(k=params.k, weights=[weight for *_, weight in legs])),
-                    limit=limit,
-                    query_filter=_qdrant_filter(filter),
-                    with_payload=True,
-                    with_vectors=False,
-                ).points
-        return [hit(point.id, point.score, point.payload) for point in found]
+                for point in points:
+                    point_id = str(point.id)
+                    found.setdefault(point_id, (point.vector, point.payload or {}))
+                    if leg == "keyword":
+                        keyword_scores[point_id] = float(point.score)
+                    elif leg == "definition":
+                        defined.add(point_id)
+        return merge_candidates(vector, found, keyword_scores, defined)
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         with self._call("count", collection_or_alias):
