@@ -36,8 +36,13 @@ from cluster.config.atomic_file import fsync_dir, write_bytes_atomic
 from cluster.errors import CollectionNotFound, StoreError
 from cluster.index.store.protocol import (
     CODE_VECTOR,
+    DEFINITION_LEG,
+    DENSE_LEG,
+    KEYWORD_LEG,
     KEYWORD_VECTOR,
+    NAME_LEG,
     NAME_VECTOR,
+    CandidatePool,
     canonical_id,
     check_limit,
     check_name,
@@ -47,7 +52,6 @@ from cluster.index.store.protocol import (
     check_width,
     filter_items,
     hit,
-    merge_candidates,
     point_vectors,
     stored_point,
     with_condition,
@@ -260,16 +264,14 @@ class EdgeStore:
             if vector is not None:
                 check_query_width(collection_or_alias, self._width(name), vector)
                 dense = [float(x) for x in vector]
-                legs.append(("dense", qe.Query.Nearest(dense), filter))
-                legs.append(("name", qe.Query.Nearest(dense, using=NAME_VECTOR), filter))
+                legs.append((DENSE_LEG, qe.Query.Nearest(dense), filter))
+                legs.append((NAME_LEG, qe.Query.Nearest(dense, using=NAME_VECTOR), filter))
                 if definitions is not None:
-                    legs.append(("definition", qe.Query.Nearest(dense), with_condition(filter, definitions)))
+                    legs.append((DEFINITION_LEG, qe.Query.Nearest(dense), with_condition(filter, definitions)))
             if keywords is not None:
                 sparse = qe.SparseVector(list(keywords.indices), list(keywords.values))
-                legs.append(("keyword", qe.Query.Nearest(sparse, using=KEYWORD_VECTOR), filter))
-            found: dict[str, tuple[Any, dict[str, Any]]] = {}
-            keyword_scores: dict[str, float] = {}
-            defined: set[str] = set()
+                legs.append((KEYWORD_LEG, qe.Query.Nearest(sparse, using=KEYWORD_VECTOR), filter))
+            pool = CandidatePool()
             for leg, query, where in legs:
                 request = qe.QueryRequest(
                     limit=limit,
@@ -279,15 +281,8 @@ class EdgeStore:
                     filter=_edge_filter(where),
                 )
                 with _engine_errors("query"):
-                    points = self._shard(name).query(request)
-                for point in points:
-                    point_id = str(point.id)
-                    found.setdefault(point_id, (point.vector, point.payload or {}))
-                    if leg == "keyword":
-                        keyword_scores[point_id] = float(point.score)
-                    elif leg == "definition":
-                        defined.add(point_id)
-            return merge_candidates(vector, found, keyword_scores, defined)
+                    pool.add(leg, self._shard(name).query(request))
+            return pool.candidates(vector)
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         with self._lock:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -22,6 +22,7 @@ from cluster.types import CandidateHit, PayloadFilter, ScoredHit, SparseTerms, S
 KEYWORD_VECTOR = "keywords"  # the sparse vector of every collection (BM25 weights, IDF by the store)
 NAME_VECTOR = "names"  # the second dense vector: a chunk's name, owner and signature (same width)
 CODE_VECTOR = ""  # the default dense vector: the chunk's header and code
+DENSE_LEG, NAME_LEG, KEYWORD_LEG, DEFINITION_LEG = "dense", "name", "keyword", "definition"  # a search's legs
 EMBEDDED = "embedded"
 SERVER = "server"
 STORE_KINDS = (EMBEDDED, SERVER)
@@ -243,28 +244,41 @@ def cosine(query: Sequence[float], vector: Sequence[float] | None) -> float | No
     return float(q @ v) / norm if norm else 0.0
 
 
-def merge_candidates(
-    query: Sequence[float] | None,
-    found: dict[str, tuple[Any, dict[str, Any]]],
-    keyword_scores: dict[str, float],
-    definitions: set[str],
-) -> list[CandidateHit]:
-    """Candidates from the legs' points (id → (named vectors, payload)): both cosines computed
-    from the returned vectors, so a point one leg missed still gets its exact score there."""
-    out: list[CandidateHit] = []
-    for point_id, (vectors, payload) in found.items():
-        named = vectors if isinstance(vectors, dict) else {CODE_VECTOR: vectors}
-        out.append(
-            CandidateHit(
-                id=point_id,
-                payload=dict(payload or {}),
-                dense=cosine(query, named.get(CODE_VECTOR)) if query is not None else None,
-                name=cosine(query, named.get(NAME_VECTOR)) if query is not None else None,
-                keyword=keyword_scores.get(point_id, 0.0),
-                definition=point_id in definitions,
+class CandidatePool:
+    """The points the legs of one search returned (engine points: `.id`, `.score`, `.vector` by
+    name, `.payload`), merged by id into candidates with every leg's score (`VectorStore.query`)."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._keyword: dict[str, float] = {}
+        self._defined: set[str] = set()
+
+    def add(self, leg: str, points: Iterable[Any]) -> None:
+        for point in points:
+            point_id = str(point.id)
+            self._found.setdefault(point_id, (point.vector, dict(point.payload or {})))
+            if leg == KEYWORD_LEG:
+                self._keyword[point_id] = float(point.score)
+            elif leg == DEFINITION_LEG:
+                self._defined.add(point_id)
+
+    def candidates(self, query: Sequence[float] | None) -> list[CandidateHit]:
+        """Both cosines computed from the returned vectors, so a point one leg missed still gets its
+        exact score there; the keyword score is 0 for a point the keyword leg did not return."""
+        out: list[CandidateHit] = []
+        for point_id, (vectors, payload) in self._found.items():
+            named = vectors if isinstance(vectors, dict) else {CODE_VECTOR: vectors}
+            out.append(
+                CandidateHit(
+                    id=point_id,
+                    payload=payload,
+                    dense=cosine(query, named.get(CODE_VECTOR)) if query is not None else None,
+                    name=cosine(query, named.get(NAME_VECTOR)) if query is not None else None,
+                    keyword=self._keyword.get(point_id, 0.0),
+                    definition=point_id in self._defined,
+                )
             )
-        )
-    return out
+        return out
 
 
 def with_condition(filter: PayloadFilter | None, extra: PayloadFilter) -> PayloadFilter:

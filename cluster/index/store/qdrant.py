@@ -21,8 +21,13 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from cluster.errors import CollectionNotFound, StoreError, WidthMismatch
 from cluster.index.store.protocol import (
     CODE_VECTOR,
+    DEFINITION_LEG,
+    DENSE_LEG,
+    KEYWORD_LEG,
     KEYWORD_VECTOR,
+    NAME_LEG,
     NAME_VECTOR,
+    CandidatePool,
     canonical_id,
     check_limit,
     check_name,
@@ -32,7 +37,6 @@ from cluster.index.store.protocol import (
     check_width,
     filter_items,
     hit,
-    merge_candidates,
     point_vectors,
     stored_point,
     with_condition,
@@ -193,19 +197,17 @@ class QdrantServerStore:
         if vector is not None:
             check_query_width(collection_or_alias, self.collection_width(collection_or_alias), vector)
             dense = [float(x) for x in vector]
-            legs.append(("dense", dense, CODE_VECTOR, filter))
-            legs.append(("name", dense, NAME_VECTOR, filter))
+            legs.append((DENSE_LEG, dense, CODE_VECTOR, filter))
+            legs.append((NAME_LEG, dense, NAME_VECTOR, filter))
             if definitions is not None:
-                legs.append(("definition", dense, CODE_VECTOR, with_condition(filter, definitions)))
+                legs.append((DEFINITION_LEG, dense, CODE_VECTOR, with_condition(filter, definitions)))
         if keywords is not None:
             sparse = models.SparseVector(indices=list(keywords.indices), values=list(keywords.values))
-            legs.append(("keyword", sparse, KEYWORD_VECTOR, filter))
-        found: dict[str, tuple[Any, dict[str, Any]]] = {}
-        keyword_scores: dict[str, float] = {}
-        defined: set[str] = set()
+            legs.append((KEYWORD_LEG, sparse, KEYWORD_VECTOR, filter))
+        pool = CandidatePool()
         with self._call("query", collection_or_alias):
             for leg, query, using, where in legs:
-                points = self._client.query_points(
+                found = self._client.query_points(
                     collection_or_alias,
                     query=query,
                     using=using,
@@ -214,14 +216,8 @@ class QdrantServerStore:
                     with_payload=True,
                     with_vectors=[CODE_VECTOR, NAME_VECTOR],
                 ).points
-                for point in points:
-                    point_id = str(point.id)
-                    found.setdefault(point_id, (point.vector, point.payload or {}))
-                    if leg == "keyword":
-                        keyword_scores[point_id] = float(point.score)
-                    elif leg == "definition":
-                        defined.add(point_id)
-        return merge_candidates(vector, found, keyword_scores, defined)
+                pool.add(leg, found)
+        return pool.candidates(vector)
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         with self._call("count", collection_or_alias):
