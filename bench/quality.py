@@ -323,7 +323,7 @@ async def run_rows(client: Any, runs: list[SetRun], rerank: bool) -> None:
             print(f"{name}: {'done' if row.available else row.notes[0]} ({time.perf_counter() - t0:.1f}s)", flush=True)
 
 
-async def evaluate(url: str, runs: list[SetRun], push_key: Any) -> Interface:
+async def evaluate(url: str, runs: list[SetRun], push_key: Any, *, with_rerank: bool = True) -> Interface:
     """Every set's rows over one MCP session: all rows without rerank first, then the key, then rerank."""
     from mcp import Client
 
@@ -338,9 +338,9 @@ async def evaluate(url: str, runs: list[SetRun], push_key: Any) -> Interface:
             f"rerank={'yes' if interface.rerank else 'no'}",
             flush=True,
         )
-        specs = list(ROWS)
+        specs = [spec for spec in ROWS if with_rerank or not spec.rerank]
         if interface.modes is None or "hybrid" not in interface.modes:
-            specs.append(STAND_IN)
+            specs += [STAND_IN] if with_rerank else []
         for run in runs:
             run.rows = [plan_row(spec, interface, run.repo) for spec in specs]
         await run_rows(client, runs, rerank=False)
@@ -487,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--queries", type=int, default=None, help="a seeded sample per set (default: all queries)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument(
+        "--no-rerank", action="store_true", help="skip the rerank rows (the fake reranker's row: ~11 min per set)"
+    )
     parser.add_argument("--work", type=Path, default=None, help="work folder (default: a new temporary one)")
     args = parser.parse_args(argv)
     if args.queries is not None and args.queries < 1:
@@ -570,7 +573,9 @@ def main(argv: list[str] | None = None) -> int:
                 ray.get([c.set_key.remote(SecretStr(KEY)) for c in containers])
                 print(f"reranker key pushed to {len(containers)} virtual container(s)", flush=True)
 
-            interface = asyncio.run(evaluate(f"http://127.0.0.1:{port}/mcp/", runs, push_key))
+            interface = asyncio.run(
+                evaluate(f"http://127.0.0.1:{port}/mcp/", runs, push_key, with_rerank=not args.no_rerank)
+            )
         finally:
             serve.shutdown()
             ray.shutdown()

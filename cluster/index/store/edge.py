@@ -274,14 +274,16 @@ class EdgeStore:
             pool = CandidatePool()
             for leg, query, where in legs:
                 request = qe.QueryRequest(
-                    limit=limit,
-                    query=query,
-                    with_payload=True,
-                    with_vector=[CODE_VECTOR, NAME_VECTOR],
-                    filter=_edge_filter(where),
+                    limit=limit, query=query, with_payload=False, with_vector=False, filter=_edge_filter(where)
                 )
                 with _engine_errors("query"):
                     pool.add(leg, self._shard(name).query(request))
+            with _engine_errors("query"):
+                pool.fill(
+                    self._shard(name).retrieve(
+                        [canonical_id(i) for i in pool.ids], with_payload=True, with_vector=[CODE_VECTOR, NAME_VECTOR]
+                    )
+                )
             return pool.candidates(vector)
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:

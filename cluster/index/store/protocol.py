@@ -234,51 +234,78 @@ def point_vectors(point: StoredPoint, sparse_vector: Any) -> dict[str, Any]:
     return named
 
 
-def cosine(query: Sequence[float], vector: Sequence[float] | None) -> float | None:
-    """Cosine of two vectors (None when the point has no such vector)."""
-    if vector is None or not len(vector):
-        return None
-    q = np.asarray(query, dtype=np.float64)
-    v = np.asarray(vector, dtype=np.float64)
-    norm = float(np.linalg.norm(q) * np.linalg.norm(v))
-    return float(q @ v) / norm if norm else 0.0
+def cosines(query: Sequence[float], vectors: Sequence[Sequence[float] | None]) -> list[float | None]:
+    """Cosine of the query with each vector, in one matrix product (None where a point has none)."""
+    rows = [i for i, vector in enumerate(vectors) if vector is not None and len(vector)]
+    out: list[float | None] = [None] * len(vectors)
+    if not rows:
+        return out
+    q = np.asarray(query, dtype=np.float32)
+    matrix = np.asarray([vectors[i] for i in rows], dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
+    sims = (matrix @ q) / np.where(norms > 0, norms, 1.0)
+    for i, sim in zip(rows, sims.tolist(), strict=True):
+        out[i] = sim
+    return out
 
 
 class CandidatePool:
-    """The points the legs of one search returned (engine points: `.id`, `.score`, `.vector` by
-    name, `.payload`), merged by id into candidates with every leg's score (`VectorStore.query`)."""
+    """The points the legs of one search returned, merged by id into candidates with every leg's
+    score (`VectorStore.query`). The legs read ids and scores only; the payloads and vectors of the
+    union are read once after them (`fill`): payloads dominate the cost of a read, and most points
+    come back from more than one leg."""
 
     def __init__(self) -> None:
+        self._order: dict[str, None] = {}  # ids in the order the legs returned them
         self._found: dict[str, tuple[Any, dict[str, Any]]] = {}
         self._keyword: dict[str, float] = {}
         self._defined: set[str] = set()
 
     def add(self, leg: str, points: Iterable[Any]) -> None:
+        """One leg's points (ids and scores; payloads and vectors come with `fill`)."""
         for point in points:
             point_id = str(point.id)
-            self._found.setdefault(point_id, (point.vector, dict(point.payload or {})))
+            self._order.setdefault(point_id, None)
             if leg == KEYWORD_LEG:
                 self._keyword[point_id] = float(point.score)
             elif leg == DEFINITION_LEG:
                 self._defined.add(point_id)
 
+    @property
+    def ids(self) -> list[str]:
+        """Every point some leg returned, once: what to `fill`."""
+        return list(self._order)
+
+    def fill(self, records: Iterable[Any]) -> None:
+        """The payload and vectors of the points (one read of every candidate, after the legs)."""
+        for record in records:
+            self._found[str(record.id)] = (record.vector, dict(record.payload or {}))
+
     def candidates(self, query: Sequence[float] | None) -> list[CandidateHit]:
         """Both cosines computed from the returned vectors, so a point one leg missed still gets its
         exact score there; the keyword score is 0 for a point the keyword leg did not return."""
-        out: list[CandidateHit] = []
-        for point_id, (vectors, payload) in self._found.items():
-            named = vectors if isinstance(vectors, dict) else {CODE_VECTOR: vectors}
-            out.append(
-                CandidateHit(
-                    id=point_id,
-                    payload=payload,
-                    dense=cosine(query, named.get(CODE_VECTOR)) if query is not None else None,
-                    name=cosine(query, named.get(NAME_VECTOR)) if query is not None else None,
-                    keyword=self._keyword.get(point_id, 0.0),
-                    definition=point_id in self._defined,
-                )
+        ids = [point_id for point_id in self._order if point_id in self._found]  # a point deleted meanwhile: gone
+        named = [self._named(self._found[point_id][0]) for point_id in ids]
+        dense: list[float | None] = [None] * len(ids)
+        name: list[float | None] = [None] * len(ids)
+        if query is not None:
+            dense = cosines(query, [n.get(CODE_VECTOR) for n in named])
+            name = cosines(query, [n.get(NAME_VECTOR) for n in named])
+        return [
+            CandidateHit.model_construct(  # built from checked parts: one search makes ~150 of them
+                id=point_id,
+                payload=self._found[point_id][1],
+                dense=dense[i],
+                name=name[i],
+                keyword=self._keyword.get(point_id, 0.0),
+                definition=point_id in self._defined,
             )
-        return out
+            for i, point_id in enumerate(ids)
+        ]
+
+    @staticmethod
+    def _named(vectors: Any) -> dict[str, Any]:
+        return vectors if isinstance(vectors, dict) else {CODE_VECTOR: vectors}
 
 
 def with_condition(filter: PayloadFilter | None, extra: PayloadFilter) -> PayloadFilter:

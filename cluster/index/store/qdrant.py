@@ -213,10 +213,16 @@ class QdrantServerStore:
                     using=using,
                     limit=limit,
                     query_filter=_qdrant_filter(where),
-                    with_payload=True,
-                    with_vectors=[CODE_VECTOR, NAME_VECTOR],
+                    with_payload=False,
+                    with_vectors=False,
                 ).points
                 pool.add(leg, found)
+            if pool.ids:
+                pool.fill(
+                    self._client.retrieve(
+                        collection_or_alias, pool.ids, with_payload=True, with_vectors=[CODE_VECTOR, NAME_VECTOR]
+                    )
+                )
         return pool.candidates(vector)
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
