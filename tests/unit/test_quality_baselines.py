@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,11 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of scripts, not an installed package
-    sys.path.insert(0, str(REPO_ROOT))
-
-from bench.baselines import (  # noqa: E402  importable only after the sys.path line above
+from bench.baselines import (
     FUNCTION_BM25,
     FUNCTION_DENSE,
     bm25_baseline,
@@ -24,7 +19,7 @@ from bench.baselines import (  # noqa: E402  importable only after the sys.path 
     source_units,
     top_k,
 )
-from bench.quality_corpus import Query  # noqa: E402
+from bench.quality_corpus import Query
 
 if TYPE_CHECKING:
     from cluster.local import LocalEncoder

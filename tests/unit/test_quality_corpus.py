@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import ast
 import json
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of scripts, not an installed package
-    sys.path.insert(0, str(REPO_ROOT))
-
-from bench.quality_corpus import (  # noqa: E402  importable only after the sys.path line above
+from bench.quality_corpus import (
     DEV_PACKAGES,
     PACKAGE_SETS,
     TEST_PACKAGES,

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:  # bench/ is a folder of scripts, not an installed package
-    sys.path.insert(0, str(REPO_ROOT))
-
-from bench.quality_corpus import TEST_PACKAGES, Query  # noqa: E402  importable only after the sys.path line
-from bench.quality_levers import bm25_scores, main  # noqa: E402
-from cluster.index.keywords import chunk_keywords, query_keywords  # noqa: E402
-from cluster.index.store.engines import open_vector_store  # noqa: E402
-from cluster.types import Chunk, StoredPoint  # noqa: E402
+from bench.quality_corpus import TEST_PACKAGES, Query
+from bench.quality_levers import bm25_scores, main
+from cluster.index.keywords import chunk_keywords, query_keywords
+from cluster.index.store.engines import open_vector_store
+from cluster.types import Chunk, StoredPoint
 
 SOURCES = [
     ("src/config.py", "parse_config", "def parse_config(path):\n    return load_yaml(path)"),
