@@ -53,7 +53,7 @@ class EmbedderActor:
             roles=sorted(EMBEDDING_ROLES),
             node_id=self._node_id,
             host=socket.gethostname(),
-            model=self._encoder.identity.model,
+            model=self._encoder.identity.model_label,
             identity=self._encoder.identity,
             eligible=True,
             served=self._served,

@@ -28,6 +28,12 @@ class EncoderIdentity(Strict):
     normalized: bool = True
     max_seq_length: int = Field(ge=1, description="Token cap: a different cap is a different space.")
     chunk_text_version: int = CHUNK_TEXT_VERSION
+    precision: str = Field(default="fp32", description="Arithmetic of the encoder (fp32, bf16, int8).")
+
+    @property
+    def model_label(self) -> str:
+        """The model as the gate keys its verdicts: another precision is another check."""
+        return self.model if self.precision == "fp32" else f"{self.model} ({self.precision})"
 
     @property
     def space_id(self) -> str:

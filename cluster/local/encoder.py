@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,13 @@ class LocalEncoder:
             raise ConfigError("embedding.model", f"cannot load {path!r} offline: {exc}") from exc
         if settings.max_seq_length is not None:
             self._model.max_seq_length = settings.max_seq_length
+        self.precision = settings.precision
+        if self.precision == "int8":
+            if device != "cpu":
+                raise ConfigError("embedding.precision", "int8 (dynamic quantisation) runs on CPU only")
+            self._model = torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]  # torch leaves it untyped
+                self._model, {torch.nn.Linear}, dtype=torch.qint8
+            )
         width = int(self._model.get_embedding_dimension() or 0)
         if width != settings.width:
             raise ConfigError("embedding.width", f"model {path!r} produces width {width}, configured {settings.width}")
@@ -84,17 +92,30 @@ class LocalEncoder:
             width=width,
             normalized=True,
             max_seq_length=int(self._model.max_seq_length),  # type: ignore[arg-type]  # None = unbounded; ours never are
+            precision=self.precision,
         )
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        vectors = self._model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        ).astype(np.float32, copy=False)
+        """Rows in input order. The model sorts each call's texts by length before batching, so a
+        batch pads to texts of similar length (the reindex sends longest first as well)."""
+        with self._arithmetic():
+            vectors = self._model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.identity.width:
             got = vectors.shape[1] if vectors.ndim == 2 else 0
             raise WidthMismatch(self.identity.model, self.identity.width, got)
         return vectors
+
+    def _arithmetic(self) -> AbstractContextManager[object]:
+        """bf16: autocast on the encoder's device (the weights stay fp32); otherwise nothing."""
+        import torch
+
+        if self.precision == "bf16":
+            return torch.autocast(device_type=self.device, dtype=torch.bfloat16)
+        return nullcontext()

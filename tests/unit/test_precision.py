@@ -1,0 +1,66 @@
+"""embedding.precision: bf16 and int8 encoders are other identities, and the gate decides whether
+their vectors may join an fp32 index (bf16 passes, int8 is refused). The real packaged model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from cluster.gate.probe import MIN_COSINE, ProbeTarget, Regime, Verdict, probe
+from cluster.local.encoder import LocalEncoder
+from cluster.settings import EmbeddingSettings
+from cluster.space import EncoderIdentity
+
+pytestmark = pytest.mark.slow  # loads the model three times
+
+
+@pytest.fixture(scope="module")
+def encoders() -> dict[str, LocalEncoder]:
+    return {
+        p: LocalEncoder(EmbeddingSettings(precision=p), device="cpu", cpu_threads=2) for p in ("fp32", "bf16", "int8")
+    }
+
+
+def target(name: str, encoder: LocalEncoder) -> ProbeTarget:
+    async def embed(texts: list[str]) -> np.ndarray:
+        return encoder.encode(texts)
+
+    return ProbeTarget(name=name, model=encoder.identity.model_label, upstream=None, needs_pin=False, embed=embed)
+
+
+async def gate(candidate: LocalEncoder, reference: LocalEncoder) -> tuple[Verdict, float | None]:
+    report = await probe(
+        target("candidate", candidate),
+        target("reference", reference),
+        regime=Regime.LOCAL_REF,
+        expected_width=reference.identity.width,
+        clock=lambda: 0.0,
+    )
+    return report.verdict, report.min_cosine
+
+
+def test_precision_is_part_of_the_identity_and_of_the_gate_key(encoders: dict[str, LocalEncoder]) -> None:
+    identities = {p: e.identity for p, e in encoders.items()}
+    assert [identities[p].precision for p in ("fp32", "bf16", "int8")] == ["fp32", "bf16", "int8"]
+    assert len({i.space_id for i in identities.values()}) == 3  # three spaces until the gate says otherwise
+    assert identities["fp32"].model_label == identities["fp32"].model
+    assert identities["bf16"].model_label == f"{identities['bf16'].model} (bf16)"
+    assert EncoderIdentity.model_validate(identities["fp32"].model_dump()) == identities["fp32"]
+
+
+async def test_the_gate_admits_a_bf16_encoder_into_an_fp32_space(encoders: dict[str, LocalEncoder]) -> None:
+    verdict, min_cosine = await gate(encoders["bf16"], encoders["fp32"])
+    assert verdict is Verdict.VERIFIED
+    assert min_cosine is not None and MIN_COSINE <= min_cosine < 1.0  # close, and really computed in bf16
+
+
+async def test_the_gate_refuses_an_int8_encoder_beside_fp32(encoders: dict[str, LocalEncoder]) -> None:
+    verdict, min_cosine = await gate(encoders["int8"], encoders["fp32"])
+    assert verdict is Verdict.VECTOR_INCOMPATIBLE
+    assert min_cosine is not None and min_cosine < MIN_COSINE
+
+
+def test_an_unknown_precision_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValidationError, match="precision"):
+        EmbeddingSettings(precision="fp16")  # type: ignore[arg-type]  # the invalid value is the point
