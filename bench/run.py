@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _gate_bf16(candidate: Any, reference: Any) -> dict[str, Any]:
     """The gate's probe of a bf16 encoder against an fp32 reference, in process."""
-    from cluster.gate.probe import ProbeTarget, Regime, probe
+    from cluster.gate import ProbeTarget, Regime, probe
 
     def target(name: str, encoder: Any) -> ProbeTarget:
         async def embed(texts: list[str]) -> Any:
