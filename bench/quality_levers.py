@@ -23,7 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.quality_corpus import DEV_PACKAGES, TEST_PACKAGES, Query, build_corpus, corpus_dir, hit_matches
+from bench.quality_corpus import (
+    DEV_PACKAGES,
+    TEST_PACKAGES,
+    Query,
+    build_corpus,
+    corpus_dir,
+    first_match_rank,
+    hit_matches,
+    mrr_at,
+    recall_at,
+)
 from cluster.environment import set_local_env_defaults
 from cluster.index.keywords import chunk_keywords, query_keywords
 from cluster.index.representations import name_text
@@ -99,15 +109,13 @@ def ranks(s: Scores, matrix: np.ndarray) -> list[int | None]:
     out: list[int | None] = []
     for i, query in enumerate(s.queries):
         top = np.argsort(-matrix[i], kind="stable")[:K]
-        hits = [s.chunks[j].model_dump() for j in top if np.isfinite(matrix[i, j])]
-        out.append(next((n for n, hit in enumerate(hits, 1) if hit_matches(hit, query)), None))
+        out.append(first_match_rank([s.chunks[j].model_dump() for j in top if np.isfinite(matrix[i, j])], query))
     return out
 
 
 def metrics(found: Sequence[int | None]) -> tuple[float, float, float, float]:
-    n = len(found)
-    recall = [sum(1 for r in found if r is not None and r <= k) / n for k in (1, 5, 10)]
-    return (recall[0], recall[1], recall[2], sum(1 / r for r in found if r is not None) / n)
+    """recall@1, recall@5, recall@10, MRR@10: bench.quality's measures."""
+    return (recall_at(found, 1), recall_at(found, 5), recall_at(found, K), mrr_at(found, K))
 
 
 def rrf(s: Scores, dense_weight: float, keyword_weight: float, k: int = 60, candidates: int = 50) -> np.ndarray:

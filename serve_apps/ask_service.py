@@ -18,9 +18,9 @@ from cluster.ask.rlm import ChatOutcome
 from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import NoProviderLeft
 from cluster.roles import Role
-from cluster.search.models import CodeEntry, FileHit, RepoOverview, snippet
+from cluster.search.models import CodeEntry, FileHit, RepoOverview, SymbolHit, snippet
 from cluster.settings import SamespaceSettings
-from serve_apps.code_search import CodeSearchService
+from serve_apps.code_search import CodeHit, CodeSearchService
 
 log = logging.getLogger("samespace.ask")
 
@@ -67,16 +67,17 @@ class DispatchedChatRole:
         return ChatOutcome(None, error=why)
 
 
-def entry_block(entry: CodeEntry, tool: str) -> EvidenceBlock:
+def place_block(found: CodeEntry | CodeHit | SymbolHit, tool: str, text: str) -> EvidenceBlock:
+    """A chunk a tool found, as evidence: its place and the head of `text`."""
     return EvidenceBlock(
         tool=tool,
-        repo=entry.repo,
-        path=entry.path,
-        start_line=entry.start_line,
-        end_line=entry.end_line,
-        symbol=entry.symbol,
-        kind=entry.kind,
-        text=snippet(entry.text),
+        repo=found.repo,
+        path=found.path,
+        start_line=found.start_line,
+        end_line=found.end_line,
+        symbol=found.symbol,
+        kind=found.kind,
+        text=snippet(text),
     )
 
 
@@ -111,35 +112,11 @@ class RepoTools:
 
     async def search_code(self, query: str, limit: int, rerank: bool) -> list[EvidenceBlock]:
         result = await self._service.search_code(query, limit, self._repo, None, None, rerank=rerank)
-        return [
-            EvidenceBlock(
-                tool="search_code",
-                repo=h.repo,
-                path=h.path,
-                start_line=h.start_line,
-                end_line=h.end_line,
-                symbol=h.symbol,
-                kind=h.kind,
-                text=snippet(h.snippet),
-            )
-            for h in result.hits
-        ]
+        return [place_block(h, "search_code", h.snippet) for h in result.hits]
 
     async def search_symbols(self, query: str, limit: int) -> list[EvidenceBlock]:
         result = await self._service.search_symbols(query, self._repo, limit)
-        return [
-            EvidenceBlock(
-                tool="search_symbols",
-                repo=h.repo,
-                path=h.path,
-                start_line=h.start_line,
-                end_line=h.end_line,
-                symbol=h.symbol,
-                kind=h.kind,
-                text=snippet(h.snippet),
-            )
-            for h in result.hits
-        ]
+        return [place_block(h, "search_symbols", h.snippet) for h in result.hits]
 
     async def search_files(self, query: str, limit: int) -> list[EvidenceBlock]:
         result = await self._service.search_files(query, self._repo, limit)
@@ -164,7 +141,7 @@ class RepoTools:
 
     async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> list[EvidenceBlock]:
         found = await self._service.neighbors(self._repo or repo, path, line, count)
-        return [entry_block(e, "neighbors") for e in [*found.before, found.anchor, *found.after]]
+        return [place_block(e, "neighbors", e.text) for e in [*found.before, found.anchor, *found.after]]
 
     async def repo_overview(self, repo: str | None) -> list[EvidenceBlock]:
         return [overview_block(await self._service.repo_overview(self._repo or repo))]

@@ -56,9 +56,10 @@ def fuse_candidates(candidates: Iterable[CandidateHit], params: FusionParams, li
     )
     places: dict[tuple[str, int, int, str], tuple[float, CandidateHit, list[str]]] = {}
     for score, candidate in ranked:
-        held = places.get(place_key(candidate))
+        key = place_key(candidate)
+        held = places.get(key)
         if held is None:
-            places[place_key(candidate)] = (score, candidate, [])
+            places[key] = (score, candidate, [])
         elif candidate.payload.get("repo") != held[1].payload.get("repo"):
             held[2].append(str(candidate.payload.get("repo", "")))
     best = list(places.values())[: max(limit, 0)]  # dicts keep insertion order: best first
