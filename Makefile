@@ -109,6 +109,7 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	python -m bench.run
+	python -m bench.search_load
 	python -m bench.budget
 	python -m bench.ask
 	python -m bench.fleet

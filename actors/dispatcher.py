@@ -19,6 +19,7 @@ import ray
 from ray import ObjectRef
 from ray.actor import ActorHandle
 
+from actors.query_path import DirectRoute
 from actors.registry import LiveProvider, discover_providers, ensure_providers
 from actors.transports import TRANSPORTS
 from cluster.cloud.budget import Priority
@@ -27,7 +28,7 @@ from cluster.gate.admission import Gatekeeper, SpotCheckStats
 from cluster.gate.ledger import GateLedger
 from cluster.gate.probe import GateReport
 from cluster.gate.sentinel import sentinel_loop
-from cluster.providers import ProviderView, provider_views
+from cluster.providers import ProviderInfo, ProviderKind, ProviderView, provider_views
 from cluster.roles import Policy, Role
 from cluster.routing.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
 from cluster.settings import RoleRoute, SamespaceSettings
@@ -67,6 +68,8 @@ class DispatcherActor:
                 spot_check_texts=settings.gate.spot_check_texts,
             )
         self._sentinel_task: asyncio.Task[None] | None = None
+        self._handles: dict[str, ActorHandle] = {}  # the last discovery's actors, by provider name
+        self._discovered: list[ProviderInfo] = []  # and what each said (every role)
         self._dispatcher = Dispatcher(
             role,
             policy=lambda: self._policy,
@@ -81,7 +84,10 @@ class DispatcherActor:
 
     async def _discover(self) -> list[Provider]:
         ensure_providers(self._settings)
-        return [_calls(live) for live in await discover_providers(self._settings)]
+        found = await discover_providers(self._settings)
+        self._handles = {live.info.name: live.handle for live in found if live.handle is not None}
+        self._discovered = [live.info for live in found]
+        return [_calls(live) for live in found]
 
     async def _sentinel_loop(self) -> None:
         """DESIGN §12: re-probe the serving encoders every period while serving."""
@@ -160,6 +166,22 @@ class DispatcherActor:
         set_request_tag(RequestTag(project, Priority.INTERACTIVE))
         return await self._dispatcher.encode_query(text)
 
+    async def direct_query_route(self) -> DirectRoute:
+        """For a replica's one-hop query path (`actors.query_path`): when the provider `encode_query`
+        would try first is a local actor of this cluster, the space of its vectors, its name and its
+        handle (else None: cloud or sidecar first, with their budget, tags and fleet: ask here); and
+        whether any provider discovered serves reranking."""
+        self._ensure_sentinel()
+        route = await self._dispatcher.query_route()
+        rerankers = any(Role.RERANKER in info.roles for info in self._discovered)
+        if not route:
+            return DirectRoute(encoder=None, rerankers=rerankers)
+        info, space = route[0]
+        handle = self._handles.get(info.name)
+        if handle is None or (info.kind, info.hosted) != (ProviderKind.LOCAL, "ray"):
+            return DirectRoute(encoder=None, rerankers=rerankers)
+        return DirectRoute(encoder=(space, info.name, handle), rerankers=rerankers)
+
     async def chat(self, project: str = DEFAULT_PROJECT, reserve: bool = True, **request: Any) -> tuple[Any, str]:
         """messages, tools, tool_choice, max_tokens, temperature → (ChatResult, provider name)."""
         set_request_tag(RequestTag(project, Priority.INTERACTIVE))
@@ -182,6 +204,24 @@ def get_dispatcher(settings: SamespaceSettings, role: Role) -> ActorHandle:
         lifetime="detached",
         get_if_exists=True,
     ).remote(settings, role)
+
+
+class LazyDispatcher:
+    """A role's dispatcher, found or started at its first call (`handle.method.remote(...)` as on
+    the handle itself): a replica whose clients never ask a question never starts the RLM's and
+    the code assistant's dispatcher processes (about 125 MB each)."""
+
+    def __init__(self, settings: SamespaceSettings, role: Role) -> None:
+        self._settings = settings
+        self._role = role
+        self._handle: ActorHandle | None = None
+
+    def __getattr__(self, method: str) -> Any:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        if self._handle is None:
+            self._handle = get_dispatcher(self._settings, self._role)
+        return getattr(self._handle, method)
 
 
 def push_cloud_config(

@@ -65,11 +65,12 @@ class RayActorTransport:
             rerank=(lambda q, docs: unwrap(handle.rerank.remote(q, docs))) if Role.RERANKER in info.roles else None,
             call=(lambda **request: unwrap(handle.chat.remote(**request))) if chat else None,
             context=(lambda: unwrap(handle.context_window.remote())) if chat else None,
-            reembed=self._reembed if embed is not None else None,
+            query_embed=self._query_embed if embed is not None else None,
         )
 
-    async def _reembed(self, texts: list[str]) -> np.ndarray:
-        """The gate's spot-check texts through the query group: never behind a bulk batch."""
+    async def _query_embed(self, texts: list[str]) -> np.ndarray:
+        """Query texts and the gate's spot-check texts through the query group: never behind a bulk
+        batch, and batched there with whatever other queries are waiting."""
         rows = await asyncio.gather(*(unwrap(self._handle.encode_query.remote(text)) for text in texts))
         return np.stack([vector for vector, _ in rows])
 

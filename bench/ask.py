@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from actors import get_index_actor
     from actors.dispatcher import get_dispatcher
+    from actors.query_path import QueryPath
     from cluster.roles import Role
     from cluster.search.query_cache import QueryVectorCache
     from cluster.settings import SamespaceSettings
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_reindex(settings, args.repo.resolve(), "bench", emit=lambda line: None)
         index = get_index_actor(settings)
-        encoder = get_dispatcher(settings, Role.CODE_EMBEDDING)
+        encoder = QueryPath(get_dispatcher(settings, Role.CODE_EMBEDDING))
         reranker = get_dispatcher(settings, Role.RERANKER)
         embedder = ray.get_actor("samespace-embedder-cpu0", namespace="bench-ask")
 

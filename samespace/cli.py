@@ -138,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="one more argument for `ray start`, e.g. --ray-arg=--ray-client-server-port=10002",
     )
     run.add_argument(
+        "--full-dashboard",
+        action="store_true",
+        help="every Ray dashboard module, the Ray client server and the task table (default: only the "
+        "Jobs and Serve APIs that run uses, about 0.7 GB less)",
+    )
+    run.add_argument(
         "--config",
         type=Path,
         default=ROOT / "serve_config.yaml",
@@ -241,6 +247,7 @@ def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
         dashboard_port=args.dashboard_port,
         temp_dir=args.temp_dir.resolve() if args.temp_dir else None,
         extra_args=tuple(args.ray_arg),
+        full_dashboard=args.full_dashboard,
     )
     data_dir = args.data_dir.resolve() if args.data_dir else None
     return RunPlan(

@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -41,6 +42,7 @@ DEFAULT_GCS_PORT = 6379
 DEFAULT_DASHBOARD_PORT = 8265
 STOP_GRACE_S = 15.0  # SIGTERM, then SIGKILL for what is left (the raylet drains its workers first)
 DAEMONS = frozenset({"gcs_server", "raylet"})  # a session holding one of these is a Ray head's
+TASK_EVENTS_ENV = "RAY_task_events_report_interval_ms"  # 0: workers report no task events
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,18 @@ class HeadSpec:
     dashboard_port: int = DEFAULT_DASHBOARD_PORT
     temp_dir: Path | None = None
     extra_args: tuple[str, ...] = field(default=())
+    # Every dashboard module, the client server, the autoscaler's monitor (`ray status`), the log
+    # monitor (workers' output on the drivers' consoles) and the task table (`ray list tasks`, the
+    # dashboard's task views). Off: only what `samespace run` uses (samespace/ray_head.py).
+    full_dashboard: bool = False
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The head's environment (its daemons and every worker inherit it). Lean: no task events,
+        which every actor call would otherwise report to the GCS for the task table."""
+        head_env = dict(env)
+        if not self.full_dashboard:
+            head_env.setdefault(TASK_EVENTS_ENV, "0")
+        return head_env
 
     @property
     def gcs_address(self) -> str:
@@ -82,9 +96,11 @@ class HeadRecord:
 
 
 def ray_start_argv(spec: HeadSpec) -> list[str]:
-    """The `ray start` command line; it carries no secret (the token is read from RAY_AUTH_TOKEN_PATH)."""
+    """The `ray start` command line; it carries no secret (the token is read from RAY_AUTH_TOKEN_PATH).
+    Lean (the default): Ray's `ray start` through samespace/ray_head.py; full: `ray` itself."""
+    ray = [program("ray")] if spec.full_dashboard else [sys.executable, "-m", "samespace.ray_head"]
     argv = [
-        program("ray"),
+        *ray,
         "start",
         "--head",
         f"--num-cpus={spec.num_cpus}",
@@ -94,6 +110,10 @@ def ray_start_argv(spec: HeadSpec) -> list[str]:
         f"--port={spec.port}",
         f"--dashboard-port={spec.dashboard_port}",
     ]
+    if not spec.full_dashboard:
+        # The autoscaler's monitor (a local head has nothing to autoscale), and the log monitor, which
+        # streams every worker's output to the drivers (it stays in the session's log files).
+        argv += ["--no-monitor", "--include-log-monitor=false"]
     if spec.temp_dir is not None:
         argv.append(f"--temp-dir={spec.temp_dir}")
     return [*argv, *spec.extra_args]
@@ -113,7 +133,7 @@ def start_head(spec: HeadSpec, state: StateDir, env: Mapping[str, str]) -> HeadR
     with state.ray_start_log.open("wb") as log:
         started = subprocess.Popen(
             ray_start_argv(spec),
-            env=dict(env),
+            env=spec.environment(env),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
 
+import numpy as np
 from pydantic import Field
 
 from cluster.cloud.request_tag import DEFAULT_PROJECT
@@ -20,6 +22,7 @@ from cluster.index.keywords import query_keywords
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines
+from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.search.query_cache import QueryVectorCache
 from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S
@@ -141,6 +144,15 @@ def build_filter(path_prefix: str | None, language: str | None) -> PayloadFilter
     return PayloadFilter(equals=equals) if equals else None
 
 
+class QueryEncoder(Protocol):
+    """A query's vector: `actors.query_path.QueryPath` (one hop to a local embedder, else the
+    dispatcher), and whether any provider serves reranking."""
+
+    async def encode_query(self, text: str, project: str) -> tuple[np.ndarray, Any, str]: ...
+
+    async def rerankers(self) -> bool: ...
+
+
 class CodeSearchService:
     """The code tools (search_code, search_symbols, search_files, neighbors, repo_overview, read_code,
     index_status) over the index actor and the role dispatchers: one implementation for the MCP
@@ -150,11 +162,12 @@ class CodeSearchService:
     def __init__(
         self,
         index: Any,
-        query_encoder: Any,
+        query_encoder: QueryEncoder,
         reranker: Any,
         rerank_candidates: int,
-        query_cache: QueryVectorCache[tuple[list[float], Any, str]] | None = None,
+        query_cache: QueryVectorCache[tuple[np.ndarray, Any, str]] | None = None,
         fusion: FusionParams | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._index = index
         self._query_encoder = query_encoder
@@ -166,15 +179,14 @@ class CodeSearchService:
             else QueryVectorCache(ttl_s=DEFAULT_TTL_S, max_entries=DEFAULT_MAX_ENTRIES, clock=time.monotonic)
         )
         self._fusion = fusion or FusionParams()
+        self._clock = clock
+        # Nobody served the reranker role at this time: until then a search skips the call that
+        # would say so again (the dispatcher's own discovery is reused as long).
+        self._no_reranker_until = float("-inf")
 
-    async def encode_query(self, query: str, project: str) -> tuple[list[float], Any, str]:
+    async def encode_query(self, query: str, project: str) -> tuple[np.ndarray, Any, str]:
         """(vector, encoder identity, provider) of a query, encoded once per cache lifetime."""
-
-        async def encode() -> tuple[list[float], Any, str]:
-            vector, identity, encoded_by = await self._query_encoder.encode_query.remote(query, project)
-            return vector.tolist(), identity, encoded_by
-
-        return await self._vectors.get_or_compute(query, encode)
+        return await self._vectors.get_or_compute(query, lambda: self._query_encoder.encode_query(query, project))
 
     async def search_code(
         self,
@@ -202,6 +214,8 @@ class CodeSearchService:
         keywords = query_keywords(query) if mode != "dense" else None
         if mode == "keyword" and not keywords.indices:  # type: ignore[union-attr]  # keyword mode: never None
             return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, degraded=degraded)
+        if rerank:  # nobody to rerank: fetch k, not the pool, and never ask (or start) the reranker's dispatcher
+            rerank = self._clock() >= self._no_reranker_until and await self._query_encoder.rerankers()
         limit = max(k, self._candidates) if rerank else k
         definitions = definitions_filter(query) if mode == "hybrid" else None
         hits, refused = await self._index.search.remote(
@@ -231,6 +245,7 @@ class CodeSearchService:
             scores, reranked_by = await self._reranker.rerank.remote(query, documents, project)
         except NoProviderLeft as exc:
             log.info("rerank skipped: %s", exc)
+            self._no_reranker_until = self._clock() + SINGLE_CALL_DISCOVERY_MAX_AGE_S
             return hits, None
         order = sorted(range(len(hits)), key=lambda i: scores[i], reverse=True)
         return [hits[i].model_copy(update={"score": scores[i]}) for i in order], reranked_by

@@ -63,7 +63,9 @@ def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+    # WARNING: at INFO the SDK logs every stateless request ("Terminating session") through rich,
+    # which cost more CPU than the request itself.
+    mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @mcp.tool()
     async def search_code(
@@ -235,15 +237,16 @@ class McpIngress:
 
     def __init__(self, settings: SamespaceSettings) -> None:
         from actors import get_index_actor
-        from actors.dispatcher import get_dispatcher
+        from actors.dispatcher import LazyDispatcher, get_dispatcher
+        from actors.query_path import QueryPath
         from cluster.roles import Role
         from cluster.search.query_cache import QueryVectorCache
 
         self._settings = settings
         self._service = CodeSearchService(
             get_index_actor(settings),
-            get_dispatcher(settings, Role.CODE_EMBEDDING),
-            get_dispatcher(settings, Role.RERANKER),
+            QueryPath(get_dispatcher(settings, Role.CODE_EMBEDDING)),
+            LazyDispatcher(settings, Role.RERANKER),
             settings.reranker.candidates,
             QueryVectorCache(
                 ttl_s=settings.rlm.query_cache_ttl_s, max_entries=settings.rlm.query_cache_entries, clock=time.monotonic
@@ -251,7 +254,7 @@ class McpIngress:
             settings.search,
         )
         self._asker = AskService(
-            self._service, settings, get_dispatcher(settings, Role.RLM), get_dispatcher(settings, Role.CODE_ASSISTANT)
+            self._service, settings, LazyDispatcher(settings, Role.RLM), LazyDispatcher(settings, Role.CODE_ASSISTANT)
         )
         self._fleet: ActorHandle | None = None
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from cluster.local.batcher import QueryBatcher
 from cluster.local.chat_client import LocalChatClient, context_window_of
 from cluster.local.encoder import LocalEncoder, pick_device
+from cluster.local.memory import IdleTrim, return_free_heap
 from cluster.local.reranker import LocalReranker
 
 __all__ = [
+    "IdleTrim",
     "LocalChatClient",
     "LocalEncoder",
     "LocalReranker",
+    "QueryBatcher",
     "context_window_of",
     "pick_device",
+    "return_free_heap",
 ]

@@ -63,8 +63,9 @@ class LocalEncoder:
         import torch
         from sentence_transformers import SentenceTransformer
 
+        self._cpu_threads = cpu_threads or settings.cpu_threads or os.cpu_count() or 1
         if device == "cpu":
-            torch.set_num_threads(cpu_threads or settings.cpu_threads or os.cpu_count() or 1)
+            torch.set_num_threads(self._cpu_threads)
         path = resolve_model_path(settings.model)
         try:
             self._model: SentenceTransformer = SentenceTransformer(path, device=device)
@@ -95,10 +96,14 @@ class LocalEncoder:
             precision=self.precision,
         )
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], *, threads: int | None = None) -> np.ndarray:
         """Rows in input order. The model sorts each call's texts by length before batching, so a
-        batch pads to texts of similar length (the reindex sends longest first as well)."""
+        batch pads to texts of similar length (the reindex sends longest first as well).
+
+        `threads`: torch threads for this call on CPU (None: the encoder's `cpu_threads`). The count
+        is the calling thread's own, so a query thread at 1 and a bulk thread at all cores coexist."""
         with self._arithmetic():
+            self._set_threads(threads)
             vectors = self._model.encode(
                 texts,
                 batch_size=self.batch_size,
@@ -111,6 +116,12 @@ class LocalEncoder:
             got = vectors.shape[1] if vectors.ndim == 2 else 0
             raise WidthMismatch(self.identity.model, self.identity.width, got)
         return vectors
+
+    def _set_threads(self, threads: int | None) -> None:
+        if self.device == "cpu":
+            import torch
+
+            torch.set_num_threads(threads or self._cpu_threads)
 
     def _arithmetic(self) -> AbstractContextManager[object]:
         """bf16: autocast on the encoder's device (the weights stay fp32); otherwise nothing."""

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from cluster.routing.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
+from cluster.routing.dispatch import (
+    SINGLE_CALL_DISCOVERY_MAX_AGE_S,
+    Dispatcher,
+    EmbedOutcome,
+    LandedBatch,
+    Provider,
+)
 
 __all__ = [
+    "SINGLE_CALL_DISCOVERY_MAX_AGE_S",
     "Dispatcher",
     "EmbedOutcome",
     "LandedBatch",

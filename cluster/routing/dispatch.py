@@ -47,9 +47,10 @@ class Provider:
     rerank: Callable[[str, list[str]], Awaitable[list[float]]] | None = None
     call: Callable[..., Awaitable[Any]] | None = None  # chat-style single calls
     context: Callable[[], Awaitable[int | None]] | None = None  # a chat provider's context window
-    # As the reference, the gate's spot checks re-embed a few texts through this (a local actor's
-    # query path, so they never queue behind its bulk batches); None means `embed`.
-    reembed: Callable[[list[str]], Awaitable[np.ndarray]] | None = None
+    # The interactive path: a query's vector, and (as the reference) the gate's spot-check
+    # re-embeds. A local actor's query group, which never queues behind its bulk batches and
+    # encodes concurrent queries in one model call; None means `embed`.
+    query_embed: Callable[[list[str]], Awaitable[np.ndarray]] | None = None
 
 
 Discover = Callable[[], Awaitable[Sequence[Provider]]]
@@ -147,7 +148,7 @@ class Dispatcher:
         self._unguarded = embeds  # the sentinel probes the raw calls and writes its own verdicts
         admitted = await self.gatekeeper.admit(selection, embeds)
         reference = providers[admitted.reference.name]
-        reembed = reference.reembed or embeds[admitted.reference.name]
+        reembed = reference.query_embed or embeds[admitted.reference.name]
         guarded = dict(providers)
         for info in admitted.selection.primary + admitted.selection.reserve:
             embed = embeds[info.name]
@@ -271,21 +272,29 @@ class Dispatcher:
         }
         return EmbedOutcome(vectors, served_by, identities, reference, batches, dropped)
 
+    def _query_pick(self, selection: Selection, providers: dict[str, Provider]) -> list[Provider]:
+        """Who may answer a query's vector, in the order they are tried: the reference space first."""
+        ordered = self._by_preference(selection, reference_of(selection, self._preferred))
+        return [providers[p.name] for p in ordered if providers[p.name].embed]
+
+    async def query_route(self) -> list[tuple[ProviderInfo, EncoderIdentity]]:
+        """The providers `encode_query` would try now, in order, each with the space its vectors are
+        in: a caller may reach the first itself (the replica's one-hop query path) and fall back
+        to `encode_query` here. Uses the same discovery a single call reuses."""
+        selection, providers = await self.select(SINGLE_CALL_DISCOVERY_MAX_AGE_S)
+        return [(p.info, self._space_of(p)) for p in self._query_pick(selection, providers)]
+
     async def encode_query(self, text: str) -> tuple[np.ndarray, EncoderIdentity, str]:
         """One vector, from a provider in the reference space first (so the index guard accepts it)."""
 
-        def pick(selection: Selection, providers: dict[str, Provider]) -> list[Provider]:
-            ordered = self._by_preference(selection, reference_of(selection, self._preferred))
-            return [providers[p.name] for p in ordered if providers[p.name].embed]
-
         async def attempt(provider: Provider) -> tuple[np.ndarray, EncoderIdentity, str]:
             assert provider.embed is not None and provider.info.identity is not None
-            rows = await provider.embed([text])
+            rows = await (provider.query_embed or provider.embed)([text])
             if self._width is not None and rows.shape != (1, self._width):
                 raise SamespaceError(f"{provider.info.name} returned shape {rows.shape}")
             return rows[0], self._space_of(provider), provider.info.name
 
-        return await self._single_call(pick, attempt)
+        return await self._single_call(self._query_pick, attempt)
 
     async def chat(self, reserve: bool = True, **request: Any) -> tuple[Any, str]:
         """A single chat call (code-assistant, rlm): pool first, then the reserve unless `reserve` is

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
-from samespace.head import HeadRecord, daemon_pids, stop_session
+from samespace.head import HeadRecord, daemon_pids, session_members, stop_session
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMESPACE = str(Path(sys.executable).with_name("samespace"))
 RUN_TIMEOUT_S = 1200  # a cold head, the model loaded by the MCP replica and the job, on a shared 2-core box
 CALL_TIMEOUT_S = 180
-# Ray ports `ray start --head` would otherwise take at fixed defaults (client server 10001, agent 52365).
+# Ray ports `ray start --head` would otherwise take at fixed defaults (agent 52365). The lean head of
+# `samespace run` starts no client server (10001).
 RAY_PORT_FLAGS = (
-    "--ray-client-server-port",
     "--node-manager-port",
     "--object-manager-port",
     "--dashboard-agent-listen-port",
@@ -159,6 +159,10 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     assert record is not None
     daemons = daemon_pids(record.session)
     assert daemons  # the GCS and the raylet `run` started are up until now
+    commands = [_command(pid) for pid in session_members(record.session)]
+    modules = sorted(c.split()[0].removeprefix("ray-dashboard-") for c in commands if c.startswith("ray-dashboard-"))
+    assert modules == ["JobHead", "NodeHead", "ServeHead"]  # the lean head: the Jobs and Serve APIs only
+    assert not [c for c in commands if "ray.util.client.server" in c or "/monitor.py" in c or "/log_monitor.py" in c]
     stopped = user_cluster.samespace("stop", "--state-dir", str(state))
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert "ray stopped" in stopped.stdout
@@ -166,6 +170,14 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     assert _processes_mentioning(str(user_cluster.temp_dir)) == []
     assert not (state / "ray-head.json").exists()
     assert not (Path(user_cluster.env["HOME"]) / ".ray" / "auth_token").exists()
+
+
+def _command(pid: int) -> str:
+    """A process's command line, arguments joined by spaces ("" for one that is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def _state(pid: int) -> str:

@@ -20,7 +20,7 @@ import yaml
 from samespace.answers import format_answer
 from samespace.cli import build_parser, main, run_plan
 from samespace.cluster_commands import reindex_argv, serve_config_for, write_serve_config
-from samespace.head import HeadRecord, daemon_pids, session_members, stop_session
+from samespace.head import HeadRecord, daemon_pids, ray_start_argv, session_members, stop_session
 from samespace.state import ROOT, StateDir, cluster_env
 
 COMMANDS = ["run", "stop", "reindex", "search", "ask", "status", "push-key", "set-policy", "sidecar"]
@@ -184,7 +184,8 @@ def test_run_starts_a_loopback_head_deploys_the_config_and_submits_the_job_with_
         "3",
     )
     start, deploy, submit = plan.commands()
-    assert start[1:] == [
+    assert start[:3] == [sys.executable, "-m", "samespace.ray_head"]  # `ray start`, lean (samespace/ray_head.py)
+    assert start[3:] == [
         "start",
         "--head",
         "--num-cpus=3",
@@ -193,6 +194,8 @@ def test_run_starts_a_loopback_head_deploys_the_config_and_submits_the_job_with_
         "--dashboard-host=127.0.0.1",
         "--port=7001",
         "--dashboard-port=7002",
+        "--no-monitor",
+        "--include-log-monitor=false",
         "--temp-dir=/tmp/ss-x",
         "--ray-client-server-port=7003",
     ]
@@ -259,9 +262,20 @@ def test_dry_run_prints_the_commands_and_creates_nothing(tmp_path: Path, capsys:
     state = tmp_path / "state"
     assert main(["run", "--dry-run", "--state-dir", str(state), "--mcp-port", "18124", "--repo", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[1:3] for line in lines] == [["start", "--head"], ["deploy", "--address"], ["job", "submit"]]
+    assert lines[0].split()[1:5] == ["-m", "samespace.ray_head", "start", "--head"]
+    assert [line.split()[1:3] for line in lines[1:]] == [["deploy", "--address"], ["job", "submit"]]
     assert lines[1].endswith(str(state / "serve_config.yaml"))
     assert not state.exists()
+
+
+def test_full_dashboard_runs_ray_itself_and_keeps_the_task_table(tmp_path: Path) -> None:
+    from samespace.head import TASK_EVENTS_ENV
+
+    lean = _plan(tmp_path).head
+    full = _plan(tmp_path, "--full-dashboard").head
+    assert ray_start_argv(full)[1:3] == ["start", "--head"] and ray_start_argv(full)[0].endswith("ray")
+    assert TASK_EVENTS_ENV not in full.environment({}) and lean.environment({})[TASK_EVENTS_ENV] == "0"
+    assert lean.environment({TASK_EVENTS_ENV: "1000"})[TASK_EVENTS_ENV] == "1000"  # the caller's value stands
 
 
 def test_reindex_passes_its_flags_to_the_job() -> None:

@@ -563,7 +563,9 @@ class Encoder:
             eligible=True,
             upstream="pinned" if self.kind is ProviderKind.CLOUD else None,
         )
-        return Provider(info=info, embed=self.embed, reembed=self.reembed if self.kind is ProviderKind.LOCAL else None)
+        return Provider(
+            info=info, embed=self.embed, query_embed=self.reembed if self.kind is ProviderKind.LOCAL else None
+        )
 
 
 def gated_run(*encoders: Encoder, n: int = 300) -> tuple[Any, list[LandedBatch], Any]:
@@ -642,3 +644,28 @@ def test_a_reference_that_fails_a_re_embed_delays_a_batch_but_the_honest_provide
     honest_batches = sum(1 for batch in landed if batch.provider == honest.name)
     assert stats.batches_checked == honest_batches + 1  # one per landed batch, plus the one that waited
     assert stats.texts_reembedded == len(reference.reembeds) == stats.batches_checked  # the cost: one text a batch
+
+
+def test_the_query_route_lists_the_providers_in_the_order_encode_query_tries_them_with_their_space() -> None:
+    early_cloud, gpu = cloud("aaa-OR-CodeEmbedding"), local("zzz-gpu")
+    world = World(early_cloud, gpu)
+
+    async def main(clock: VirtualClock) -> Any:
+        dispatcher = world.dispatcher(clock, Policy.AGGREGATE)
+        return await dispatcher.query_route(), await dispatcher.encode_query("t3")
+
+    route, (_, identity, name) = run_virtual(main)
+    assert [(info.name, space) for info, space in route] == [(gpu.name, LOCAL_ID), (early_cloud.name, CLOUD_ID)]
+    assert (route[0][0].name, route[0][1]) == (name, identity)  # the first is the one encode_query used
+    assert early_cloud.calls == []  # naming the route encodes nothing
+
+
+def test_under_cloud_the_query_route_starts_with_the_cloud_anchor() -> None:
+    gpu, or_ = local(), cloud()
+    world = World(gpu, or_)
+
+    async def main(clock: VirtualClock) -> Any:
+        return await world.dispatcher(clock, Policy.CLOUD).query_route()
+
+    route = run_virtual(main)
+    assert [info.name for info, _ in route] == [or_.name] and route[0][1] == CLOUD_ID

@@ -110,6 +110,26 @@ def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
     return qe.Filter(must=[qe.FieldCondition(key=key, match=qe.MatchValue(value)) for key, value in items])
 
 
+def _ids_and_scores(query: Any, limit: int, where: qe.Filter | None) -> qe.QueryRequest:
+    """One leg of a search: ids and scores only (payloads are read once, for the union)."""
+    return qe.QueryRequest(limit=limit, query=query, with_payload=False, with_vector=False, filter=where)
+
+
+def _run_legs(shard: Any, pool: CandidatePool, requests: list[tuple[str, qe.QueryRequest]]) -> None:
+    """Legs in one engine call; each leg's ids and scores go into the pool."""
+    if not requests:
+        return
+    with _engine_errors("query"):
+        found = shard.query_batch(qe.QueryBatchRequest([request for _, request in requests]))
+    for (leg, _), points in zip(requests, found, strict=True):
+        pool.add(leg, points)
+
+
+def _has_ids(ids: Sequence[Any]) -> qe.Filter:
+    """Only these points (ids as the engine returned them)."""
+    return qe.Filter(must=[qe.HasIdCondition(set(ids))])
+
+
 def _edge_vectors(point: StoredPoint) -> Any:
     """The code vector, the name vector and the keyword vector a point has, by name."""
     return point_vectors(point, qe.SparseVector)
@@ -271,19 +291,15 @@ class EdgeStore:
             if keywords is not None:
                 sparse = qe.SparseVector(list(keywords.indices), list(keywords.values))
                 legs.append((KEYWORD_LEG, qe.Query.Nearest(sparse, using=KEYWORD_VECTOR), filter))
-            pool = CandidatePool()
-            for leg, query, where in legs:
-                request = qe.QueryRequest(
-                    limit=limit, query=query, with_payload=False, with_vector=False, filter=_edge_filter(where)
+            pool, shard = CandidatePool(), self._shard(name)
+            _run_legs(shard, pool, [(leg, _ids_and_scores(q, limit, _edge_filter(where))) for leg, q, where in legs])
+            if vector is not None:  # a candidate one vector leg missed gets its exact cosine there
+                missed = [(leg, q, pool.missing(leg)) for leg, q, _ in legs if leg in (DENSE_LEG, NAME_LEG)]
+                _run_legs(
+                    shard, pool, [(leg, _ids_and_scores(q, len(ids), _has_ids(ids))) for leg, q, ids in missed if ids]
                 )
-                with _engine_errors("query"):
-                    pool.add(leg, self._shard(name).query(request))
             with _engine_errors("query"):
-                pool.fill(
-                    self._shard(name).retrieve(
-                        [canonical_id(i) for i in pool.ids], with_payload=True, with_vector=[CODE_VECTOR, NAME_VECTOR]
-                    )
-                )
+                pool.fill(shard.retrieve(pool.ids, with_payload=True, with_vector=False))
             return pool.candidates(vector)
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:

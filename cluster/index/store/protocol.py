@@ -251,60 +251,83 @@ def cosines(query: Sequence[float], vectors: Sequence[Sequence[float] | None]) -
 
 class CandidatePool:
     """The points the legs of one search returned, merged by id into candidates with every leg's
-    score (`VectorStore.query`). The legs read ids and scores only; the payloads and vectors of the
-    union are read once after them (`fill`): payloads dominate the cost of a read, and most points
-    come back from more than one leg."""
+    score (`VectorStore.query`). The legs read ids and scores only; the payloads of the union are
+    read once after them (`fill`): payloads dominate the cost of a read, and most points come back
+    from more than one leg.
+
+    Every candidate gets both cosines. The code and name legs score what they return; a point one
+    of them missed is scored there exactly, either by the engine (`add` again with the leg's
+    query restricted to `missing(leg)`: Qdrant Edge) or from vectors read with the payloads
+    (`fill`: the Qdrant server)."""
 
     def __init__(self) -> None:
-        self._order: dict[str, None] = {}  # ids in the order the legs returned them
+        self._order: dict[str, Any] = {}  # ids in the order the legs returned them → the engine's own id
         self._found: dict[str, tuple[Any, dict[str, Any]]] = {}
-        self._keyword: dict[str, float] = {}
+        self._scores: dict[str, dict[str, float]] = {DENSE_LEG: {}, NAME_LEG: {}, KEYWORD_LEG: {}}
         self._defined: set[str] = set()
 
     def add(self, leg: str, points: Iterable[Any]) -> None:
-        """One leg's points (ids and scores; payloads and vectors come with `fill`)."""
+        """One leg's points (ids and scores; payloads come with `fill`)."""
         for point in points:
             point_id = str(point.id)
-            self._order.setdefault(point_id, None)
-            if leg == KEYWORD_LEG:
-                self._keyword[point_id] = float(point.score)
-            elif leg == DEFINITION_LEG:
+            self._order.setdefault(point_id, point.id)
+            if leg == DEFINITION_LEG:
                 self._defined.add(point_id)
+            else:
+                self._scores[leg][point_id] = float(point.score)
 
     @property
-    def ids(self) -> list[str]:
-        """Every point some leg returned, once: what to `fill`."""
-        return list(self._order)
+    def ids(self) -> list[Any]:
+        """Every point some leg returned, once, as the engine named it: what to `fill`."""
+        return list(self._order.values())
+
+    def missing(self, leg: str) -> list[Any]:
+        """The candidates the code or name leg did not score, as the engine named them (to score
+        them there exactly)."""
+        scored = self._scores[leg]
+        return [raw for point_id, raw in self._order.items() if point_id not in scored]
 
     def fill(self, records: Iterable[Any]) -> None:
-        """The payload and vectors of the points (one read of every candidate, after the legs)."""
+        """The payload (and the vectors, where read) of the points: one read of every candidate."""
         for record in records:
             self._found[str(record.id)] = (record.vector, dict(record.payload or {}))
 
     def candidates(self, query: Sequence[float] | None) -> list[CandidateHit]:
-        """Both cosines computed from the returned vectors, so a point one leg missed still gets its
-        exact score there; the keyword score is 0 for a point the keyword leg did not return."""
+        """The keyword score is 0 for a point the keyword leg did not return."""
         ids = [point_id for point_id in self._order if point_id in self._found]  # a point deleted meanwhile: gone
-        named = [self._named(self._found[point_id][0]) for point_id in ids]
         dense: list[float | None] = [None] * len(ids)
         name: list[float | None] = [None] * len(ids)
         if query is not None:
-            dense = cosines(query, [n.get(CODE_VECTOR) for n in named])
-            name = cosines(query, [n.get(NAME_VECTOR) for n in named])
+            dense = self._cosines(query, ids, DENSE_LEG, CODE_VECTOR)
+            name = self._cosines(query, ids, NAME_LEG, NAME_VECTOR)
+        keyword = self._scores[KEYWORD_LEG]
         return [
             CandidateHit.model_construct(  # built from checked parts: one search makes ~150 of them
                 id=point_id,
                 payload=self._found[point_id][1],
                 dense=dense[i],
                 name=name[i],
-                keyword=self._keyword.get(point_id, 0.0),
+                keyword=keyword.get(point_id, 0.0),
                 definition=point_id in self._defined,
             )
             for i, point_id in enumerate(ids)
         ]
 
+    def _cosines(self, query: Sequence[float], ids: list[str], leg: str, vector_name: str) -> list[float | None]:
+        """A leg's own scores; for the rest, the cosine with the vectors `fill` read (None: neither)."""
+        scored = self._scores[leg]
+        out: list[float | None] = [scored.get(point_id) for point_id in ids]
+        unscored = [i for i, score in enumerate(out) if score is None]
+        if unscored:
+            vectors = [self._named(self._found[ids[i]][0]).get(vector_name) for i in unscored]
+            for i, cosine in zip(unscored, cosines(query, vectors), strict=True):
+                out[i] = cosine
+        return out
+
     @staticmethod
     def _named(vectors: Any) -> dict[str, Any]:
+        if vectors is None:
+            return {}
         return vectors if isinstance(vectors, dict) else {CODE_VECTOR: vectors}
 
 
