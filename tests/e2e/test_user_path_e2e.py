@@ -160,7 +160,11 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     daemons = daemon_pids(record.session)
     assert daemons  # the GCS and the raylet `run` started are up until now
     commands = [_command(pid) for pid in session_members(record.session)]
-    modules = sorted(c.split()[0].removeprefix("ray-dashboard-") for c in commands if c.startswith("ray-dashboard-"))
+    modules = sorted(  # the modules' processes are titled "ray-dashboard-<Module>-<n>"
+        c.split()[0].removeprefix("ray-dashboard-").rsplit("-", 1)[0]
+        for c in commands
+        if c.startswith("ray-dashboard-")
+    )
     assert modules == ["JobHead", "NodeHead", "ServeHead"]  # the lean head: the Jobs and Serve APIs only
     assert not [c for c in commands if "ray.util.client.server" in c or "/monitor.py" in c or "/log_monitor.py" in c]
     stopped = user_cluster.samespace("stop", "--state-dir", str(state))
