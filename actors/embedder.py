@@ -97,7 +97,7 @@ class EmbedderActor:
                 self._texts_seen.popitem(last=False)
 
     def _encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._encoder.encode(texts, threads=None if len(texts) == 1 else QUERY_THREADS)
+        return self._encoder.encode_queries(texts, threads=None if len(texts) == 1 else QUERY_THREADS)
 
     @ray.method(concurrency_group="query")
     def encode_query(self, text: str) -> tuple[np.ndarray, EncoderIdentity]:

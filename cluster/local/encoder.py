@@ -71,6 +71,7 @@ class LocalEncoder:
             self._model: SentenceTransformer = SentenceTransformer(path, device=device)
         except OSError as exc:
             raise ConfigError("embedding.model", f"cannot load {path!r} offline: {exc}") from exc
+        self._model.eval()  # inference only: `encode_queries` relies on it, `encode` repeats it
         if settings.max_seq_length is not None:
             self._model.max_seq_length = settings.max_seq_length
         self.precision = settings.precision
@@ -111,11 +112,29 @@ class LocalEncoder:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self.identity.width:
-            got = vectors.shape[1] if vectors.ndim == 2 else 0
+        return self._checked(vectors)
+
+    def encode_queries(self, texts: list[str], *, threads: int | None = None) -> np.ndarray:
+        """The rows `encode` gives, for a few short texts at once (the query path): the model's own
+        modules (its preprocessing, its forward, its pooling), one padded batch, without the work
+        `encode` repeats on every call for bulk input (a scan of every parameter's device, an
+        `eval()` walk of every module, length sorting: about 1 ms a call on MiniLM)."""
+        import torch
+        from sentence_transformers.util import batch_to_device
+
+        with torch.inference_mode(), self._arithmetic():
+            self._set_threads(threads)
+            features = batch_to_device(self._model.preprocess(texts), self._model.device)
+            rows = self._model(features)["sentence_embedding"]
+            rows = torch.nn.functional.normalize(rows.float(), p=2, dim=1)
+        return self._checked(rows.cpu().numpy())
+
+    def _checked(self, vectors: object) -> np.ndarray:
+        rows = np.asarray(vectors, dtype=np.float32)
+        if rows.ndim != 2 or rows.shape[1] != self.identity.width:
+            got = rows.shape[1] if rows.ndim == 2 else 0
             raise WidthMismatch(self.identity.model, self.identity.width, got)
-        return vectors
+        return rows
 
     def _set_threads(self, threads: int | None) -> None:
         if self.device == "cpu":

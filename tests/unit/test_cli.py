@@ -269,13 +269,14 @@ def test_dry_run_prints_the_commands_and_creates_nothing(tmp_path: Path, capsys:
 
 
 def test_full_dashboard_runs_ray_itself_and_keeps_the_task_table(tmp_path: Path) -> None:
-    from samespace.head import TASK_EVENTS_ENV
+    from samespace.head import MALLOC_ARENAS_ENV, TASK_EVENTS_ENV
 
     lean = _plan(tmp_path).head
     full = _plan(tmp_path, "--full-dashboard").head
     assert ray_start_argv(full)[1:3] == ["start", "--head"] and ray_start_argv(full)[0].endswith("ray")
     assert TASK_EVENTS_ENV not in full.environment({}) and lean.environment({})[TASK_EVENTS_ENV] == "0"
     assert lean.environment({TASK_EVENTS_ENV: "1000"})[TASK_EVENTS_ENV] == "1000"  # the caller's value stands
+    assert lean.environment({})[MALLOC_ARENAS_ENV] == full.environment({})[MALLOC_ARENAS_ENV] == "2"
 
 
 def test_reindex_passes_its_flags_to_the_job() -> None:

@@ -1,5 +1,6 @@
 """embedding.precision: bf16 and int8 encoders are other identities, and the gate decides whether
-their vectors may join an fp32 index (bf16 passes, int8 is refused). The real packaged model."""
+their vectors may join an fp32 index (bf16 passes, int8 is refused); in each precision the query
+path (`encode_queries`) gives the rows `encode` gives. The real packaged model."""
 
 from __future__ import annotations
 
@@ -64,3 +65,18 @@ async def test_the_gate_refuses_an_int8_encoder_beside_fp32(encoders: dict[str, 
 def test_an_unknown_precision_is_refused_naming_the_field() -> None:
     with pytest.raises(ValidationError, match="precision"):
         EmbeddingSettings(precision="fp16")  # type: ignore[arg-type]  # the invalid value is the point
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_query_path_gives_the_rows_encode_gives_alone_and_batched(
+    encoders: dict[str, LocalEncoder], precision: str
+) -> None:
+    encoder = encoders[precision]
+    texts = ["parse a date string", "retry a request with exponential backoff and jitter", "def main():"]
+    rows = encoder.encode(texts)
+    batched = encoder.encode_queries(texts, threads=1)
+    alone = np.vstack([encoder.encode_queries([text]) for text in texts])
+    assert batched.shape == alone.shape == (3, encoder.identity.width) and batched.dtype == np.float32
+    assert float((rows * batched).sum(axis=1).min()) > 0.9999  # padding to the longest changes nothing
+    assert float((rows * alone).sum(axis=1).min()) > 0.9999
+    np.testing.assert_allclose(np.linalg.norm(alone, axis=1), 1.0, atol=1e-5)
