@@ -12,6 +12,8 @@ A pure ASGI middleware, checked before any route runs or any body is read:
   behaviour on every route; the SDK's check is switched off and this is the only one.
 - Bearer token, when one is configured: every route but `open_paths` needs
   `Authorization: Bearer <token>`, else 401 with `WWW-Authenticate: Bearer` (constant-time compare).
+- Own-token routes (`own_token_prefixes`, the admin API mounted in the MCP app): Host and Origin
+  as above, but not the serve token: the mounted app demands its own (the admin token) first.
 - Machine routes (`machine_prefixes`, the sidecar endpoints): no browser has business there, so
   any Origin is 403; the Host is not checked, because sidecars dial the master by whatever name
   reaches it and each handshake or request already needs the fleet token, which a rebinding page
@@ -56,6 +58,7 @@ class HttpGuard:
     allowed_hosts: host names besides loopback, 'name' or 'name:*' (any port) or 'name:port'.
     token: when set, every path but `open_paths` and `machine_prefixes` needs it.
     open_paths: exact paths (below the app's root path) that need no token, e.g. '/healthz'.
+    own_token_prefixes: path prefixes whose app checks a token of its own, e.g. '/admin'.
     machine_prefixes: route prefixes for machine clients (the sidecar endpoints), see the module doc.
     """
 
@@ -67,6 +70,7 @@ class HttpGuard:
         token: SecretStr | None = None,
         open_paths: Collection[str] = (),
         machine_prefixes: Sequence[str] = (),
+        own_token_prefixes: Sequence[str] = (),
     ) -> None:
         self.app = app
         self._allowed: dict[str, set[str | None]] = {}
@@ -79,6 +83,7 @@ class HttpGuard:
         self._token = token
         self._open_paths = frozenset(open_paths)
         self._machine_prefixes = tuple(machine_prefixes)
+        self._own_token_prefixes = tuple(own_token_prefixes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -107,14 +112,16 @@ class HttpGuard:
         headers = Headers(scope=scope)
         path = _route_path(scope)
         origins = headers.getlist("origin")
-        if any(path == prefix or path.startswith(prefix + "/") for prefix in self._machine_prefixes):
+        if _under(path, self._machine_prefixes):
             return INVALID_ORIGIN if origins else None
         hosts = headers.getlist("host")
         if len(hosts) != 1 or not self._host_allowed(hosts[0]):
             return INVALID_HOST
         if origins and (len(origins) != 1 or not self._origin_allowed(origins[0])):
             return INVALID_ORIGIN
-        needs_token = self._token is not None and path not in self._open_paths
+        needs_token = (
+            self._token is not None and path not in self._open_paths and not _under(path, self._own_token_prefixes)
+        )
         if needs_token and not bearer_matches(headers.get("authorization"), self._token):
             return UNAUTHORIZED
         return None
@@ -130,6 +137,10 @@ class HttpGuard:
     def _origin_allowed(self, origin: str) -> bool:
         scheme, sep, host = origin.partition("://")
         return bool(sep) and scheme.lower() in ORIGIN_SCHEMES and self._host_allowed(host)
+
+
+def _under(path: str, prefixes: Sequence[str]) -> bool:
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in prefixes)
 
 
 def _route_path(scope: Scope) -> str:

@@ -2,7 +2,8 @@
 
     serve run serve_apps.mcp_app:build_app          # or: serve deploy serve_config.yaml
 
-Endpoint: http://127.0.0.1:8000/mcp/ ; sidecars dial ws://127.0.0.1:8000/sidecar (serve_apps/sidecar_routes.py).
+Endpoint: http://127.0.0.1:8000/mcp/ ; sidecars dial ws://127.0.0.1:8000/sidecar (serve_apps/sidecar_routes.py);
+the admin API answers under http://127.0.0.1:8000/admin/ from the same replicas (serve_apps/admin_app.py).
 Every route sits behind serve_apps/http_guard.py (Host/Origin; `serve.token` for /mcp and /rlm/ask).
 Everything MCP is built inside each replica
 (`__serve_build_asgi_app__`): MCP server objects do not pickle.
@@ -28,6 +29,7 @@ from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.source import SourceLines
 from cluster.search.models import Neighbors, RepoOverview
 from cluster.settings import SamespaceSettings, load_settings
+from serve_apps.admin_app import AdminApi, build_admin_asgi
 from serve_apps.ask_service import AskService
 from serve_apps.code_search import (
     CodeSearchService,
@@ -44,6 +46,7 @@ log = logging.getLogger("samespace.mcp")
 
 MCP_ROUTE = "/mcp"
 ASK_ROUTE = "/rlm/ask"
+ADMIN_ROUTE = "/admin"
 HEALTH_ROUTE = "/healthz"
 SERVER_NAME = "samespace"
 MAX_K = 50
@@ -191,7 +194,10 @@ def build_asgi_app(
     asker: AskService,
     settings: SamespaceSettings,
     fleet: Callable[[], ActorHandle] | None = None,
+    admin: FastAPI | None = None,
 ) -> FastAPI:
+    """The replica's app: /mcp, /rlm/ask, /healthz, the sidecar routes when `fleet` is given, and the
+    admin API under /admin when `admin` is given (it checks its own token, not `serve.token`)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     mcp = build_mcp_server(service, asker)
@@ -220,12 +226,15 @@ def build_asgi_app(
     if fleet is not None:
         add_sidecar_routes(api, settings, fleet)
     api.mount(MCP_ROUTE, mcp_asgi)
+    if admin is not None:
+        api.mount(ADMIN_ROUTE, admin)
     api.add_middleware(
         HttpGuard,
         allowed_hosts=settings.serve.allowed_hosts,
         token=settings.serve.expected_token(),
         open_paths=(HEALTH_ROUTE,),
         machine_prefixes=(SIDECAR_ROUTE,),
+        own_token_prefixes=(ADMIN_ROUTE,) if admin is not None else (),
     )
     return api
 
@@ -233,7 +242,9 @@ def build_asgi_app(
 @serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=REPLICA_MAX_ONGOING_REQUESTS)
 @serve.ingress()
 class McpIngress:
-    """Thin shell: finds the actors, builds the MCP ASGI app inside the replica."""
+    """Thin shell: finds the actors, builds the MCP ASGI app inside the replica, with the admin API
+    under /admin (`serve_apps.admin_app`: one replica process serves both; `AdminIngress` deploys
+    the admin API on its own instead)."""
 
     def __init__(self, settings: SamespaceSettings) -> None:
         from actors import get_index_actor
@@ -256,6 +267,7 @@ class McpIngress:
         self._asker = AskService(
             self._service, settings, LazyDispatcher(settings, Role.RLM), LazyDispatcher(settings, Role.CODE_ASSISTANT)
         )
+        self._admin = AdminApi(settings)
         self._fleet: ActorHandle | None = None
 
     def _fleet_actor(self) -> ActorHandle:
@@ -267,7 +279,8 @@ class McpIngress:
         return self._fleet
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return build_asgi_app(self._service, self._asker, self._settings, self._fleet_actor)
+        admin = build_admin_asgi(self._admin, self._settings)
+        return build_asgi_app(self._service, self._asker, self._settings, self._fleet_actor, admin)
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:

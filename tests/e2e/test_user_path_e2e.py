@@ -155,6 +155,13 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     assert "pkg/storage.py" in hits[0]
     assert "write_json_atomically" in found.stdout
 
+    # The admin API, served by the MCP replica under /admin (one replica process for both).
+    status = user_cluster.samespace(
+        "status", "--state-dir", str(state), "--address", f"http://127.0.0.1:{user_cluster.mcp_port}"
+    )
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert '"providers"' in status.stdout and "samespace-embedder-cpu0" in status.stdout
+
     record = HeadRecord.read(state / "ray-head.json")
     assert record is not None
     daemons = daemon_pids(record.session)
@@ -167,6 +174,7 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     )
     assert modules == ["JobHead", "NodeHead", "ServeHead"]  # the lean head: the Jobs and Serve APIs only
     assert not [c for c in commands if "ray.util.client.server" in c or "/monitor.py" in c or "/log_monitor.py" in c]
+    assert not [c for c in commands if "AdminIngress" in c]  # no replica of its own for the admin API
     stopped = user_cluster.samespace("stop", "--state-dir", str(state))
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert "ray stopped" in stopped.stdout

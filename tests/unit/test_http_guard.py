@@ -400,3 +400,25 @@ def test_print_config_names_the_token_variable_and_never_the_token(
     assert server["headers"] == {"Authorization": "Bearer ${SAMESPACE_SERVE__TOKEN}"}
     assert str(token_file) in printed.err
     assert TOKEN not in printed.out and TOKEN not in printed.err
+
+
+def test_the_admin_api_in_the_mcp_app_answers_to_its_own_token_and_mcp_to_the_serve_token(tmp_path: Path) -> None:
+    from typing import cast
+
+    from serve_apps.admin_app import AdminApi, build_admin_asgi
+    from serve_apps.ask_service import AskService
+    from serve_apps.code_search import CodeSearchService
+    from serve_apps.mcp_app import build_asgi_app
+
+    settings = SamespaceSettings(
+        admin={"token": "admin-token", "config_path": tmp_path / "config.json"}, serve={"token": "serve-token"}
+    )
+    service, asker = cast(CodeSearchService, object()), cast(AskService, object())  # no tool is called here
+    app = build_asgi_app(service, asker, settings, admin=build_admin_asgi(AdminApi(settings), settings))
+    client = TestClient(app, base_url=BASE)
+    assert client.get("/admin/openrouter", headers=bearer("admin-token")).status_code == 200  # no serve token needed
+    assert client.get("/admin/openrouter", headers=bearer("serve-token")).status_code == 401  # nor taken for its own
+    assert client.get("/admin/openrouter").status_code == 401
+    assert client.get("/admin/openrouter", headers={"host": HOSTILE_HOST, **bearer("admin-token")}).status_code == 421
+    assert client.post("/mcp/", headers=bearer("admin-token")).status_code == 401  # MCP still needs the serve token
+    assert client.get("/healthz").status_code == 200
