@@ -516,7 +516,7 @@ class SamespaceCluster:
 
     def stop(self) -> list[int]:
         """`samespace stop`; returns the PIDs of the session (or of its temp dir) still alive after it."""
-        from samespace.head import HeadRecord
+        from samespace.head import HeadRecord, processes_naming
 
         # Without a record `samespace stop` falls back to `ray stop`, which would stop every Ray of this user.
         if HeadRecord.read(self.state_dir / "ray-head.json") is not None:
@@ -528,7 +528,7 @@ class SamespaceCluster:
                 stderr=subprocess.DEVNULL,
                 timeout=STOP_TIMEOUT_S,
             )
-        left = self.pids() | set(_processes_mentioning(str(self.temp_dir)))
+        left = self.pids() | set(processes_naming(str(self.temp_dir)))
         for pid in left:  # ours: this run's session and temp dir only
             _kill(pid)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
@@ -582,20 +582,6 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
-
-
-def _processes_mentioning(text: str) -> list[int]:
-    """Live processes whose command line names `text` (every Ray process names its session dir)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if text.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 def _kill(pid: int) -> None:

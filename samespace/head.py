@@ -31,6 +31,7 @@ __all__ = [
     "HeadSpec",
     "daemon_pids",
     "is_listening",
+    "processes_naming",
     "ray_start_argv",
     "session_members",
     "start_head",
@@ -166,6 +167,21 @@ def session_members(session: int) -> list[int]:
         if int(fields[3]) == session and fields[0] != "Z":
             members.append(int(entry.name))
     return members
+
+
+def processes_naming(text: str) -> list[int]:
+    """Live PIDs (this process aside) whose command line names `text`: every Ray process names its
+    session folder, so a temp dir's name finds whatever a head left behind."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if text.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile
+            continue
+    return found
 
 
 def daemon_pids(session: int) -> list[int]:

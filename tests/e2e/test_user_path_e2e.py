@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
-from samespace.head import HeadRecord, daemon_pids, session_members, stop_session
+from samespace.head import HeadRecord, daemon_pids, processes_naming, session_members, stop_session
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -64,20 +64,6 @@ def _user_env(home: Path) -> dict[str, str]:
     }
     env["HOME"] = str(home)
     return env
-
-
-def _processes_mentioning(text: str) -> list[int]:
-    """Live processes whose command line names `text` (every Ray daemon names its session dir)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if text.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:  # gone meanwhile
-            continue
-    return found
 
 
 @pytest.fixture
@@ -179,7 +165,7 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert "ray stopped" in stopped.stdout
     assert [pid for pid in daemons if _state(pid) != "Z"] == []
-    assert _processes_mentioning(str(user_cluster.temp_dir)) == []
+    assert processes_naming(str(user_cluster.temp_dir)) == []
     assert not (state / "ray-head.json").exists()
     assert not (Path(user_cluster.env["HOME"]) / ".ray" / "auth_token").exists()
 
