@@ -360,6 +360,43 @@ def read_process(pid: int) -> ProcessMemory | None:
     return ProcessMemory(pid=pid, name=process_name(cmdline, comm), memory=memory)
 
 
+def parse_stat_cpu_s(stat: str, ticks_per_s: float) -> float:
+    """User plus system CPU seconds from a /proc/<pid>/stat line (fields 14 and 15, after the comm)."""
+    fields = stat.rsplit(")", 1)[1].split()  # "pid (comm) state ppid ...": utime and stime are fields 12, 13 here
+    return (int(fields[11]) + int(fields[12])) / ticks_per_s
+
+
+def read_cpu(pids: Iterable[int]) -> dict[int, tuple[str, float]]:
+    """Each live process's name and CPU seconds so far."""
+    ticks = float(os.sysconf("SC_CLK_TCK"))
+    found = {}
+    for pid in pids:
+        proc = Path(f"/proc/{pid}")
+        try:
+            cmdline = [part for part in (proc / "cmdline").read_bytes().decode(errors="replace").split("\0") if part]
+            found[pid] = (
+                process_name(cmdline, (proc / "comm").read_text().strip()),
+                parse_stat_cpu_s((proc / "stat").read_text(), ticks),
+            )
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def cpu_per_call(
+    before: Mapping[int, tuple[str, float]], after: Mapping[int, tuple[str, float]], calls: int
+) -> list[dict[str, Any]]:
+    """Where a search's CPU went: each process name's CPU ms per call over a load window (processes
+    alive at both ends), busiest first."""
+    spent: dict[str, float] = {}
+    for pid, (name, cpu_s) in after.items():
+        if pid in before:
+            spent[name] = spent.get(name, 0.0) + cpu_s - before[pid][1]
+    per_call = {name: round(1000 * cpu_s / max(calls, 1), 2) for name, cpu_s in spent.items()}
+    ranked = sorted((item for item in per_call.items() if item[1] > 0), key=lambda item: -item[1])
+    return [{"process": name, "cpu_ms_per_call": ms} for name, ms in ranked]
+
+
 def parent_map() -> dict[int, int]:
     """Every live process's parent PID."""
     parents = {}
@@ -700,11 +737,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"single process: up, {health['chunks']} chunks", flush=True)
         urls = {"samespace": samespace.url, "single": single.url}
         summaries: dict[str, dict[int, dict[str, Any]]] = {side: {} for side in SIDES}
+        profiles: dict[str, dict[int, list[dict[str, Any]]]] = {side: {} for side in SIDES}
+        pids = {"samespace": samespace.pids, "single": single.pids}
         first: dict[str, Any] = {}
         with MemorySampler(samespace.pids) as samespace_memory, MemorySampler(single.pids) as single_memory:
             for n in args.clients:
                 for side in SIDES:
+                    before = read_cpu(pids[side]())
                     summary, first[side] = asyncio.run(run_load(urls[side], headers, queries, n, args.seconds))
+                    profiles[side][n] = cpu_per_call(before, read_cpu(pids[side]()), summary["calls"])
                     summaries[side][n] = summary
                     print(
                         f"{side:>9} x{n}: {summary['qps']:.1f} q/s, p50 {summary['p50_ms']:.1f} ms, "
@@ -743,6 +784,7 @@ def main(argv: list[str] | None = None) -> int:
         "samespace_search": first.get("samespace", {}),
         "load": rows,
         "memory": memory,
+        "cpu_ms_per_call": {side: {str(n): profiles[side][n] for n in args.clients} for side in SIDES},
         "acceptance": [asdict(c) | {"verdict": c.verdict} for c in checks],
         "machine": {"cpus": os.cpu_count()},
     }
@@ -761,6 +803,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{side} processes at the end of the load:")
         print(memory_table(memory[side]["processes"]))
         print()
+    for n in args.clients:  # the profile: where a search's CPU goes (warm-up calls included, a few per client)
+        spent = ", ".join(f"{r['process']} {r['cpu_ms_per_call']:.1f}" for r in profiles["samespace"][n][:8])
+        print(f"samespace CPU ms per call, {n} clients: {spent}")
+    print()
     for check in checks:
         print(f"{check.verdict}  {check.name} ({check.detail})")
     print(f"\nwritten: {RESULTS / RESULTS_FILE}")

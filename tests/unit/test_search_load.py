@@ -242,3 +242,21 @@ def test_the_single_process_answers_search_code_over_mcp(tmp_path: Path) -> None
         process.terminate()
         process.wait(timeout=30)
         log.close()
+
+
+def test_the_cpu_seconds_of_a_stat_line_are_user_plus_system_even_with_a_paren_in_the_name() -> None:
+    from bench.search_load import parse_stat_cpu_s
+
+    stat = "4242 (ray::Index) Actor)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 30 0 100 0 0"
+    assert parse_stat_cpu_s(stat, ticks_per_s=100.0) == 3.0  # (250 + 50) / 100
+
+
+def test_cpu_per_call_counts_only_processes_alive_at_both_ends_by_name_busiest_first() -> None:
+    from bench.search_load import cpu_per_call
+
+    before = {1: ("ray::IndexActor", 10.0), 2: ("ray::ProxyActor", 5.0), 3: ("ray::DispatcherActor", 1.0)}
+    after = {1: ("ray::IndexActor", 10.5), 2: ("ray::ProxyActor", 5.2), 4: ("ray::DispatcherActor", 9.0)}
+    assert cpu_per_call(before, after, calls=100) == [
+        {"process": "ray::IndexActor", "cpu_ms_per_call": 5.0},
+        {"process": "ray::ProxyActor", "cpu_ms_per_call": 2.0},
+    ]
