@@ -21,14 +21,14 @@ from ray.actor import ActorHandle
 
 from actors.query_path import DirectRoute
 from actors.registry import LiveProvider, discover_providers, ensure_providers
-from actors.transports import TRANSPORTS
+from actors.transports import TRANSPORTS, RayActorTransport
 from cluster.cloud.budget import Priority
 from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, set_request_tag
 from cluster.gate.admission import Gatekeeper, SpotCheckStats
 from cluster.gate.ledger import GateLedger
 from cluster.gate.probe import GateReport
 from cluster.gate.sentinel import sentinel_loop
-from cluster.providers import ProviderInfo, ProviderKind, ProviderView, provider_views
+from cluster.providers import ProviderView, provider_views
 from cluster.roles import Policy, Role
 from cluster.routing.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
 from cluster.settings import RoleRoute, SamespaceSettings
@@ -68,8 +68,7 @@ class DispatcherActor:
                 spot_check_texts=settings.gate.spot_check_texts,
             )
         self._sentinel_task: asyncio.Task[None] | None = None
-        self._handles: dict[str, ActorHandle] = {}  # the last discovery's actors, by provider name
-        self._discovered: list[ProviderInfo] = []  # and what each said (every role)
+        self._live: list[LiveProvider] = []  # the last discovery: every provider actor, every role
         self._dispatcher = Dispatcher(
             role,
             policy=lambda: self._policy,
@@ -84,10 +83,8 @@ class DispatcherActor:
 
     async def _discover(self) -> list[Provider]:
         ensure_providers(self._settings)
-        found = await discover_providers(self._settings)
-        self._handles = {live.info.name: live.handle for live in found if live.handle is not None}
-        self._discovered = [live.info for live in found]
-        return [_calls(live) for live in found]
+        self._live = await discover_providers(self._settings)
+        return [_calls(live) for live in self._live]
 
     async def _sentinel_loop(self) -> None:
         """DESIGN §12: re-probe the serving encoders every period while serving."""
@@ -173,14 +170,12 @@ class DispatcherActor:
         whether any provider discovered serves reranking."""
         self._ensure_sentinel()
         route = await self._dispatcher.query_route()
-        rerankers = any(Role.RERANKER in info.roles for info in self._discovered)
-        if not route:
+        rerankers = any(Role.RERANKER in live.info.roles for live in self._live)
+        if not route or TRANSPORTS[route[0][0].kind, route[0][0].hosted] is not RayActorTransport:
             return DirectRoute(encoder=None, rerankers=rerankers)
         info, space = route[0]
-        handle = self._handles.get(info.name)
-        if handle is None or (info.kind, info.hosted) != (ProviderKind.LOCAL, "ray"):
-            return DirectRoute(encoder=None, rerankers=rerankers)
-        return DirectRoute(encoder=(space, info.name, handle), rerankers=rerankers)
+        handle = next((live.handle for live in self._live if live.info.name == info.name), None)
+        return DirectRoute(encoder=(space, info.name, handle) if handle is not None else None, rerankers=rerankers)
 
     async def chat(self, project: str = DEFAULT_PROJECT, reserve: bool = True, **request: Any) -> tuple[Any, str]:
         """messages, tools, tool_choice, max_tokens, temperature → (ChatResult, provider name)."""

@@ -38,7 +38,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,6 +50,7 @@ from typing import Any
 
 import httpx
 
+from bench.quality import free_port
 from bench.run import latency_summary, percentile
 from cluster.environment import LOCAL_ENV
 
@@ -93,16 +93,6 @@ SINGLE_START_S = 600.0
 STOP_TIMEOUT_S = 120.0
 HEALTH_POLL_S = 1.0
 CALL_TIMEOUT_S = 60.0
-# Ray ports `ray start --head` would otherwise take at fixed defaults (client server 10001, agent 52365):
-# free ones here, so a second Ray on this machine (a test suite's, another checkout's) cannot clash.
-RAY_PORT_FLAGS = (
-    "--node-manager-port",
-    "--object-manager-port",
-    "--dashboard-agent-listen-port",
-    "--dashboard-agent-grpc-port",
-    "--metrics-export-port",
-    "--runtime-env-agent-port",
-)
 # Issue 17's acceptance (bench, not timed tests).
 MAX_P50_RATIO_AT_1 = 2.0
 MIN_QPS_RATIO = 0.7
@@ -465,13 +455,6 @@ class MemorySampler:
 # The two servers.
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def wait_healthy(url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and alive():
@@ -506,7 +489,7 @@ class SamespaceCluster:
         return run_env(os.environ, self.state_dir, self.mcp_port)
 
     def start(self) -> None:
-        from samespace.head import HeadRecord
+        from samespace.head import FIXED_PORT_FLAGS, HeadRecord
 
         argv = [
             sys.executable,
@@ -531,7 +514,7 @@ class SamespaceCluster:
             str(self.temp_dir),
             "--wait-s",
             str(SERVE_WAIT_S),
-            *(f"--ray-arg={flag}={free_port()}" for flag in RAY_PORT_FLAGS),
+            *(f"--ray-arg={flag}={free_port()}" for flag in FIXED_PORT_FLAGS),
         ]
         with self.log.open("wb") as log:
             try:

@@ -140,8 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--full-dashboard",
         action="store_true",
-        help="every Ray dashboard module, the Ray client server and the task table (default: only the "
-        "Jobs and Serve APIs that run uses, about 0.7 GB less)",
+        help="plain `ray start`: every dashboard module, the Ray client server, the monitors and the task "
+        "table (default: only what run uses, about 0.8 GB less)",
     )
     run.add_argument(
         "--config",

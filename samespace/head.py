@@ -26,6 +26,7 @@ from samespace.state import StateDir, program
 __all__ = [
     "DEFAULT_DASHBOARD_PORT",
     "DEFAULT_GCS_PORT",
+    "FIXED_PORT_FLAGS",
     "LOOPBACK",
     "HeadRecord",
     "HeadSpec",
@@ -43,6 +44,16 @@ DEFAULT_GCS_PORT = 6379
 DEFAULT_DASHBOARD_PORT = 8265
 STOP_GRACE_S = 15.0  # SIGTERM, then SIGKILL for what is left (the raylet drains its workers first)
 DAEMONS = frozenset({"gcs_server", "raylet"})  # a session holding one of these is a Ray head's
+# `ray start` options whose ports default to fixed numbers (the dashboard agent's 52365, ...): a
+# second head on one machine (a test's, a bench's) passes free ones so that it cannot clash.
+FIXED_PORT_FLAGS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--metrics-export-port",
+    "--runtime-env-agent-port",
+)
 TASK_EVENTS_ENV = "RAY_task_events_report_interval_ms"  # 0: workers report no task events
 MALLOC_ARENAS_ENV = "MALLOC_ARENA_MAX"
 

@@ -41,7 +41,7 @@ class QueryBatcher:
         self._waiting: list[_Waiting] = []
         self._ready = threading.Condition()
         self._closed = False
-        self.calls = 0  # model calls made (for tests and the actor's counters)
+        self.calls = 0  # model calls made
         self._worker = threading.Thread(target=self._run, name="query-batcher", daemon=True)
         self._worker.start()
 

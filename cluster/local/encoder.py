@@ -97,14 +97,12 @@ class LocalEncoder:
             precision=self.precision,
         )
 
-    def encode(self, texts: list[str], *, threads: int | None = None) -> np.ndarray:
+    def encode(self, texts: list[str]) -> np.ndarray:
         """Rows in input order. The model sorts each call's texts by length before batching, so a
-        batch pads to texts of similar length (the reindex sends longest first as well).
-
-        `threads`: torch threads for this call on CPU (None: the encoder's `cpu_threads`). The count
-        is the calling thread's own, so a query thread at 1 and a bulk thread at all cores coexist."""
+        batch pads to texts of similar length (the reindex sends longest first as well). Runs at the
+        encoder's `cpu_threads` on CPU."""
         with self._arithmetic():
-            self._set_threads(threads)
+            self._set_threads(None)
             vectors = self._model.encode(
                 texts,
                 batch_size=self.batch_size,
@@ -118,7 +116,10 @@ class LocalEncoder:
         """The rows `encode` gives, for a few short texts at once (the query path): the model's own
         modules (its preprocessing, its forward, its pooling), one padded batch, without the work
         `encode` repeats on every call for bulk input (a scan of every parameter's device, an
-        `eval()` walk of every module, length sorting: about 1 ms a call on MiniLM)."""
+        `eval()` walk of every module, length sorting: about 1 ms a call on MiniLM).
+
+        `threads`: torch threads for this call on CPU (None: the encoder's `cpu_threads`). The count
+        is the calling thread's own, so a query thread at 1 and a bulk thread at all cores coexist."""
         import torch
         from sentence_transformers.util import batch_to_device
 

@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
-from samespace.head import HeadRecord, daemon_pids, processes_naming, session_members, stop_session
+from samespace.head import (
+    FIXED_PORT_FLAGS,
+    HeadRecord,
+    daemon_pids,
+    processes_naming,
+    session_members,
+    stop_session,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -29,16 +36,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMESPACE = str(Path(sys.executable).with_name("samespace"))
 RUN_TIMEOUT_S = 1200  # a cold head, the model loaded by the MCP replica and the job, on a shared 2-core box
 CALL_TIMEOUT_S = 180
-# Ray ports `ray start --head` would otherwise take at fixed defaults (agent 52365). The lean head of
-# `samespace run` starts no client server (10001).
-RAY_PORT_FLAGS = (
-    "--node-manager-port",
-    "--object-manager-port",
-    "--dashboard-agent-listen-port",
-    "--dashboard-agent-grpc-port",
-    "--metrics-export-port",
-    "--runtime-env-agent-port",
-)
 
 
 @dataclass
@@ -98,7 +95,7 @@ def user_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserClust
         str(temp_dir),
         "--wait-s",
         "900",
-        *(f"--ray-arg={flag}={free_port()}" for flag in RAY_PORT_FLAGS),
+        *(f"--ray-arg={flag}={free_port()}" for flag in FIXED_PORT_FLAGS),
     ]
     try:
         run = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
