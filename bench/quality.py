@@ -42,7 +42,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -68,6 +67,7 @@ from bench.quality_corpus import (  # noqa: E402
     recall_at,
 )
 from bench.run import RESULTS, latency_summary  # noqa: E402
+from samespace.head import free_port  # noqa: E402
 
 NAMESPACE = "bench-quality"
 K = 10
@@ -256,12 +256,6 @@ def plan_row(spec: RowSpec, interface: Interface, repo: str) -> Row:
 
 
 # --- the run ------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def run_row(client: Any, row: Row, queries: list[Query]) -> None:

@@ -232,16 +232,13 @@ async def _gate_bf16(candidate: Any, reference: Any) -> dict[str, Any]:
 
 
 async def _mcp_latency(settings: Any, n: int) -> list[float]:
-    import socket
-
     from mcp import Client
     from ray import serve
 
+    from samespace.head import free_port
     from serve_apps.mcp_app import McpIngress
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     serve.run(McpIngress.bind(settings), name="mcp", route_prefix="/")
     samples = []

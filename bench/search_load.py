@@ -50,9 +50,9 @@ from typing import Any
 
 import httpx
 
-from bench.quality import free_port
 from bench.run import latency_summary, percentile
 from cluster.environment import LOCAL_ENV
+from samespace.head import FIXED_PORT_FLAGS, HeadRecord, free_port
 
 __all__ = [
     "MAX_SAMESPACE_RSS_BYTES",
@@ -489,7 +489,6 @@ class SamespaceCluster:
         return run_env(os.environ, self.state_dir, self.mcp_port)
 
     def start(self) -> None:
-        from samespace.head import FIXED_PORT_FLAGS, HeadRecord
 
         argv = [
             sys.executable,

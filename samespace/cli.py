@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from cluster.roles import Policy, Role
-from samespace.cluster_commands import RunPlan, reindex_argv, run, stop, submit_reindex
+from samespace.cluster_commands import RunPlan, direct_ingress_fits, reindex_argv, run, stop, submit_reindex
 from samespace.head import DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, HeadRecord, HeadSpec
 from samespace.state import ROOT, StateDir, cluster_env
 
@@ -144,6 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
         "table (default: only what run uses, about 0.8 GB less)",
     )
     run.add_argument(
+        "--serve-proxy",
+        action="store_true",
+        help="Serve's proxy serves the MCP port (default: the MCP replica serves it itself, one hop less; "
+        "the proxy is used anyway when the config deploys more than the MCP app or more than one replica)",
+    )
+    run.add_argument(
         "--config",
         type=Path,
         default=ROOT / "serve_config.yaml",
@@ -241,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
 def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
     """The `RunPlan` of parsed `run` arguments (what it would run, decided before anything starts)."""
     state = StateDir(args.state_dir.resolve())
+    config = args.config.resolve()
+    direct = not args.serve_proxy and direct_ingress_fits(config)
     head = HeadSpec(
         num_cpus=args.num_cpus,
         port=args.port,
@@ -248,13 +256,14 @@ def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
         temp_dir=args.temp_dir.resolve() if args.temp_dir else None,
         extra_args=tuple(args.ray_arg),
         full_dashboard=args.full_dashboard,
+        direct_ingress_port=args.mcp_port if direct else None,
     )
     data_dir = args.data_dir.resolve() if args.data_dir else None
     return RunPlan(
         state=state,
         head=head,
         mcp_port=args.mcp_port,
-        config=args.config.resolve(),
+        config=config,
         working_dir=args.working_dir.resolve(),
         job_args=reindex_argv(args.repo, args.name),
         query=args.query,

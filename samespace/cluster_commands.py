@@ -1,7 +1,7 @@
 """`samespace run`, `stop` and `reindex`: the local cluster's life, as `make run` / `make stop` ran it.
 
-run: a local Ray head with token auth (started unless one answers on the GCS port) → `serve deploy
-serve_config.yaml` → wait for /healthz → `ray job submit --working-dir <checkout> -- python -m
+run: a local Ray head with token auth (started unless one answers on the GCS port) → `serve deploy` of
+serve_config.yaml's copy in the state folder → wait for /healthz → `ray job submit --working-dir <checkout> -- python -m
 jobs.reindex` → the MCP URL, a paste-ready client config and the top hits of one query. Each step is a
 command line built by a function of its own (`RunPlan`), so `--dry-run` prints exactly what would run.
 """
@@ -17,16 +17,24 @@ from pathlib import Path
 import httpx
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no types; its stubs are no dependency
 
-from samespace.head import HeadRecord, HeadSpec, is_listening, ray_start_argv, start_head, stop_session
+from samespace.head import (
+    HeadRecord,
+    HeadSpec,
+    free_port,
+    is_listening,
+    ray_start_argv,
+    start_head,
+    stop_session,
+)
 from samespace.state import StateDir, program
 
 __all__ = [
     "RunPlan",
+    "direct_ingress_fits",
     "health_url",
     "mcp_url",
     "reindex_argv",
     "run",
-    "serve_config_for",
     "stop",
     "submit_argv",
     "submit_reindex",
@@ -34,6 +42,7 @@ __all__ = [
 ]
 
 HEALTH_POLL_S = 1.0
+MCP_IMPORT_PATH = "serve_apps.mcp_app:build_app"
 
 
 def mcp_url(port: int) -> str:
@@ -68,26 +77,26 @@ def submit_argv(dashboard_url: str, working_dir: Path, job_args: list[str]) -> l
     ]
 
 
-def serve_config_for(config: Path, mcp_port: int, state: StateDir) -> Path:
-    """The config to deploy: `config` itself when it already serves on `mcp_port`, else a copy in the state
-    folder that does (`serve deploy` takes the proxy's port from the config's `http_options` only)."""
-    return config if _http_options(config).get("port") == mcp_port else state.serve_config
+def write_serve_config(config: Path, state: StateDir, proxy_port: int) -> Path:
+    """Write the config `run` deploys: `config` with Serve's proxy on `proxy_port` (`serve deploy` takes
+    the proxy's port from the config's `http_options` only), in the state folder; return its path."""
+    document = yaml.safe_load(config.read_text(encoding="utf-8"))
+    document.setdefault("http_options", {})["port"] = proxy_port
+    state.ensure()
+    state.serve_config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return state.serve_config
 
 
-def write_serve_config(config: Path, mcp_port: int, state: StateDir) -> Path:
-    """Write the copy `serve_config_for` names, if one is needed; return the config to deploy."""
-    target = serve_config_for(config, mcp_port, state)
-    if target != config:
-        document = yaml.safe_load(config.read_text(encoding="utf-8"))
-        document.setdefault("http_options", {})["port"] = mcp_port
-        state.ensure()
-        target.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-    return target
+def direct_ingress_fits(config: Path) -> bool:
+    """Whether the MCP replica may serve the MCP port itself: direct ingress gives the port to exactly
+    one replica, so the config must deploy the MCP app alone, at one replica (settings as the replica
+    reads them: this environment's SAMESPACE_*, then the application's args)."""
+    from cluster.settings import load_settings
 
-
-def _http_options(config: Path) -> dict[str, object]:
-    options = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("http_options") or {}
-    return dict(options)
+    applications = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("applications") or []
+    if len(applications) != 1 or applications[0].get("import_path") != MCP_IMPORT_PATH:
+        return False
+    return load_settings(**(applications[0].get("args") or {})).serve.mcp_replicas == 1
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,7 @@ class RunPlan:
 
     @property
     def serve_config(self) -> Path:
-        return serve_config_for(self.config, self.mcp_port, self.state)
+        return self.state.serve_config
 
     @property
     def deploy(self) -> list[str]:
@@ -130,13 +139,12 @@ def run(plan: RunPlan, show: Callable[[list[str]], int]) -> int:
     state.ensure_admin_token()
     if not is_listening(plan.head.port):
         print("starting a local Ray head (token auth on, usage stats off, Ray's ports on 127.0.0.1)")
-        start_head(plan.head, state, plan.env)
-    elif _auth_is_off(plan.head.dashboard_url):
-        print(
-            "warning: the running Ray head has token auth off (started before it was on); "
-            "'samespace stop && samespace run' restarts it with the token"
-        )
-    write_serve_config(plan.config, plan.mcp_port, state)
+        direct_port = start_head(plan.head, state, plan.env).direct_ingress_port
+    else:
+        direct_port = _running_direct_ingress_port(plan, state)
+    # With direct ingress the replica holds the MCP port and Serve's proxy gets a port of its own, which
+    # nothing of samespace's calls; otherwise the proxy serves the MCP port.
+    write_serve_config(plan.config, state, free_port() if direct_port == plan.mcp_port else plan.mcp_port)
     _check(plan.deploy, plan.env)
     url = mcp_url(plan.mcp_port)
     print(f"waiting for the MCP server at {url}")
@@ -156,6 +164,28 @@ def run(plan: RunPlan, show: Callable[[list[str]], int]) -> int:
         f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={state.ray_token}"
     )
     return searched
+
+
+def _running_direct_ingress_port(plan: RunPlan, state: StateDir) -> int | None:
+    """The direct ingress port of the head that already runs (None: Serve's proxy serves the MCP port)."""
+    if _auth_is_off(plan.head.dashboard_url):
+        print(
+            "warning: the running Ray head has token auth off (started before it was on); "
+            "'samespace stop && samespace run' restarts it with the token"
+        )
+    record = HeadRecord.read(state.head_record)
+    direct_port = record.direct_ingress_port if record is not None else None
+    if plan.head.direct_ingress_port is not None and direct_port != plan.mcp_port:
+        print(
+            f"note: the running Ray head was not started to serve MCP on port {plan.mcp_port} itself; "
+            "Serve's proxy serves it ('samespace stop && samespace run' restarts it with direct ingress)"
+        )
+    elif plan.head.direct_ingress_port is None and direct_port == plan.mcp_port:
+        print(
+            f"warning: the running Ray head gives port {plan.mcp_port} to one MCP replica itself; "
+            "'samespace stop && samespace run' restarts it with Serve's proxy on that port"
+        )
+    return direct_port
 
 
 def stop(state: StateDir, dashboard_url: str, env: Mapping[str, str]) -> int:

@@ -31,6 +31,8 @@ __all__ = [
     "HeadRecord",
     "HeadSpec",
     "daemon_pids",
+    "direct_ingress_env",
+    "free_port",
     "is_listening",
     "processes_naming",
     "ray_start_argv",
@@ -58,6 +60,22 @@ TASK_EVENTS_ENV = "RAY_task_events_report_interval_ms"  # 0: workers report no t
 MALLOC_ARENAS_ENV = "MALLOC_ARENA_MAX"
 
 
+def direct_ingress_env(port: int) -> dict[str, str]:
+    """Serve's direct ingress on `port`: the MCP replica serves HTTP on it itself, no proxy actor between
+    the client and the app (one hop and one serialisation less a request). The controller hands replicas
+    ports from [min, max), so exactly this one; a port a replica gave up is free at once (no quarantine),
+    and a stopping replica waits for its requests only (the 30 s default is for a load balancer's
+    deregistration, and samespace run has none). The controller and the replica read these at import,
+    so they are the head's environment, not the app's."""
+    return {
+        "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1",
+        "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(port),
+        "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(port + 1),
+        "RAY_SERVE_PORT_QUARANTINE_S": "0",
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "0",
+    }
+
+
 @dataclass(frozen=True)
 class HeadSpec:
     """How `ray start --head` is called: every port on 127.0.0.1, usage stats off."""
@@ -71,11 +89,17 @@ class HeadSpec:
     # monitor (workers' output on the drivers' consoles) and the task table (`ray list tasks`, the
     # dashboard's task views). Off: only what `samespace run` uses (samespace/ray_head.py).
     full_dashboard: bool = False
+    # The MCP port when the MCP replica serves it itself (Serve's direct ingress), else None: Serve's
+    # proxy serves the port named in the Serve config.
+    direct_ingress_port: int | None = None
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """The head's environment (its daemons and every worker inherit it): two malloc arenas a
-        process; lean, no task events either (every actor call would report one to the GCS)."""
+        process; lean, no task events either (every actor call would report one to the GCS); direct
+        ingress on its port when the spec names one."""
         head_env = dict(env)
+        if self.direct_ingress_port is not None:
+            head_env.update(direct_ingress_env(self.direct_ingress_port))
         if not self.full_dashboard:
             head_env.setdefault(TASK_EVENTS_ENV, "0")
         # glibc gives each thread that allocates an arena of its own, up to 8 per core; Ray's
@@ -99,6 +123,7 @@ class HeadRecord:
     session: int  # the session id of `ray start` and every process it started
     gcs_address: str
     dashboard_url: str
+    direct_ingress_port: int | None = None  # HeadSpec.direct_ingress_port of the head it started
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)), encoding="utf-8")
@@ -144,6 +169,13 @@ def is_listening(port: int, timeout_s: float = 1.0) -> bool:
         return False
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, 0))
+        return int(probe.getsockname()[1])
+
+
 def start_head(spec: HeadSpec, state: StateDir, env: Mapping[str, str]) -> HeadRecord:
     """Run `ray start --head` in a new session, its output in the state folder; record the session."""
     with state.ray_start_log.open("wb") as log:
@@ -159,7 +191,12 @@ def start_head(spec: HeadSpec, state: StateDir, env: Mapping[str, str]) -> HeadR
     if code != 0:
         stop_session(started.pid)  # whatever it started before failing
         raise SystemExit(f"ray start failed ({code}):\n{state.ray_start_log.read_text(errors='replace')}")
-    record = HeadRecord(session=started.pid, gcs_address=spec.gcs_address, dashboard_url=spec.dashboard_url)
+    record = HeadRecord(
+        session=started.pid,
+        gcs_address=spec.gcs_address,
+        dashboard_url=spec.dashboard_url,
+        direct_ingress_port=spec.direct_ingress_port,
+    )
     record.write(state.head_record)
     return record
 

@@ -158,6 +158,10 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     assert modules == ["JobHead", "NodeHead", "ServeHead"]  # the lean head: the Jobs and Serve APIs only
     assert not [c for c in commands if "ray.util.client.server" in c or "/monitor.py" in c or "/log_monitor.py" in c]
     assert not [c for c in commands if "AdminIngress" in c]  # no replica of its own for the admin API
+    # Direct ingress: the MCP replica itself listens on the MCP port (no proxy actor in between).
+    assert [_command(pid).split()[0] for pid in _listening_on(user_cluster.mcp_port)] == [
+        "ray::ServeReplica:mcp:McpIngress"
+    ]
     stopped = user_cluster.samespace("stop", "--state-dir", str(state))
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert "ray stopped" in stopped.stdout
@@ -165,6 +169,15 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     assert processes_naming(str(user_cluster.temp_dir)) == []
     assert not (state / "ray-head.json").exists()
     assert not (Path(user_cluster.env["HOME"]) / ".ray" / "auth_token").exists()
+
+
+def _listening_on(port: int) -> list[int]:
+    """The PIDs of the processes that accept TCP connections on `port`."""
+    import psutil
+
+    return sorted(
+        {c.pid for c in psutil.net_connections(kind="tcp") if c.status == "LISTEN" and c.laddr.port == port and c.pid}
+    )
 
 
 def _command(pid: int) -> str:

@@ -19,7 +19,7 @@ import yaml
 
 from samespace.answers import format_answer
 from samespace.cli import build_parser, main, run_plan
-from samespace.cluster_commands import reindex_argv, serve_config_for, write_serve_config
+from samespace.cluster_commands import direct_ingress_fits, reindex_argv, write_serve_config
 from samespace.head import HeadRecord, daemon_pids, ray_start_argv, session_members, stop_session
 from samespace.state import ROOT, StateDir, cluster_env
 
@@ -199,7 +199,7 @@ def test_run_starts_a_loopback_head_deploys_the_config_and_submits_the_job_with_
         "--temp-dir=/tmp/ss-x",
         "--ray-client-server-port=7003",
     ]
-    assert deploy[1:] == ["deploy", "--address", "http://127.0.0.1:7002", str(ROOT / "serve_config.yaml")]
+    assert deploy[1:] == ["deploy", "--address", "http://127.0.0.1:7002", str(tmp_path / "state" / "serve_config.yaml")]
     assert submit[1:] == [
         "job",
         "submit",
@@ -229,7 +229,9 @@ def test_run_reads_the_ray_token_from_its_file_and_keeps_its_state_in_the_state_
     assert plan.env["SAMESPACE_SERVE__PORT"] == "8000"
     assert plan.env["HF_HUB_OFFLINE"] == "1"
     assert plan.env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
-    assert [arg for argv in plan.commands() for arg in argv if "token" in arg.lower()] == []
+    # (the test's folder is named after the test, which names the token)
+    args = [arg.replace(str(tmp_path), "") for argv in plan.commands() for arg in argv]
+    assert [arg for arg in args if "token" in arg.lower()] == []
 
 
 def test_the_callers_environment_names_other_store_and_admin_files(tmp_path: Path) -> None:
@@ -243,19 +245,63 @@ def test_the_callers_environment_names_other_store_and_admin_files(tmp_path: Pat
     assert "SAMESPACE_SERVE__PORT" not in cluster_env(state, {})
 
 
-def test_another_mcp_port_deploys_a_copy_of_the_serve_config_with_that_port(tmp_path: Path) -> None:
+def test_run_deploys_a_copy_of_the_serve_config_with_the_proxy_on_the_port_it_names(tmp_path: Path) -> None:
     state = StateDir(tmp_path / "state")
     config = ROOT / "serve_config.yaml"
-    assert serve_config_for(config, 8000, state) == config
-    assert write_serve_config(config, 8000, state) == config
-    assert not state.path.exists()
-    written = write_serve_config(config, 18123, state)
-    assert written == state.serve_config == serve_config_for(config, 18123, state)
+    written = write_serve_config(config, state, 18123)
+    assert written == state.serve_config
     original, copy = yaml.safe_load(config.read_text()), yaml.safe_load(written.read_text())
+    assert original["http_options"]["port"] != 18123
     assert copy["http_options"] == {**original["http_options"], "port": 18123}
     assert {k: v for k, v in copy.items() if k != "http_options"} == {
         k: v for k, v in original.items() if k != "http_options"
     }
+
+
+def test_the_mcp_replica_serves_the_mcp_port_itself_when_it_is_the_only_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from samespace.head import direct_ingress_env
+
+    monkeypatch.delenv("SAMESPACE_SERVE__MCP_REPLICAS", raising=False)
+    monkeypatch.delenv("SAMESPACE_CONFIG_FILE", raising=False)
+    direct = _plan(tmp_path, "--mcp-port", "18125").head
+    assert direct.direct_ingress_port == 18125
+    env = direct.environment({})
+    assert env == {**env, **direct_ingress_env(18125)}
+    # the controller hands out ports from [min, max): exactly the MCP port, and no other
+    assert (env["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"], env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"]) == (
+        "18125",
+        "18126",
+    )
+    assert env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] == "1"
+    proxied = _plan(tmp_path, "--serve-proxy").head
+    assert proxied.direct_ingress_port is None
+    assert not set(direct_ingress_env(8000)) & set(proxied.environment({}))
+
+
+def _config(tmp_path: Path, applications: list[dict[str, Any]]) -> Path:
+    document = {**yaml.safe_load((ROOT / "serve_config.yaml").read_text()), "applications": applications}
+    path = tmp_path / "serve.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_direct_ingress_only_for_the_mcp_app_alone_at_one_replica(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SAMESPACE_SERVE__MCP_REPLICAS", raising=False)
+    monkeypatch.delenv("SAMESPACE_CONFIG_FILE", raising=False)
+    mcp = {"name": "mcp", "route_prefix": "/", "import_path": "serve_apps.mcp_app:build_app", "args": {}}
+    admin = {"name": "admin", "route_prefix": "/admin", "import_path": "serve_apps.admin_app:build_app"}
+    assert direct_ingress_fits(ROOT / "serve_config.yaml")
+    assert direct_ingress_fits(_config(tmp_path, [mcp]))
+    assert not direct_ingress_fits(_config(tmp_path, [mcp, admin]))  # two ingress replicas, one port
+    assert not direct_ingress_fits(_config(tmp_path, [{**mcp, "args": {"serve": {"mcp_replicas": 2}}}]))
+    assert not direct_ingress_fits(_config(tmp_path, [{**mcp, "import_path": "other.app:build"}]))
+    monkeypatch.setenv("SAMESPACE_SERVE__MCP_REPLICAS", "3")
+    assert not direct_ingress_fits(_config(tmp_path, [mcp]))
+    assert _plan(tmp_path).head.direct_ingress_port is None
 
 
 def test_dry_run_prints_the_commands_and_creates_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -319,6 +365,8 @@ def test_a_head_record_that_cannot_be_read_is_no_record(tmp_path: Path) -> None:
     assert HeadRecord.read(path) is None
     HeadRecord(session=42, gcs_address="127.0.0.1:1", dashboard_url="http://127.0.0.1:2").write(path)
     assert HeadRecord.read(path) == HeadRecord(42, "127.0.0.1:1", "http://127.0.0.1:2")
+    path.write_text('{"session": 7, "gcs_address": "a", "dashboard_url": "b", "direct_ingress_port": 8000}')
+    assert HeadRecord.read(path) == HeadRecord(7, "a", "b", direct_ingress_port=8000)
 
 
 def test_stop_leaves_a_session_that_holds_no_ray_head_alone() -> None:
