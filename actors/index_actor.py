@@ -7,6 +7,7 @@ through it. Methods run one at a time, so a query sees either the old build or t
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,11 @@ from typing import Any
 import ray
 
 from cluster.errors import IndexNotFound, ReadRefused
-from cluster.index.catalog import BuildProgress, IndexCatalog, IndexRecord, PointKey
+from cluster.index.catalog import IndexCatalog, PointKey
 from cluster.index.incremental import ReusableRows, reusable_rows
+from cluster.index.records import BuildProgress, IndexRecord, export_folder
 from cluster.index.store.engines import open_vector_store
+from cluster.ingest.git_state import SourceState
 from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
 from cluster.ingest.walker import walk_settings
@@ -29,6 +32,8 @@ from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, S
 # The store's files hold source text. New files 0600 and folders 0700; the store
 # itself makes its data dir 0700 and tightens what an earlier run left behind.
 STORE_UMASK = 0o077
+SOURCE_COMMIT = "commit"  # payload keys a hit gains from its build's record (not stored per row)
+SOURCE_REF = "ref"
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
@@ -49,8 +54,13 @@ class IndexActor:
         repo_root: str,
         job_id: str | None,
         probe_vectors: list[list[float]] | None = None,
+        build: str | None = None,
+        origin: str | None = None,
+        source: SourceState | None = None,
     ) -> str:
-        return self._catalog.begin_build(name, identity, repo_root, job_id, probe_vectors)
+        return self._catalog.begin_build(
+            name, identity, repo_root, job_id, probe_vectors, build=build, origin=origin, source=source
+        )
 
     def record(self, name: str) -> IndexRecord | None:
         """The serving record of an index, or None when there is none yet."""
@@ -67,14 +77,38 @@ class IndexActor:
         self._catalog.report_progress(build, progress)
 
     def commit_build(
-        self, build: str, files: int, providers: list[str], skipped: SkipSummary | None = None
+        self,
+        build: str,
+        files: int,
+        providers: list[str],
+        skipped: SkipSummary | None = None,
+        embedded: int = 0,
+        reused: int = 0,
     ) -> IndexRecord:
-        record = self._catalog.commit_build(build, files=files, providers=providers, skipped=skipped)
+        record = self._catalog.commit_build(
+            build, files=files, providers=providers, skipped=skipped, embedded=embedded, reused=reused
+        )
         self._code_maps.prune()  # the superseded build's map goes now, the new one is built on first read
         return record
 
     def fail_build(self, build: str, error: str) -> None:
         self._catalog.fail_build(build, error)
+
+    def update_source(self, name: str, source: SourceState) -> IndexRecord:
+        """A reindex found the serving build current: record the source it now matches."""
+        return self._catalog.update_source(name, source)
+
+    def remove(self, name: str) -> list[str]:
+        """Drop an index, every build of it and the exported files of its ref builds; returns the builds."""
+        dropped = self._catalog.remove(name)
+        self._code_maps.prune()
+        for build in dropped:
+            shutil.rmtree(export_folder(self._settings.store.data_dir, build), ignore_errors=True)
+        return dropped
+
+    def records(self) -> list[IndexRecord]:
+        """The serving record of every index."""
+        return [self._catalog.record(name) for name in self._catalog.names()]
 
     def cleanup_partial(self, name: str) -> list[str]:
         """Drop leftover builds of `name` (killed runs); a reindex with nothing to do still cleans up."""
@@ -111,9 +145,21 @@ class IndexActor:
     ) -> tuple[list[ScoredHit], list[str]]:
         """Hits best-first (dense, keyword, or fused), plus a message for each index refused."""
         if name is not None:
-            return self._catalog.search(name, vector, identity, limit, filter, keywords, fusion, definitions), []
+            hits = self._catalog.search(name, vector, identity, limit, filter, keywords, fusion, definitions)
+            return self._with_source(hits), []
         hits, refused = self._catalog.search_all(vector, identity, limit, filter, keywords, fusion, definitions)
-        return hits, [str(exc) for exc in refused]
+        return self._with_source(hits), [str(exc) for exc in refused]
+
+    def _with_source(self, hits: list[ScoredHit]) -> list[ScoredHit]:
+        """Each hit with the commit and ref (or branch) its build was made from."""
+        sourced = []
+        for hit in hits:
+            source = self._catalog.source_of(str(hit.payload.get("build", "")))
+            if source is not None:
+                where = {SOURCE_COMMIT: source.commit, SOURCE_REF: source.ref or source.branch}
+                hit = hit.model_copy(update={"payload": {**hit.payload, **where}})
+            sourced.append(hit)
+        return sourced
 
     def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
         record = self._catalog.record(repo)

@@ -22,6 +22,8 @@ SamespaceError
  ├── GateRefused              a provider failed (or was evicted by) the compatibility gate
  ├── ReadRefused              read_code outside the indexed repository, or unknown file
  ├── ScanError                the repository root cannot be walked (missing, unreadable)
+ ├── RefNotFound              a git ref that does not name a commit of the repository
+ ├── PathRefused              a path a client may not index (outside the allowed roots, or never indexable)
  ├── ShrinkRefused            a build would drop too much of the serving index (--allow-shrink)
  └── CloudKeyMissing          a role's policy needs the OpenRouter key and no container holds one
 """
@@ -227,6 +229,32 @@ class ScanError(SamespaceError):
 
     def __str__(self) -> str:
         return f"cannot scan the repository at {self.root!r}: {self.detail}"
+
+
+class RefNotFound(SamespaceError):
+    """A ref (branch, tag, commit) to index that the repository's git does not resolve to a commit."""
+
+    def __init__(self, repo: str, ref: str, detail: str) -> None:
+        super().__init__(repo, ref, detail)
+        self.repo = repo
+        self.ref = ref
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"cannot index ref {self.ref!r} of {self.repo!r}: {self.detail}"
+
+
+class PathRefused(SamespaceError):
+    """A folder a client asked to index and may not: `setting` names what decides it."""
+
+    def __init__(self, path: str, reason: str, setting: str) -> None:
+        super().__init__(path, reason, setting)
+        self.path = path
+        self.reason = reason
+        self.setting = setting
+
+    def __str__(self) -> str:
+        return f"refusing to index {self.path!r}: {self.reason} (see {self.setting})"
 
 
 class ShrinkRefused(SamespaceError):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import signal
 import sys
 import time
@@ -37,21 +38,22 @@ from cluster.cloud.budget import Priority
 from cluster.cloud.key_readiness import wait_for_key
 from cluster.errors import CloudKeyMissing, NoProviderLeft, SamespaceError, ScanError, ShrinkRefused
 from cluster.gate.sentinel import reference_drifted, stored_baseline
-from cluster.index.catalog import (
-    IndexRecord,
-    PointKey,
-    embed_hash,
-    point_id,
-    point_key,
-    point_payload,
-    validate_index_name,
-)
+from cluster.index.catalog import PointKey, embed_hash, point_id, point_key, point_payload
 from cluster.index.incremental import PlanMode, ReusableRows, full_reason, plan_reindex
 from cluster.index.keywords import chunk_keywords
 from cluster.index.progress import ProgressMeter
+from cluster.index.records import (
+    IndexRecord,
+    export_folder,
+    exports_root,
+    index_of,
+    new_build_id,
+    validate_index_name,
+)
 from cluster.index.representations import name_text
 from cluster.ingest.chunking import chunk_file
 from cluster.ingest.generated import generated_reason
+from cluster.ingest.git_state import SourceState, export_tree, source_state
 from cluster.ingest.secret_scan import find_secrets
 from cluster.ingest.skips import SkipLog, SkipReason, SkipSummary
 from cluster.ingest.walker import walk_repository, walk_settings
@@ -198,12 +200,20 @@ def run_reindex(
     *,
     full: bool = False,
     allow_shrink: bool = False,
+    ref: str | None = None,
+    build_id: str | None = None,
     emit: Callable[[str], None] = print,
     clock: Callable[[], float] = time.monotonic,
 ) -> IndexRecord:
     """Reindex `repo` as `name`; incremental unless `full`. Returns the serving record (the
     unchanged current one when there was nothing to do). Refuses (ShrinkRefused) to drop more
-    than `ingest.max_shrink_share` of the serving build's files unless `allow_shrink`."""
+    than `ingest.max_shrink_share` of the serving build's files unless `allow_shrink`.
+
+    With `ref`, the files are those of that branch, tag or commit, exported from the repository's
+    objects into the store's folder (the checkout is never touched) and served from there. A new
+    index reuses the vectors of another index of the same folder and encoder space (a feature branch
+    after its base). `build_id` names the build (`new_build_id`), as the caller that submitted the
+    job announced it."""
     validate_index_name(name)
     repo = repo.resolve()
     if not repo.is_dir():
@@ -220,6 +230,8 @@ def run_reindex(
         )
         if missing is not None:
             raise CloudKeyMissing(missing)
+    source = source_state(repo, ref)
+    emit(f"source: {_source_line(source)}")
     index = get_index_actor(settings)
     dispatcher = get_dispatcher(settings, ROLE)
     reference = await_reference(
@@ -231,7 +243,61 @@ def run_reindex(
     current, drifted = _check_drift(index, dispatcher, name, reference, emit)
     # Before planning: with no provider left a reindex fails here, even one with nothing to embed.
     probe_vectors = _get(dispatcher.reference_probe.remote()).tolist()
-    found = collect_repository(repo, settings, emit)
+    if ref is not None and not full and current is not None and current.source == source:
+        emit(f"up to date: {ref} is still at {source.commit}")
+        return current
+    build = build_id or new_build_id(name, time.time())
+    files_root = repo if ref is None else _export(settings, repo, source, build, emit)
+    try:
+        record = _build(
+            settings,
+            index,
+            dispatcher,
+            reference,
+            name,
+            build,
+            files_root,
+            repo,
+            source,
+            probe_vectors,
+            current,
+            drifted,
+            full=full,
+            allow_shrink=allow_shrink,
+            emit=emit,
+            clock=clock,
+        )
+    except BaseException:
+        if files_root != repo:
+            shutil.rmtree(files_root, ignore_errors=True)
+        raise
+    if files_root != repo:
+        _drop_other_exports(settings, name, keep=Path(record.repo_root))
+    return record
+
+
+def _build(
+    settings: SamespaceSettings,
+    index: ActorHandle,
+    dispatcher: ActorHandle,
+    reference: EncoderIdentity,
+    name: str,
+    build: str,
+    files_root: Path,
+    repo: Path,
+    source: SourceState,
+    probe_vectors: list[list[float]],
+    current: IndexRecord | None,
+    drifted: bool,
+    *,
+    full: bool,
+    allow_shrink: bool,
+    emit: Callable[[str], None],
+    clock: Callable[[], float],
+) -> IndexRecord:
+    """Walk `files_root`, plan against the serving build (or a donor), and build and commit `build`;
+    or, when nothing changed, keep the serving build (its source state brought up to date)."""
+    found = collect_repository(files_root, settings, emit)
     chunks = found.chunks
     emit(f"walked {found.files} files, {len(chunks)} chunks")
     report_skips(found.skipped, emit)
@@ -243,48 +309,71 @@ def run_reindex(
         point_key(name, chunk, found.file_hashes[owner], hashed)
         for chunk, owner, hashed in zip(chunks, found.owners, hashes, strict=True)
     ]
-    serving_keys = None
-    if current is not None and full_reason(current, reference, full=full, reference_drifted=drifted) is None:
-        serving_keys = _read_point_keys(index, current.build)
+    base, base_drifted = current, drifted
+    if current is None and not full:
+        base, base_drifted = _donor(index, dispatcher, name, str(repo), reference, emit)
+    base_keys = None
+    if base is not None and full_reason(base, reference, full=full, reference_drifted=base_drifted) is None:
+        base_keys = _read_point_keys(index, base.build)
     plan = plan_reindex(
         keys,
         reference,
-        serving=current,
-        serving_keys=serving_keys,
-        repo_root=str(repo),
+        serving=base,
+        serving_keys=base_keys,
+        repo_root=str(files_root),
         full=full,
-        reference_drifted=drifted,
+        reference_drifted=base_drifted,
     )
+    if base is not None and base is not current and plan.mode is PlanMode.INCREMENTAL:
+        plan = plan.model_copy(
+            update={"reason": f"new index, unchanged vectors of {base.name!r}", "removed_files": [], "dropped_rows": 0}
+        )
     emit(plan.line())
     if plan.mode is PlanMode.UP_TO_DATE:
         assert current is not None
         for leftover in _get(index.cleanup_partial.remote(name)):
             emit(f"dropped the partial build {leftover}")
         emit(f"up to date: {len(chunks)} chunks, nothing to embed")
+        if current.source != source:
+            current = _get(index.update_source.remote(name, source))
+            emit(f"recorded source {_source_line(source)}")
         return current
 
     reusable: dict[str, _Reusable] = {}
     if plan.reuse:
-        assert current is not None
-        reusable = _read_reusable(index, current.build, {hashes[i] for i in plan.reuse})
+        assert base is not None
+        reusable = _read_reusable(index, base.build, {hashes[i] for i in plan.reuse})
     reuse = [i for i in plan.reuse if hashes[i] in reusable]
     vanished = [i for i in plan.reuse if hashes[i] not in reusable]  # rows gone since their keys were read
     embed = sorted(plan.embed + vanished)
     if vanished:
         emit(
-            f"{len(vanished)} rows vanished from {current.build if current else '-'}: "
+            f"{len(vanished)} rows vanished from {base.build if base else '-'}: "
             f"reused {len(reuse)}, embedding {len(embed)}"
         )
 
     job_id = ray.get_runtime_context().get_job_id()
-    build: str = _get(index.begin_build.remote(name, reference, str(repo), job_id, probe_vectors))
+    _get(
+        index.begin_build.remote(
+            name, reference, str(files_root), job_id, probe_vectors, build=build, origin=str(repo), source=source
+        )
+    )
     emit(f"building {build}")
     try:
         embedded, kept = _write_build(
             index, dispatcher, reference, name, build, found, hashes, reuse, reusable, embed, emit, clock
         )
         providers = sorted(set(embedded) | set(kept))
-        record: IndexRecord = _get(index.commit_build.remote(build, found.files, providers, found.skipped))
+        record: IndexRecord = _get(
+            index.commit_build.remote(
+                build,
+                found.files,
+                providers,
+                found.skipped,
+                embedded=sum(embedded.values()),
+                reused=sum(kept.values()),
+            )
+        )
     except BaseException as exc:
         try:
             _get(index.fail_build.remote(build, f"{type(exc).__name__}: {exc}"))
@@ -292,10 +381,56 @@ def run_reindex(
             emit(f"build {build} failed; the previous index keeps serving")
         raise
     emit(f"committed {record.name!r}: {record.chunks} chunks from {record.files} files, build {record.build}")
-    emit(f"served by: {_counts(embedded) or '-'}")
+    emit(f"embedded {record.embedded}, reused {record.reused}; served by: {_counts(embedded) or '-'}")
     if kept:
         emit(f"reused vectors written by: {_counts(kept)}")
     return record
+
+
+def _source_line(source: SourceState) -> str:
+    if source.vcs != "git":
+        return "a folder (no git)"
+    where = f"{source.ref} " if source.ref else (f"{source.branch} " if source.branch else "detached ")
+    return f"{where}at {source.commit or 'no commit yet'}" + (" with uncommitted changes" if source.dirty else "")
+
+
+def _export(
+    settings: SamespaceSettings, repo: Path, source: SourceState, build: str, emit: Callable[[str], None]
+) -> Path:
+    """Export the ref's files from the repository's objects into the build's own folder (0700)."""
+    assert source.commit is not None
+    target = export_folder(settings.store.data_dir, build)
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target.mkdir(mode=0o700)
+    summary = export_tree(repo, source.commit, target, walk_settings(settings).max_file_bytes)
+    emit(f"exported {summary.files} files of {source.ref} ({source.commit}) from the repository's objects")
+    return target
+
+
+def _drop_other_exports(settings: SamespaceSettings, name: str, keep: Path) -> None:
+    """Remove the exported files of this index's earlier ref builds (the serving one stays)."""
+    for folder in exports_root(settings.store.data_dir).iterdir():
+        if index_of(folder.name) == name and folder.resolve() != keep.resolve():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _donor(
+    index: ActorHandle,
+    dispatcher: ActorHandle,
+    name: str,
+    folder: str,
+    reference: EncoderIdentity,
+    emit: Callable[[str], None],
+) -> tuple[IndexRecord | None, bool]:
+    """For a new index: the latest index of the same folder in the same space, whose unchanged
+    vectors it may reuse (a branch's index after its base's), and whether the reference drifted from it."""
+    records: list[IndexRecord] = _get(index.records.remote())
+    donors = [r for r in records if r.name != name and r.followed_folder == folder and r.identity == reference]
+    if not donors:
+        return None, False
+    donor = max(donors, key=lambda r: r.built_at or 0.0)
+    emit(f"reusing unchanged vectors of index {donor.name!r} (same folder, same space)")
+    return _check_drift(index, dispatcher, donor.name, reference, emit)
 
 
 def _counts(by_provider: dict[str, int]) -> str:
@@ -485,6 +620,10 @@ def main(argv: list[str] | None = None) -> int:
         help="commit even when the new build drops more than ingest.max_shrink_share of the "
         "serving build's files (or all of them)",
     )
+    parser.add_argument(
+        "--ref", help="index this branch, tag or commit (from the repository's objects) instead of the folder"
+    )
+    parser.add_argument("--build-id", help="the build's id, as announced by whoever submitted the job")
     args = parser.parse_args(argv)
     name = args.name or args.repo.resolve().name
     settings = load_settings()
@@ -498,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
             name,
             full=args.full,
             allow_shrink=args.allow_shrink,
+            ref=args.ref,
+            build_id=args.build_id,
             emit=lambda line: print(line, flush=True),
         )
     except SamespaceError as exc:

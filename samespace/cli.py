@@ -176,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     _reindex_options(reindex)
     reindex.add_argument("--full", action="store_true", help="embed every chunk again")
     reindex.add_argument("--allow-shrink", action="store_true", help="commit even a build that drops many files")
+    reindex.add_argument(
+        "--ref", help="index this branch, tag or commit, read from the repository's objects (the checkout is untouched)"
+    )
     reindex.add_argument("--local", action="store_true", help="run the job's driver in this process, not as a Ray job")
     _state_option(reindex)
     _dashboard_option(reindex)
@@ -291,7 +294,7 @@ def _stop(args: argparse.Namespace) -> int:
 def _reindex(args: argparse.Namespace) -> int:
     state = StateDir(args.state_dir.resolve())
     env = cluster_env(state, os.environ)
-    job_args = reindex_argv(args.repo, args.name, full=args.full, allow_shrink=args.allow_shrink)
+    job_args = reindex_argv(args.repo, args.name, full=args.full, allow_shrink=args.allow_shrink, ref=args.ref)
     if not args.local:
         return submit_reindex(_dashboard(args, state), args.working_dir.resolve(), job_args, env)
     os.environ.update(env)  # the driver joins the token-guarded cluster from this process

@@ -53,10 +53,12 @@ def health_url(port: int) -> str:
     return f"http://127.0.0.1:{port}/healthz"
 
 
-def reindex_argv(repo: Path, name: str | None, *, full: bool = False, allow_shrink: bool = False) -> list[str]:
+def reindex_argv(
+    repo: Path, name: str | None, *, full: bool = False, allow_shrink: bool = False, ref: str | None = None
+) -> list[str]:
     """The arguments of `python -m jobs.reindex` (the job's entrypoint, or an in-process run)."""
     argv = ["--repo", str(repo.resolve()), "--name", name or repo.resolve().name]
-    return argv + ["--full"] * full + ["--allow-shrink"] * allow_shrink
+    return argv + ["--full"] * full + ["--allow-shrink"] * allow_shrink + (["--ref", ref] if ref else [])
 
 
 def submit_argv(dashboard_url: str, working_dir: Path, job_args: list[str]) -> list[str]:

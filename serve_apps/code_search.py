@@ -6,19 +6,25 @@ maps its errors to tool errors.
 
 from __future__ import annotations
 
+import asyncio
+import fnmatch
 import logging
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
 from pydantic import Field
 
 from cluster.cloud.request_tag import DEFAULT_PROJECT
-from cluster.errors import NoProviderLeft, UnknownLanguage
-from cluster.index.catalog import IndexRecord, definitions_filter, path_prefixes
+from cluster.errors import NoProviderLeft, SamespaceError, UnknownLanguage
+from cluster.index.catalog import definitions_filter, path_prefixes
 from cluster.index.fusion import ALSO_IN
 from cluster.index.keywords import query_keywords
+from cluster.index.records import IndexRecord
+from cluster.ingest.git_state import SourceState, Staleness, staleness
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines
@@ -45,6 +51,8 @@ class CodeHit(Strict):
     score: float
     snippet: str
     build: str = Field(description="The index build this row belongs to (provenance).")
+    commit: str | None = Field(default=None, description="The git commit the build's files were at (None: no git).")
+    ref: str | None = Field(default=None, description="The ref the build indexed, or the branch checked out then.")
     also_in: list[str] = Field(
         default_factory=list, description="Other indexes holding the same place (path, lines, text), shown once."
     )
@@ -84,6 +92,13 @@ class IndexInfo(Strict):
     built_at: float | None
     build: str
     repo_root: str
+    folder: str = Field(description="The folder the index follows (for a ref build, the repository it came from).")
+    source: SourceState | None = Field(description="Commit, branch or ref, and dirtiness of the build's files.")
+    staleness: Staleness | None = Field(
+        description="Files changed and commits made in the folder since the build (None: the folder cannot be read)."
+    )
+    embedded: int = Field(description="Rows the last build embedded.")
+    reused: int = Field(description="Rows whose vectors the last build reused.")
     providers: list[str]
     skipped: SkipSummary = Field(description="What the last build left out, per reason: counts and paths.")
 
@@ -108,6 +123,16 @@ class IndexStatus(Strict):
     builds: list[BuildInfo]
 
 
+def _staleness_of(record: IndexRecord) -> Staleness | None:
+    """How far the folder moved on since the build (None: unknown, e.g. the folder is gone)."""
+    if record.source is None or record.built_at is None:
+        return None
+    try:
+        return staleness(Path(record.followed_folder), record.source, record.built_at)
+    except (SamespaceError, OSError, subprocess.SubprocessError):
+        return None
+
+
 def snippet_of(text: str) -> str:
     lines = text.splitlines()[:SNIPPET_MAX_LINES]
     return "\n".join(lines)[:SNIPPET_MAX_CHARS]
@@ -126,6 +151,8 @@ def to_code_hit(hit: ScoredHit) -> CodeHit:
         score=round(hit.score, 6),
         snippet=snippet_of(p.get("text", "")),
         build=p["build"],
+        commit=p.get("commit"),
+        ref=p.get("ref"),
         also_in=list(p.get(ALSO_IN, [])),
     )
 
@@ -270,25 +297,35 @@ class CodeSearchService:
         result: RepoOverview = await self._index.overview.remote(repo)
         return result
 
-    async def index_status(self) -> IndexStatus:
+    async def index_status(self, repo: str | None = None) -> IndexStatus:
+        """Every index (or those whose name matches `repo`, a name or a glob), how stale each is, and builds."""
         status = await self._index.status.remote()
-        indexes = []
-        for entry in status["indexes"]:
-            record: IndexRecord = entry["record"]
-            indexes.append(
-                IndexInfo(
-                    repo=record.name,
-                    space=entry["space"],
-                    encoder=record.identity.model_dump(),
-                    points=record.chunks,
-                    files=record.files,
-                    built_at=record.built_at,
-                    build=record.build,
-                    repo_root=record.repo_root,
-                    providers=record.providers,
-                    skipped=record.skipped,
-                )
+        records: list[IndexRecord] = [
+            entry["record"]
+            for entry in status["indexes"]
+            if repo is None or fnmatch.fnmatchcase(entry["record"].name, repo)
+        ]
+        stale = await asyncio.gather(*(asyncio.to_thread(_staleness_of, record) for record in records))
+        indexes = [
+            IndexInfo(
+                repo=record.name,
+                space=record.identity.space_id,
+                encoder=record.identity.model_dump(),
+                points=record.chunks,
+                files=record.files,
+                built_at=record.built_at,
+                build=record.build,
+                repo_root=record.repo_root,
+                folder=record.followed_folder,
+                source=record.source,
+                staleness=staleness_now,
+                embedded=record.embedded,
+                reused=record.reused,
+                providers=record.providers,
+                skipped=record.skipped,
             )
+            for record, staleness_now in zip(records, stale, strict=True)
+        ]
         builds = [
             BuildInfo(
                 repo=state.index,
@@ -300,5 +337,6 @@ class CodeSearchService:
                 **state.progress.model_dump(),
             )
             for state in status["builds"].values()
+            if repo is None or fnmatch.fnmatchcase(state.index, repo)
         ]
         return IndexStatus(indexes=indexes, builds=builds)

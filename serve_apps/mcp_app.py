@@ -114,9 +114,14 @@ def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
         return await _tool_call(service.read_code(repo, path, start_line, end_line))
 
     @mcp.tool()
-    async def index_status() -> IndexStatus:
-        """List indexed repositories: encoder space, point and file counts, last build time, running builds."""
-        return await service.index_status()
+    async def index_status(
+        repo: Annotated[
+            str | None, Field(description="Only indexes whose name matches: a name or a glob ('api*'); None = all.")
+        ] = None,
+    ) -> IndexStatus:
+        """List indexed repositories: the folder each follows, the commit and branch (or ref) of its build,
+        how stale it is (files changed, commits behind), encoder space, counts, and builds running."""
+        return await service.index_status(repo)
 
     @mcp.tool()
     async def ask_code(

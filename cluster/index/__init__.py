@@ -4,9 +4,7 @@ incremental plan, progress, sparse keywords and identifier tokens, and the vecto
 from __future__ import annotations
 
 from cluster.index.catalog import (
-    BuildProgress,
     IndexCatalog,
-    IndexRecord,
     PointKey,
     definitions_filter,
     embed_hash,
@@ -14,12 +12,20 @@ from cluster.index.catalog import (
     point_id,
     point_key,
     point_payload,
-    validate_index_name,
 )
 from cluster.index.fusion import ALSO_IN
 from cluster.index.incremental import PlanMode, ReusableRows, full_reason, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords, query_keywords
 from cluster.index.progress import ProgressMeter
+from cluster.index.records import (
+    BuildProgress,
+    IndexRecord,
+    export_folder,
+    exports_root,
+    index_of,
+    new_build_id,
+    validate_index_name,
+)
 from cluster.index.representations import name_text
 from cluster.index.store.engines import open_vector_store
 from cluster.index.tokens import IDENTIFIER, identifier_tokens
@@ -37,9 +43,13 @@ __all__ = [
     "chunk_keywords",
     "definitions_filter",
     "embed_hash",
+    "export_folder",
+    "exports_root",
     "full_reason",
     "identifier_tokens",
+    "index_of",
     "name_text",
+    "new_build_id",
     "open_vector_store",
     "path_prefixes",
     "plan_reindex",

@@ -7,11 +7,9 @@ build collection. A build writes into a new collection and becomes visible only 
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import Field, ValidationError
@@ -19,8 +17,17 @@ from pydantic import Field, ValidationError
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
 from cluster.index.fusion import fuse_candidates
 from cluster.index.keywords import defined_names, identifier_query
+from cluster.index.records import (
+    BuildProgress,
+    BuildState,
+    IndexRecord,
+    index_of,
+    new_build_id,
+    validate_index_name,
+)
 from cluster.index.representations import name_text
 from cluster.index.store.protocol import VectorStore
+from cluster.ingest.git_state import SourceState
 from cluster.ingest.skips import SkipSummary
 from cluster.space import CHUNK_TEXT_VERSION, EncoderIdentity, embedding_text, require_same_space
 from cluster.types import (
@@ -37,59 +44,9 @@ from cluster.types import (
     content_hash,
 )
 
-INDEX_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-BUILD_SEPARATOR = "__b"
 DEFINES_FIELD = "defines"  # the names a chunk defines: the definition leg of hybrid search filters on it
 KEYWORD_FIELDS = ("repo", "path", "path_prefixes", "language", "symbol", "kind", "content_hash", "space", DEFINES_FIELD)
 _POINT_NAMESPACE = uuid.UUID("5a3e5ba0-0000-4c0d-9e00-5a3e5ba0c0de")
-
-
-class IndexRecord(Strict):
-    """What a committed index says about itself (stored with its collection)."""
-
-    name: str
-    build: str = Field(description="The collection holding this build.")
-    repo_root: str = Field(description="Absolute path the repository was indexed from.")
-    identity: EncoderIdentity = Field(description="The encoder space every row lives in.")
-    probe_vectors: list[list[float]] | None = Field(
-        default=None, description="The reference's vectors of the gate's probe texts, for the drift sentinel."
-    )
-    providers: list[str] = Field(default_factory=list, description="Providers that wrote rows.")
-    files: int = 0
-    chunks: int = 0
-    skipped: SkipSummary = Field(
-        default_factory=SkipSummary, description="What the reindex left out and why: counts per reason, paths."
-    )
-    started_at: float
-    built_at: float | None = None
-
-
-class BuildProgress(Strict):
-    files_done: int = 0
-    files_total: int = 0
-    chunks_done: int = 0
-    chunks_total: int = 0
-    chunks_per_s: float = 0.0
-    eta_s: float | None = None
-
-
-class BuildState(Strict):
-    index: str
-    build: str
-    state: str = Field(description="'building', 'failed' or 'committed'.")
-    job_id: str | None = Field(default=None, description="Ray job that runs the build (see `ray list jobs`).")
-    started_at: float
-    progress: BuildProgress = Field(default_factory=BuildProgress)
-    error: str | None = None
-
-
-def validate_index_name(name: str) -> str:
-    if not INDEX_NAME_PATTERN.match(name) or BUILD_SEPARATOR in name:
-        raise SamespaceError(
-            f"invalid index name {name!r}: use letters, digits, '_', '.', '-' (max 63, not containing "
-            f"{BUILD_SEPARATOR!r})"
-        )
-    return name
 
 
 def path_prefixes(path: str) -> list[str]:
@@ -258,22 +215,30 @@ class IndexCatalog:
         repo_root: str,
         job_id: str | None = None,
         probe_vectors: list[list[float]] | None = None,
+        *,
+        build: str | None = None,
+        origin: str | None = None,
+        source: SourceState | None = None,
     ) -> str:
-        """Create a fresh build collection; drop leftovers of earlier killed or failed builds.
+        """Create a fresh build collection (named `build` when the caller chose it: `new_build_id`);
+        drop leftovers of earlier killed or failed builds.
 
         Last writer wins: a build of the same name still running elsewhere loses its
         collection here and fails on its next write ("not in progress").
         """
         validate_index_name(name)
+        if build is not None and index_of(build) != name:
+            raise SamespaceError(f"build id {build!r} is not one of index {name!r}")
         self.cleanup_partial(name)
         started = self._clock()
-        stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%d%H%M%S")
-        build = f"{name}{BUILD_SEPARATOR}{stamp}{uuid.uuid4().hex[:6]}"
+        build = build or new_build_id(name, started)
         self._store.create_collection(build, identity.width, KEYWORD_FIELDS)
         record = IndexRecord(
             name=name,
             build=build,
             repo_root=repo_root,
+            origin=origin,
+            source=source,
             identity=identity,
             probe_vectors=probe_vectors,
             started_at=started,
@@ -291,13 +256,22 @@ class IndexCatalog:
         self._builds[state.index] = state.model_copy(update={"progress": progress})
 
     def commit_build(
-        self, build: str, *, files: int, providers: Sequence[str], skipped: SkipSummary | None = None
+        self,
+        build: str,
+        *,
+        files: int,
+        providers: Sequence[str],
+        skipped: SkipSummary | None = None,
+        embedded: int = 0,
+        reused: int = 0,
     ) -> IndexRecord:
         """Make the build the index's serving collection in one atomic switch; drop the old one."""
         state = self._require_active(build)
         record = self._load_record(build).model_copy(
             update={
                 "files": files,
+                "embedded": embedded,
+                "reused": reused,
                 "chunks": self._store.count(build),
                 "providers": sorted(set(providers)),
                 "skipped": skipped or SkipSummary(),
@@ -317,7 +291,7 @@ class IndexCatalog:
 
     def fail_build(self, build: str, error: str) -> None:
         """Record a failed build and drop its partial collection; the old index keeps serving."""
-        state = self._builds.get(self._index_of(build))
+        state = self._builds.get(index_of(build))
         self._store.drop_collection(build)
         if state is not None and state.build == build:
             self._builds[state.index] = state.model_copy(update={"state": "failed", "error": error})
@@ -327,10 +301,29 @@ class IndexCatalog:
         serving = self._store.resolve_alias(name)
         dropped = []
         for collection in self._store.list_collections():
-            if self._index_of(collection) == name and collection != serving:
+            if index_of(collection) == name and collection != serving:
                 self._store.drop_collection(collection)
                 dropped.append(collection)
         return dropped
+
+    def update_source(self, name: str, source: SourceState) -> IndexRecord:
+        """Record that the serving build's files are those of `source` too (a reindex found nothing to
+        change since, e.g. after a commit of what was already indexed)."""
+        record = self.record(name).model_copy(update={"source": source})
+        self._store.put_metadata(record.build, {"state": "committed", "record": record.model_dump(mode="json")})
+        self._records[record.build] = record
+        return record
+
+    def remove(self, name: str) -> list[str]:
+        """Drop an index: its name, its serving build and any partial one. Returns the dropped builds."""
+        serving = self._store.resolve_alias(name)
+        if serving is None:
+            raise IndexNotFound(name, self.names())
+        self._store.delete_alias(name)
+        self._store.drop_collection(serving)
+        self._records.pop(serving, None)
+        self._builds.pop(name, None)
+        return [serving, *self.cleanup_partial(name)]
 
     # ---- reuse (incremental reindex) ------------------------------------------------------
     def point_keys(
@@ -356,6 +349,13 @@ class IndexCatalog:
         if build is None:
             raise IndexNotFound(name, self.names())
         return self._load_record(build)
+
+    def source_of(self, build: str) -> SourceState | None:
+        """The source state a build recorded (None: none recorded, or no such build)."""
+        try:
+            return self._load_record(build).source
+        except StoreError:
+            return None
 
     def builds(self) -> dict[str, BuildState]:
         return dict(self._builds)
@@ -443,12 +443,8 @@ class IndexCatalog:
         return rows
 
     # ---- internals ------------------------------------------------------------------------
-    @staticmethod
-    def _index_of(collection: str) -> str:
-        return collection.split(BUILD_SEPARATOR, 1)[0] if BUILD_SEPARATOR in collection else ""
-
     def _require_active(self, build: str) -> BuildState:
-        state = self._builds.get(self._index_of(build))
+        state = self._builds.get(index_of(build))
         if state is None or state.build != build or state.state != "building":
             raise StoreError("write", f"build {build!r} is not in progress (superseded, failed or committed)")
         return state

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from cluster.index.catalog import IndexRecord, PointKey
+from cluster.index.catalog import PointKey
+from cluster.index.records import IndexRecord
 from cluster.space import EncoderIdentity
 from cluster.types import StoredPoint, Strict
 

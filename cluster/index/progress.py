@@ -6,7 +6,7 @@ carries no reused count: index_status's build rows mirror its fields exactly.)""
 
 from __future__ import annotations
 
-from cluster.index.catalog import BuildProgress
+from cluster.index.records import BuildProgress
 from cluster.types import Clock
 
 

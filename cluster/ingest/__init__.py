@@ -1,10 +1,20 @@
 """From a repository on disk to chunks: the walk (ignore files, deny-list, symlinks), the secret scan,
-languages, syntax-aware chunking, generated-file detection, source reads and skip reasons."""
+languages, syntax-aware chunking, generated-file detection, source reads and skip reasons; what git
+says about a folder (commit, branch, dirtiness, staleness) and a ref's tree exported from its objects."""
 
 from __future__ import annotations
 
 from cluster.ingest.chunking import chunk_file
 from cluster.ingest.generated import generated_reason
+from cluster.ingest.git_state import (
+    SourceState,
+    Staleness,
+    change_signature,
+    export_tree,
+    resolve_commit,
+    source_state,
+    staleness,
+)
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.secret_scan import find_secrets
 from cluster.ingest.skips import SkipLog, SkipReason, SkipSummary
@@ -17,10 +27,17 @@ __all__ = [
     "SkipReason",
     "SkipSummary",
     "SourceLines",
+    "SourceState",
+    "Staleness",
+    "change_signature",
     "chunk_file",
+    "export_tree",
     "find_secrets",
     "generated_reason",
     "read_source_lines",
+    "resolve_commit",
+    "source_state",
+    "staleness",
     "walk_repository",
     "walk_settings",
 ]

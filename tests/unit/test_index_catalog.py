@@ -143,3 +143,38 @@ def test_point_ids_are_stable_and_depend_on_content(tmp_path: Path) -> None:
     assert point_id("r", chunk) == point_id("r", chunk)
     assert point_id("r", chunk) != point_id("r", chunk.model_copy(update={"text": "y"}))
     assert point_id("r", chunk) != point_id("s", chunk)
+
+
+def test_a_build_named_by_its_caller_records_where_its_files_came_from(tmp_path: Path) -> None:
+    from cluster.index.records import new_build_id
+    from cluster.ingest.git_state import SourceState
+
+    catalog = make_catalog(tmp_path)
+    source = SourceState(vcs="git", commit="c" * 40, branch="main", ref="main")
+    build = new_build_id("repo", 1_700_000_000.0)
+    assert catalog.begin_build("repo", IDENTITY, "/exports/x", build=build, origin="/repo", source=source) == build
+    catalog.write(build, points("repo", build, 3, "m"))
+    record = catalog.commit_build(build, files=3, providers=["p0"], embedded=1, reused=2)
+    assert (record.origin, record.followed_folder, record.source) == ("/repo", "/repo", source)
+    assert (record.embedded, record.reused) == (1, 2)
+    assert catalog.source_of(build) == source and catalog.source_of("nope__b1") is None
+    with pytest.raises(SamespaceError, match="not one of index 'other'"):
+        catalog.begin_build("other", IDENTITY, "/repo", build=build)
+
+    newer = source.model_copy(update={"commit": "d" * 40})
+    catalog.update_source("repo", newer)
+    reopened = make_catalog(tmp_path)  # stored with the build, not only cached
+    assert reopened.record("repo").source == newer and reopened.record("repo").build == build
+
+
+def test_removing_an_index_drops_its_name_its_builds_and_nothing_else(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    kept = build_index(catalog, "kept", "k")
+    gone = build_index(catalog, "gone", "g")
+    partial = catalog.begin_build("gone", IDENTITY, "/repo")  # a build still running
+    assert catalog.remove("gone") == [gone, partial]
+    assert catalog.names() == ["kept"] and catalog.collections() == [kept]
+    with pytest.raises(IndexNotFound):
+        catalog.record("gone")
+    with pytest.raises(IndexNotFound):
+        catalog.remove("gone")

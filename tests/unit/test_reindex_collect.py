@@ -11,7 +11,7 @@ import pytest
 
 import jobs.reindex as reindex
 from cluster.errors import ScanError, ShrinkRefused
-from cluster.index.catalog import IndexRecord
+from cluster.index.records import IndexRecord
 from cluster.ingest.skips import SkipReason
 from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity
