@@ -17,7 +17,7 @@ import ray
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.index.catalog import IndexCatalog, PointKey
 from cluster.index.incremental import ReusableRows, reusable_rows
-from cluster.index.records import BuildProgress, IndexRecord, export_folder
+from cluster.index.records import BuildProgress, BuildState, IndexRecord, export_folder
 from cluster.index.store.engines import open_vector_store
 from cluster.ingest.git_state import SourceState
 from cluster.ingest.skips import SkipSummary
@@ -105,6 +105,10 @@ class IndexActor:
         for build in dropped:
             shutil.rmtree(export_folder(self._settings.store.data_dir, build), ignore_errors=True)
         return dropped
+
+    def builds(self) -> dict[str, BuildState]:
+        """The latest build of each index this actor has seen (state, progress, error)."""
+        return self._catalog.builds()
 
     def records(self) -> list[IndexRecord]:
         """The serving record of every index."""

@@ -10,6 +10,7 @@ EMBEDDER_PREFIX = "samespace-embedder"
 RERANKER_PREFIX = "samespace-reranker"
 CHAT_ENDPOINT_PREFIX = "samespace-chat"
 FLEET_ACTOR_NAME = "samespace-fleet"
+SYNC_ACTOR_NAME = "samespace-sync"
 SIDECAR_PREFIX = "sidecar"
 
 

@@ -236,6 +236,35 @@ def build_parser() -> argparse.ArgumentParser:
     _state_option(policy)
     _serve_option(policy)
 
+    index = _command(
+        commands,
+        "index",
+        "index a folder (or a git ref of it) through the admin API, and keep it fresh",
+        "samespace index ~/src/api --ref feature/login --wait",
+        _index,
+    )
+    index.add_argument("path")
+    index.add_argument("--name", help="index name (default: the folder's name, '.<ref>' added for a ref)")
+    index.add_argument("--ref", help="a branch, tag or commit, read from git's objects (the checkout is untouched)")
+    index.add_argument("--full", action="store_true", help="embed everything again")
+    index.add_argument("--wait", action="store_true", help="print progress until the build is done")
+    _state_option(index)
+    _serve_option(index)
+
+    refresh = _command(
+        commands, "refresh", "reindex an index from the folder it follows now", "samespace refresh api", _refresh
+    )
+    refresh.add_argument("name")
+    refresh.add_argument("--full", action="store_true", help="embed everything again")
+    refresh.add_argument("--wait", action="store_true", help="print progress until the build is done")
+    _state_option(refresh)
+    _serve_option(refresh)
+
+    remove = _command(commands, "remove", "remove an index and stop syncing it", "samespace remove api", _remove)
+    remove.add_argument("name")
+    _state_option(remove)
+    _serve_option(remove)
+
     sidecar = _command(
         commands,
         "sidecar",
@@ -326,6 +355,19 @@ def _push_key(args: argparse.Namespace) -> int:
 
 def _set_policy(args: argparse.Namespace) -> int:
     return _admin(args, ["set-policy", args.role, args.policy])
+
+
+def _index(args: argparse.Namespace) -> int:
+    extra = ["--name", args.name] * bool(args.name) + ["--ref", args.ref] * bool(args.ref)
+    return _admin(args, ["index", args.path, *extra, *["--full"] * args.full, *["--wait"] * args.wait])
+
+
+def _refresh(args: argparse.Namespace) -> int:
+    return _admin(args, ["refresh", args.name, *["--full"] * args.full, *["--wait"] * args.wait])
+
+
+def _remove(args: argparse.Namespace) -> int:
+    return _admin(args, ["remove", args.name])
 
 
 def _sidecar(args: argparse.Namespace) -> int:

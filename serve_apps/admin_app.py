@@ -41,8 +41,10 @@ from cluster.naming import dispatcher_actor_name
 from cluster.providers import ProviderInfo, ProviderView
 from cluster.roles import Role
 from cluster.settings import SamespaceSettings, load_settings
+from serve_apps.admin_indexes import HOOK_ROUTE, add_index_routes
 from serve_apps.auth import bearer_matches
 from serve_apps.http_guard import HttpGuard
+from serve_apps.index_tools import IndexService
 
 log = logging.getLogger("samespace.admin")
 
@@ -336,12 +338,15 @@ def _authorized(request: Request, settings: SamespaceSettings) -> bool:
     return bearer_matches(request.headers.get("authorization"), settings.admin.expected_token())
 
 
-def build_admin_asgi(api: AdminApi, settings: SamespaceSettings) -> FastAPI:
+def build_admin_asgi(api: AdminApi, settings: SamespaceSettings, indexes: IndexService | None = None) -> FastAPI:
+    """The admin app; with `indexes`, its index routes and the git webhook too (serve_apps/admin_indexes.py)."""
     app = FastAPI(title="samespace admin", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.middleware("http")
     async def require_token(request: Request, call_next: Any) -> Response:
-        if not _authorized(request, settings):
+        # The webhook is signed instead (a git host sends no bearer token); it checks its signature itself.
+        signed = indexes is not None and request.url.path.endswith(HOOK_ROUTE) and request.method == "POST"
+        if not signed and not _authorized(request, settings):
             return Response(status_code=401)  # no detail, before any parsing
         response: Response = await call_next(request)
         return response
@@ -396,6 +401,8 @@ def build_admin_asgi(api: AdminApi, settings: SamespaceSettings) -> FastAPI:
     async def openrouter_repush() -> dict[str, Any]:
         return await api.repush()
 
+    if indexes is not None:
+        add_index_routes(app, indexes, settings)
     return app
 
 
@@ -403,11 +410,14 @@ def build_admin_asgi(api: AdminApi, settings: SamespaceSettings) -> FastAPI:
 @serve.ingress()
 class AdminIngress:
     def __init__(self, settings: SamespaceSettings) -> None:
+        from actors.sync import get_sync_actor
+
         self._settings = settings
         self._api = AdminApi(settings)
+        self._indexes = IndexService(settings, partial(get_sync_actor, settings))
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return build_admin_asgi(self._api, self._settings)
+        return build_admin_asgi(self._api, self._settings, self._indexes)
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:

@@ -18,17 +18,21 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import FastAPI
+from mcp.server.mcpserver import Context
 from pydantic import Field
 from ray import serve
 from ray.actor import ActorHandle
 from ray.serve import Application
 
 from cluster.ask.pipeline import AskRequest, AskResult
+from cluster.config import ConfigStore
 from cluster.errors import SamespaceError
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.source import SourceLines
 from cluster.search.models import Neighbors, RepoOverview
 from cluster.settings import SamespaceSettings, load_settings
+from cluster.sync import BuildReport
+from cluster.types import Strict
 from serve_apps.admin_app import AdminApi, build_admin_asgi
 from serve_apps.ask_service import AskService
 from serve_apps.code_search import (
@@ -40,6 +44,8 @@ from serve_apps.code_search import (
     SymbolSearchResult,
 )
 from serve_apps.http_guard import HttpGuard
+from serve_apps.index_tools import IndexService
+from serve_apps.progress_router import ProgressRouter
 from serve_apps.sidecar_routes import REPLICA_MAX_ONGOING_REQUESTS, SIDECAR_ROUTE, add_sidecar_routes
 
 log = logging.getLogger("samespace.mcp")
@@ -57,12 +63,25 @@ INSTRUCTIONS = (
     "(path:start-end), looking again with a retrieval model when one serves. Use search_code to find code "
     "by meaning (natural language or code), search_symbols to find a definition by name, search_files to "
     "find files by path, neighbors for the chunks around a hit, read_code to read exact lines, "
-    "repo_overview for a repository's shape, and index_status to see which repositories are indexed."
+    "repo_overview for a repository's shape, and index_status to see which repositories are indexed and how "
+    "stale each is. index_repository indexes a folder (or a git ref of it) and keeps it fresh, refresh_index "
+    "reindexes one now, remove_index drops one."
 )
 RepoArg = Annotated[str | None, Field(description="Only this indexed repo (see index_status); None = every index.")]
 
 
-def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
+class RemovedIndex(Strict):
+    index: str
+    builds: list[str] = Field(description="The build collections dropped (none: it was registered, never built).")
+
+
+def _wants_progress(ctx: Context) -> bool:
+    """Whether the caller asked for progress notifications (its request carries a progress token)."""
+    meta = ctx.request_context.meta or {}
+    return bool(meta.get("progress_token") or meta.get("progressToken"))
+
+
+def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: IndexService | None = None) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -176,6 +195,9 @@ def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
         """The chunk at path:line and the chunks just above and below it in the same file."""
         return await _tool_call(service.neighbors(repo, path, line, count))
 
+    if indexes is not None:
+        _add_index_tools(mcp, indexes)
+
     @mcp.tool()
     async def repo_overview(repo: RepoArg = None) -> RepoOverview:
         """A repository's shape: files, languages, folders, main types, most referenced functions, README."""
@@ -184,14 +206,55 @@ def build_mcp_server(service: CodeSearchService, asker: AskService) -> Any:
     return mcp
 
 
+def _add_index_tools(mcp: Any, indexes: IndexService) -> None:
+    @mcp.tool()
+    async def index_repository(
+        path: Annotated[str, Field(min_length=1, max_length=4096, description="Absolute path of the folder.")],
+        ctx: Context,
+        name: Annotated[
+            str | None, Field(description="Index name; default: the folder's name (and '.<ref>' for a ref).")
+        ] = None,
+        ref: Annotated[
+            str | None,
+            Field(description="A branch, tag or commit to index from git's objects (the checkout is untouched)."),
+        ] = None,
+        full: Annotated[bool, Field(description="Embed everything again (default: only what changed).")] = False,
+    ) -> BuildReport:
+        """Index a repository folder (inside the server's allowed roots) and keep it fresh: it is
+        re-indexed on its own when it changes. Returns the Ray job id and build id at once; with a progress
+        token, reports files, chunks, rate, ETA and phase until the build is done. A second request while
+        the index builds joins that build."""
+        report: BuildReport = await _tool_call(indexes.index_repository(path, name, ref, full, confined=True))
+        return await indexes.follow(report, ctx.report_progress) if _wants_progress(ctx) else report
+
+    @mcp.tool()
+    async def refresh_index(
+        name: Annotated[str, Field(min_length=1, max_length=63, description="An indexed repo (see index_status).")],
+        ctx: Context,
+        full: Annotated[bool, Field(description="Embed everything again.")] = False,
+    ) -> BuildReport:
+        """Re-index an index from the folder (and ref) it follows now; unchanged chunks keep their vectors."""
+        report: BuildReport = await _tool_call(indexes.refresh(name, full))
+        return await indexes.follow(report, ctx.report_progress) if _wants_progress(ctx) else report
+
+    @mcp.tool()
+    async def remove_index(
+        name: Annotated[str, Field(min_length=1, max_length=63, description="An indexed repo (see index_status).")],
+    ) -> RemovedIndex:
+        """Remove an index: its searchable rows, its registration (no more syncing), a build in progress."""
+        return RemovedIndex(index=name, builds=await _tool_call(indexes.remove(name)))
+
+
 async def _tool_call(call: Any) -> Any:
-    """Await a service call; a samespace error becomes the tool's error message."""
+    """Await a service call; a samespace error becomes the tool's error message (an actor's error by its
+    cause: no remote traceback reaches the client)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     try:
         return await call
     except SamespaceError as exc:
-        raise ToolError(str(exc)) from exc
+        cause = getattr(exc, "cause", None)
+        raise ToolError(str(cause if isinstance(cause, SamespaceError) else exc)) from exc
 
 
 def build_asgi_app(
@@ -200,21 +263,28 @@ def build_asgi_app(
     settings: SamespaceSettings,
     fleet: Callable[[], ActorHandle] | None = None,
     admin: FastAPI | None = None,
+    indexes: IndexService | None = None,
 ) -> FastAPI:
     """The replica's app: /mcp, /rlm/ask, /healthz, the sidecar routes when `fleet` is given, and the
     admin API under /admin when `admin` is given (it checks its own token, not `serve.token`)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    mcp = build_mcp_server(service, asker)
     # Host/Origin are checked once, for every route, by HttpGuard below; the SDK's own check is off.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    mcp_asgi = mcp.streamable_http_app(
-        streamable_http_path="/", stateless_http=True, json_response=True, transport_security=security
+    servers = [build_mcp_server(service, asker, indexes) for _ in range(2)]  # JSON replies; SSE for progress
+    json_app, sse_app = (
+        server.streamable_http_app(
+            streamable_http_path="/", stateless_http=True, json_response=json, transport_security=security
+        )
+        for server, json in zip(servers, (True, False), strict=True)
     )
+    mcp_asgi = ProgressRouter(json_app, sse_app)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with mcp.session_manager.run():  # a mounted sub-app's lifespan is not run by FastAPI
+        async with contextlib.AsyncExitStack() as stack:  # a mounted sub-app's lifespan is not run by FastAPI
+            for server in servers:
+                await stack.enter_async_context(server.session_manager.run())
             yield
 
     api = FastAPI(title="samespace MCP", lifespan=lifespan)
@@ -274,6 +344,18 @@ class McpIngress:
         )
         self._admin = AdminApi(settings)
         self._fleet: ActorHandle | None = None
+        self._sync: ActorHandle | None = None
+        self._indexes = IndexService(settings, self._sync_actor)
+        if ConfigStore(settings.admin.config_path).read_indexes():  # registrations survive a restart: sync them
+            self._sync_actor()
+
+    def _sync_actor(self) -> ActorHandle:
+        """The sync actor, started by the first index request (or at start, when indexes are registered)."""
+        from actors.sync import get_sync_actor
+
+        if self._sync is None:
+            self._sync = get_sync_actor(self._settings)
+        return self._sync
 
     def _fleet_actor(self) -> ActorHandle:
         """The fleet actor, started when the first sidecar reaches this replica."""
@@ -284,8 +366,8 @@ class McpIngress:
         return self._fleet
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        admin = build_admin_asgi(self._admin, self._settings)
-        return build_asgi_app(self._service, self._asker, self._settings, self._fleet_actor, admin)
+        admin = build_admin_asgi(self._admin, self._settings, self._indexes)
+        return build_asgi_app(self._service, self._asker, self._settings, self._fleet_actor, admin, self._indexes)
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:

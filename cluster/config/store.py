@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from cluster.config.atomic_file import TEMP_SUFFIX, write_bytes_atomic
+from cluster.config.registrations import IndexRegistration
 from cluster.errors import ConfigError
 from cluster.fleet.registry import HostRecord
 from cluster.roles import Policy, Role
@@ -74,6 +75,9 @@ class PersistedConfig(Strict):
     sidecars: dict[str, HostRecord] = Field(
         default_factory=dict,
         description="The sidecar registry, by agent URL: hostname and capabilities, never volatile state.",
+    )
+    indexes: dict[str, IndexRegistration] = Field(
+        default_factory=dict, description="Indexes kept fresh by the sync actor, by name: folder, ref, last signature."
     )
 
     @model_validator(mode="after")
@@ -134,6 +138,14 @@ class ConfigStore:
     def save_sidecars(self, records: dict[str, HostRecord]) -> None:
         """Replace the sidecar registry, keeping every other setting: read-modify-write."""
         self.update(lambda config: config.model_copy(update={"sidecars": dict(records)}))
+
+    def read_indexes(self) -> dict[str, IndexRegistration]:
+        """The registered indexes as stored (`ConfigError` when the store is unreadable)."""
+        return self.read().indexes
+
+    def save_indexes(self, registrations: dict[str, IndexRegistration]) -> None:
+        """Replace the registered indexes, keeping every other setting: read-modify-write."""
+        self.update(lambda config: config.model_copy(update={"indexes": dict(registrations)}))
 
     def _load_locked(self) -> PersistedConfig:
         """Read with recovery; the caller holds the lock. Never returns defaults for a file that existed."""

@@ -19,6 +19,7 @@ from cluster.index.keywords import chunk_keywords, query_keywords
 from cluster.index.progress import ProgressMeter
 from cluster.index.records import (
     BuildProgress,
+    BuildState,
     IndexRecord,
     export_folder,
     exports_root,
@@ -34,6 +35,7 @@ __all__ = [
     "ALSO_IN",
     "IDENTIFIER",
     "BuildProgress",
+    "BuildState",
     "IndexCatalog",
     "IndexRecord",
     "PlanMode",

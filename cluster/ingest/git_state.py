@@ -89,6 +89,15 @@ def source_state(folder: Path, ref: str | None = None) -> SourceState:
     return SourceState(vcs="git", commit=head, branch=branch, dirty=bool(git.status_entries()))
 
 
+def remote_urls(folder: Path) -> list[str]:
+    """The URLs of the folder's git remotes (none for a plain folder)."""
+    git = _Git(folder)
+    if not git.in_work_tree:
+        return []
+    listed = git.run("config", "-z", "--get-regexp", r"^remote\..*\.url$", check=False)
+    return [entry.split("\n", 1)[1] for entry in _text(listed).split("\0") if "\n" in entry]
+
+
 def resolve_commit(folder: Path, ref: str) -> str:
     """The commit `ref` names (a branch, tag, commit or `main~2`); RefNotFound otherwise."""
     return _Git(folder).resolve(ref)

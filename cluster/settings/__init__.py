@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cluster.settings.indexing import ALLOWED_ROOTS_ENV, IndexSettings
 from cluster.settings.model import SamespaceSettings, load_settings
 from cluster.settings.sections import (
     CONFIG_FILE_ENV,
@@ -53,6 +54,7 @@ from cluster.settings.sections import (
 )
 
 __all__ = [
+    "ALLOWED_ROOTS_ENV",
     "CONFIG_FILE_ENV",
     "DEFAULT_ADMIT_RETRY_S",
     "DEFAULT_CLOUD_MODELS",
@@ -90,6 +92,7 @@ __all__ = [
     "FanoutSettings",
     "FleetSettings",
     "GateSettings",
+    "IndexSettings",
     "IngestSettings",
     "LlmSettings",
     "RaySettings",

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from cluster.errors import ConfigError
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
+from cluster.settings.indexing import IndexSettings
 from cluster.settings.sections import (
     CONFIG_FILE_ENV,
     AdminSettings,
@@ -48,6 +49,7 @@ class SamespaceSettings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     search: FusionParams = Field(

@@ -145,6 +145,17 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     assert status.returncode == 0, status.stdout + status.stderr
     assert '"providers"' in status.stdout and "samespace-embedder-cpu0" in status.stdout
 
+    # Index management through the admin API: the sync actor submits the job through Ray's job API,
+    # on this token-auth cluster, and `--wait` follows it to its commit.
+    second = state.parent / "second"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "polyglot", second)
+    address = ["--state-dir", str(state), "--address", f"http://127.0.0.1:{user_cluster.mcp_port}"]
+    indexed = user_cluster.samespace("index", str(second), "--wait", *address)
+    assert indexed.returncode == 0, indexed.stdout + indexed.stderr
+    assert indexed.stdout.rstrip().endswith("second: committed")
+    removed = user_cluster.samespace("remove", "second", *address)
+    assert removed.returncode == 0 and '"index": "second"' in removed.stdout, removed.stdout + removed.stderr
+
     record = HeadRecord.read(state / "ray-head.json")
     assert record is not None
     daemons = daemon_pids(record.session)

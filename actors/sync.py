@@ -1,0 +1,158 @@
+"""The sync actor: one per namespace, the Ray shell of `cluster.sync.manager.IndexManager`.
+
+It submits reindex jobs through Ray's job API (the dashboard of this cluster, found through the
+GCS; the token of a token-auth cluster is read from RAY_AUTH_TOKEN_PATH like every Ray client), reads
+build states from the index actor, and runs the sync pass every `index.sync_period_s` on a thread of
+its own. Started by the first management request, and again by an MCP replica at start when the
+durable config holds registrations, so sync survives a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import threading
+import time
+from typing import Any
+
+import ray
+from ray.actor import ActorHandle
+
+from actors import get_index_actor
+from cluster.config import ConfigStore, IndexRegistration
+from cluster.index import BuildState, IndexRecord
+from cluster.naming import SYNC_ACTOR_NAME
+from cluster.settings import SamespaceSettings
+from cluster.sync import BuildReport, IndexManager
+
+log = logging.getLogger("samespace.sync")
+AGENT_WAIT_S = 60.0  # a fresh cluster's job agent answers a while after the job API does
+
+
+class RayJobs:
+    """`cluster.sync.JobRunner` over Ray's JobSubmissionClient."""
+
+    def __init__(self, settings: SamespaceSettings) -> None:
+        from ray.job_submission import JobSubmissionClient
+
+        # Given the GCS address, the client looks the job API's address up in the GCS (the dashboard's).
+        self._client = JobSubmissionClient(ray.get_runtime_context().gcs_address)
+        # The job's driver reads its settings from the environment: it must touch this cluster state.
+        self._env = {
+            "SAMESPACE_RAY__NAMESPACE": settings.ray.namespace,
+            "SAMESPACE_STORE__KIND": settings.store.kind,
+            "SAMESPACE_STORE__DATA_DIR": str(settings.store.data_dir),
+            **({"SAMESPACE_STORE__URL": settings.store.url} if settings.store.url else {}),
+        }
+
+    def submit(self, argv: list[str], submission_id: str) -> str:
+        entrypoint = shlex.join([sys.executable, "-m", "jobs.reindex", *argv])
+        deadline = time.monotonic() + AGENT_WAIT_S
+        while True:
+            try:
+                return str(
+                    self._client.submit_job(
+                        entrypoint=entrypoint, submission_id=submission_id, runtime_env={"env_vars": self._env}
+                    )
+                )
+            except RuntimeError as exc:
+                if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
+    def status(self, job_id: str) -> str:
+        return str(self._client.get_job_status(job_id).value)
+
+    def stop(self, job_id: str) -> None:
+        self._client.stop_job(job_id)
+
+
+class IndexActorReader:
+    """`cluster.sync.IndexReader` over the index actor."""
+
+    def __init__(self, settings: SamespaceSettings) -> None:
+        self._actor = get_index_actor(settings)
+
+    def builds(self) -> dict[str, BuildState]:
+        found: dict[str, BuildState] = _get(self._actor.builds.remote())
+        return found
+
+    def records(self) -> list[IndexRecord]:
+        found: list[IndexRecord] = _get(self._actor.records.remote())
+        return found
+
+    def remove(self, name: str) -> list[str]:
+        dropped: list[str] = _get(self._actor.remove.remote(name))
+        return dropped
+
+
+def _get(ref: Any) -> Any:
+    """`ray.get` of one actor call, typed as what the actor returned (Ray's stubs say list[Never])."""
+    return ray.get(ref)
+
+
+@ray.remote(  # type: ignore[call-overload]  # Ray's stubs list task options only, not actor ones
+    num_cpus=0, max_restarts=-1, max_concurrency=16
+)
+class SyncActor:
+    def __init__(self, settings: SamespaceSettings) -> None:
+        self._manager = IndexManager(
+            RayJobs(settings),
+            IndexActorReader(settings),
+            ConfigStore(settings.admin.config_path),
+            settings.index.sync_debounce_s,
+            clock=time.time,
+        )
+        self._period_s = settings.index.sync_period_s
+        self._stop = threading.Event()
+        threading.Thread(target=self._sync_loop, name="samespace-sync", daemon=True).start()
+
+    def __repr__(self) -> str:
+        return "SyncActor()"
+
+    def _sync_loop(self) -> None:
+        while not self._stop.wait(self._period_s):
+            try:
+                for report in self._manager.sync_once():
+                    log.info("sync: %s changed, build %s", report.ticket.index, report.ticket.build)
+            except Exception:
+                log.exception("sync pass failed")
+
+    def request(self, folder: str, name: str, ref: str | None, full: bool) -> BuildReport:
+        return self._manager.request(folder, name, ref, full)
+
+    def refresh(self, name: str, full: bool) -> BuildReport:
+        return self._manager.refresh(name, full)
+
+    def remove(self, name: str) -> list[str]:
+        return self._manager.remove(name)
+
+    def report(self, name: str) -> BuildReport | None:
+        return self._manager.report(name)
+
+    def reports(self) -> list[BuildReport]:
+        return self._manager.reports()
+
+    def registrations(self) -> dict[str, IndexRegistration]:
+        return self._manager.registrations()
+
+    def sync_now(self) -> list[BuildReport]:
+        return self._manager.sync_once()
+
+    def hook(self, folders: list[str], names: list[str]) -> list[BuildReport]:
+        wanted = set(names)
+        return self._manager.hook(lambda r: r.name in wanted or r.folder in folders)
+
+
+def get_sync_actor(settings: SamespaceSettings) -> ActorHandle:
+    return SyncActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
+        name=SYNC_ACTOR_NAME, namespace=settings.ray.namespace, lifetime="detached", get_if_exists=True
+    ).remote(settings)
+
+
+def find_sync_actor(settings: SamespaceSettings) -> ActorHandle | None:
+    try:
+        return ray.get_actor(SYNC_ACTOR_NAME, namespace=settings.ray.namespace)
+    except ValueError:
+        return None

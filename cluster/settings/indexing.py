@@ -1,0 +1,42 @@
+"""The `index` section: who may index what over MCP, and how registered indexes stay fresh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+ALLOWED_ROOTS_ENV = "SAMESPACE_INDEX__ALLOWED_ROOTS"
+DEFAULT_SYNC_PERIOD_S = 60.0
+DEFAULT_SYNC_DEBOUNCE_S = 5.0
+
+
+class IndexSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    allowed_roots: list[Path] = Field(
+        default_factory=list,
+        description="Folders (and their subfolders) an MCP client may index; empty: indexing over MCP is off "
+        f"({ALLOWED_ROOTS_ENV}, a JSON list). The admin API and the CLI are not confined to them.",
+    )
+    sync_period_s: float = Field(
+        default=DEFAULT_SYNC_PERIOD_S, ge=0.5, description="How often the sync actor looks at each registered folder."
+    )
+    sync_debounce_s: float = Field(
+        default=DEFAULT_SYNC_DEBOUNCE_S,
+        ge=0,
+        description="A change must stay unchanged this long before it is reindexed (edits in progress wait).",
+    )
+    hook_secret: SecretStr | None = Field(
+        default=None,
+        description="Shared secret of POST /admin/hooks/git (a git host's push webhook, HMAC-SHA256 signed); "
+        "None: the hook is off.",
+    )
+
+    @field_validator("allowed_roots")
+    @classmethod
+    def _absolute(cls, roots: list[Path]) -> list[Path]:
+        for root in roots:
+            if not root.expanduser().is_absolute():
+                raise ValueError(f"allowed root {str(root)!r} is not an absolute path")
+        return [root.expanduser() for root in roots]

@@ -1,0 +1,26 @@
+"""Index management: which folders may be indexed, when a registered index is reindexed on its own,
+and the tickets and phases of the builds clients ask for."""
+
+from __future__ import annotations
+
+from cluster.sync.manager import IndexManager, IndexReader, JobRunner, folder_signature, reindex_entrypoint
+from cluster.sync.roots import NEVER_INDEXED, confine, indexable_folder
+from cluster.sync.tickets import TERMINAL_JOB_STATES, BuildPhase, BuildReport, BuildTicket, phase_of
+from cluster.sync.watch import SyncWatch
+
+__all__ = [
+    "NEVER_INDEXED",
+    "TERMINAL_JOB_STATES",
+    "BuildPhase",
+    "BuildReport",
+    "BuildTicket",
+    "IndexManager",
+    "IndexReader",
+    "JobRunner",
+    "SyncWatch",
+    "confine",
+    "folder_signature",
+    "indexable_folder",
+    "phase_of",
+    "reindex_entrypoint",
+]

@@ -1,0 +1,104 @@
+"""Index management behind the MCP tools and the admin routes: index, refresh, remove, follow a build.
+
+The sync actor (actors/sync.py) does the work; this class decides who may ask what. An MCP client may
+index only folders inside `index.allowed_roots` (`cluster.sync.confine`); the admin API (its own token)
+any indexable folder. A caller that wants to watch a build gets its progress until it is done;
+otherwise the ticket comes back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from ray.actor import ActorHandle
+
+from cluster.config import IndexRegistration
+from cluster.settings import SamespaceSettings
+from cluster.sync import BuildPhase, BuildReport, confine, indexable_folder
+
+FOLLOW_POLL_S = 0.5
+FOLLOW_TIMEOUT_S = 3600.0
+Progress = Callable[[float, float | None, str], Awaitable[None]]
+
+
+def default_index_name(folder: Path, ref: str | None) -> str:
+    """The folder's name, with the ref after a dot ('api.feature-login'), in the index-name alphabet."""
+    name = folder.name + (f".{ref}" if ref else "")
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "repo"
+    return cleaned[:63]
+
+
+class IndexService:
+    def __init__(self, settings: SamespaceSettings, sync: Callable[[], ActorHandle], home: Path | None = None) -> None:
+        self._roots = settings.index.allowed_roots
+        self._sync = sync
+        self._home = home or Path.home()
+
+    async def index_repository(
+        self, path: str, name: str | None, ref: str | None, full: bool, *, confined: bool
+    ) -> BuildReport:
+        """Submit a build of the folder (confined: only inside the allowed roots), or join the running one."""
+        folder = confine(path, self._roots, self._home) if confined else indexable_folder(path, self._home)
+        report: BuildReport = await self._sync().request.remote(
+            str(folder), name or default_index_name(folder, ref), ref, full
+        )
+        return report
+
+    async def refresh(self, name: str, full: bool) -> BuildReport:
+        report: BuildReport = await self._sync().refresh.remote(name, full)
+        return report
+
+    async def remove(self, name: str) -> list[str]:
+        dropped: list[str] = await self._sync().remove.remote(name)
+        return dropped
+
+    async def registrations(self) -> dict[str, IndexRegistration]:
+        found: dict[str, IndexRegistration] = await self._sync().registrations.remote()
+        return found
+
+    async def hook(self, folders: list[str], names: list[str]) -> list[BuildReport]:
+        reports: list[BuildReport] = await self._sync().hook.remote(folders, names)
+        return reports
+
+    async def reports(self) -> list[BuildReport]:
+        found: list[BuildReport] = await self._sync().reports.remote()
+        return found
+
+    async def follow(self, report: BuildReport, progress: Progress, timeout_s: float = FOLLOW_TIMEOUT_S) -> BuildReport:
+        """Poll the build until it is done, reporting each change (chunks done of the total; the phase,
+        files, rate and ETA in the message)."""
+        deadline = time.monotonic() + timeout_s
+        last = ""
+        while True:
+            message = progress_message(report)
+            if message != last:
+                done = report.progress.chunks_done if report.progress else 0
+                total = report.progress.chunks_total if report.progress and report.progress.chunks_total else None
+                await progress(float(done), float(total) if total is not None else None, message)
+                last = message
+            if report.done or time.monotonic() >= deadline:
+                return report
+            await asyncio.sleep(FOLLOW_POLL_S)
+            current: BuildReport | None = await self._sync().report.remote(report.ticket.index)
+            if current is None or current.ticket.build != report.ticket.build:
+                return report  # superseded (removed, or a newer build of the index)
+            report = current.model_copy(update={"joined": report.joined})
+
+
+def progress_message(report: BuildReport) -> str:
+    """e.g. 'building api: 12/40 files, 300/1200 chunks, 85.0 chunks/s, ETA 11 s'."""
+    head = f"{report.phase.value} {report.ticket.index}"
+    p = report.progress
+    if report.phase is BuildPhase.FAILED:
+        return f"{head}: {report.error or 'failed'}"
+    if p is None or report.phase is not BuildPhase.BUILDING:
+        return head
+    eta = f", ETA {p.eta_s:.0f} s" if p.eta_s is not None else ""
+    return (
+        f"{head}: {p.files_done}/{p.files_total} files, {p.chunks_done}/{p.chunks_total} chunks, "
+        f"{p.chunks_per_s:.1f} chunks/s{eta}"
+    )
