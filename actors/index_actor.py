@@ -18,6 +18,7 @@ from cluster.errors import IndexNotFound, ReadRefused
 from cluster.index.catalog import IndexCatalog, PointKey
 from cluster.index.incremental import ReusableRows, reusable_rows
 from cluster.index.records import BuildProgress, BuildState, IndexRecord, export_folder
+from cluster.index.scope import resolve_scope
 from cluster.index.store.engines import open_vector_store
 from cluster.ingest.git_state import SourceState
 from cluster.ingest.skips import SkipSummary
@@ -43,7 +44,7 @@ class IndexActor:
         os.umask(STORE_UMASK)  # this worker process is the store's only writer: its files go 0600
         store = open_vector_store(settings.store.kind, data_dir=settings.store.data_dir, url=settings.store.url)
         self._catalog = IndexCatalog(store)
-        self._code_maps = CodeMaps(self._catalog)  # symbol/file/neighbour maps, per serving build
+        self._code_maps = CodeMaps(self._catalog, settings.index.groups)  # symbol/file/neighbour maps, per build
         self._deny = walk_settings(settings).deny_list()  # reads refuse what a reindex never opens
 
     # writes (reindex job)
@@ -148,10 +149,13 @@ class IndexActor:
         definitions: PayloadFilter | None = None,
     ) -> tuple[list[ScoredHit], list[str]]:
         """Hits best-first (dense, keyword, or fused), plus a message for each index refused."""
-        if name is not None:
+        names = resolve_scope(name, self._catalog.names(), self._settings.index.groups)
+        if name is not None and names == [name]:  # one index by name: another space is an error, not a skip
             hits = self._catalog.search(name, vector, identity, limit, filter, keywords, fusion, definitions)
             return self._with_source(hits), []
-        hits, refused = self._catalog.search_all(vector, identity, limit, filter, keywords, fusion, definitions)
+        hits, refused = self._catalog.search_all(
+            vector, identity, limit, filter, keywords, fusion, definitions, names=names
+        )
         return self._with_source(hits), [str(exc) for exc in refused]
 
     def _with_source(self, hits: list[ScoredHit]) -> list[ScoredHit]:

@@ -67,7 +67,16 @@ INSTRUCTIONS = (
     "stale each is. index_repository indexes a folder (or a git ref of it) and keeps it fresh, refresh_index "
     "reindexes one now, remove_index drops one."
 )
-RepoArg = Annotated[str | None, Field(description="Only this indexed repo (see index_status); None = every index.")]
+RepoArg = Annotated[
+    str | None, Field(description="The indexed repo (see index_status); None: the only one, when there is one.")
+]
+ScopeArg = Annotated[
+    str | None,
+    Field(
+        description="Which indexes: a repo (see index_status), a glob ('api*'), a group ('@backend', "
+        "configured in index.groups), or None for every index."
+    ),
+]
 
 
 class RemovedIndex(Strict):
@@ -96,7 +105,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
             Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to find: a description or code."),
         ],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="How many hits to return.")] = 10,
-        repo: Annotated[str | None, Field(description="Only this indexed repo (see index_status).")] = None,
+        repo: ScopeArg = None,
         path_prefix: Annotated[
             str | None, Field(description="Only files under this folder or this exact file, e.g. 'src/api'.")
         ] = None,
@@ -147,7 +156,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
         question: Annotated[
             str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="A question about the code.")
         ],
-        repo: RepoArg = None,
+        repo: ScopeArg = None,
         deep: Annotated[
             bool, Field(description="Let the retrieval model look again before answering (slower, finds more).")
         ] = True,
@@ -170,7 +179,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
                 description="An identifier (parse_config, TaxTable.lookup) or a few words.",
             ),
         ],
-        repo: RepoArg = None,
+        repo: ScopeArg = None,
         limit: Annotated[int, Field(ge=1, le=MAX_K)] = 10,
     ) -> SymbolSearchResult:
         """Find functions, classes, methods by name: exact names first, then prefixes, substrings, word overlap."""
@@ -179,7 +188,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
     @mcp.tool()
     async def search_files(
         query: Annotated[str, Field(min_length=1, max_length=200, description="Part of a path or file name.")],
-        repo: RepoArg = None,
+        repo: ScopeArg = None,
         limit: Annotated[int, Field(ge=1, le=MAX_K)] = 8,
     ) -> FileSearchResult:
         """Find indexed files by path, each with the definitions it holds."""

@@ -39,7 +39,9 @@ Mode = Literal["synthesis", "draft", "citations-only", "no-evidence"]
 
 class AskRequest(Strict):
     question: str = Field(min_length=1, max_length=2000, description="A question about the indexed code.")
-    repo: str | None = Field(default=None, description="Only this indexed repo; None = every index.")
+    repo: str | None = Field(
+        default=None, description="Which indexes: a repo, a glob ('api*'), a group ('@backend'); None = every index."
+    )
     deep: bool = Field(default=True, description="Let the RLM look again before answering (slower, better).")
 
 

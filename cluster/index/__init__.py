@@ -28,11 +28,13 @@ from cluster.index.records import (
     validate_index_name,
 )
 from cluster.index.representations import name_text
+from cluster.index.scope import GROUP_PREFIX, resolve_scope
 from cluster.index.store.engines import open_vector_store
 from cluster.index.tokens import IDENTIFIER, identifier_tokens
 
 __all__ = [
     "ALSO_IN",
+    "GROUP_PREFIX",
     "IDENTIFIER",
     "BuildProgress",
     "BuildState",
@@ -59,6 +61,7 @@ __all__ = [
     "point_key",
     "point_payload",
     "query_keywords",
+    "resolve_scope",
     "reusable_rows",
     "validate_index_name",
 ]

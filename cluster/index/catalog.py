@@ -387,13 +387,14 @@ class IndexCatalog:
         keywords: SparseTerms | None = None,
         fusion: FusionParams | None = None,
         definitions: PayloadFilter | None = None,
+        names: Sequence[str] | None = None,
     ) -> tuple[list[ScoredHit], list[EncoderMismatch]]:
-        """Search every index in the query's space, scored together (comparable scores, one hit per
-        place); indexes in another space are refused, listed."""
+        """Search every index (or those `names`) in the query's space, scored together (comparable
+        scores, one hit per place); indexes in another space are refused, listed."""
         params = fusion or FusionParams()
         found: list[CandidateHit] = []
         refused: list[EncoderMismatch] = []
-        for name in self.names():
+        for name in self.names() if names is None else names:
             try:
                 found += self._candidates(name, vector, query_identity, limit, filter, keywords, params, definitions)
             except EncoderMismatch as exc:

@@ -7,9 +7,11 @@ from every row of the serving build on first read and rebuilt when a new build s
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
 
 from cluster.errors import SamespaceError
 from cluster.index.catalog import IndexCatalog
+from cluster.index.scope import resolve_scope
 from cluster.search.code_map import CodeMap
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.search.ranking import merge_file_hits, merge_symbol_hits
@@ -25,8 +27,9 @@ class CodeMaps:
     (superseded or dropped indexes) are dropped on every read. Not thread-safe: one owner.
     """
 
-    def __init__(self, catalog: IndexCatalog) -> None:
+    def __init__(self, catalog: IndexCatalog, groups: Mapping[str, Sequence[str]] | None = None) -> None:
         self._catalog = catalog
+        self._groups = dict(groups or {})
         self._maps: dict[str, tuple[str, CodeMap]] = {}  # index name → (build, map)
 
     def cached_builds(self) -> dict[str, str]:
@@ -64,7 +67,8 @@ class CodeMaps:
         raise SamespaceError(f"name a repo: this tool reads one repository; indexed repos: {listed}")
 
     def _targets(self, repo: str | None) -> list[str]:
-        return [repo] if repo is not None else self._catalog.names()
+        """The indexes `repo` stands for: a name, a glob, a group ('@backend'), or every index."""
+        return resolve_scope(repo, self._catalog.names(), self._groups)
 
     def search_symbols(self, repo: str | None, query: str, limit: int = 10) -> list[SymbolHit]:
         return merge_symbol_hits((self.get(name).search_symbols(query, limit) for name in self._targets(repo)), limit)

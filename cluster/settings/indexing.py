@@ -27,6 +27,11 @@ class IndexSettings(BaseModel):
         ge=0,
         description="A change must stay unchanged this long before it is reindexed (edits in progress wait).",
     )
+    groups: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Named groups of indexes (names or globs) a tool can read together as repo='@<group>', "
+        'e.g. {"backend": ["api", "billing*"]}.',
+    )
     hook_secret: SecretStr | None = Field(
         default=None,
         description="Shared secret of POST /admin/hooks/git (a git host's push webhook, HMAC-SHA256 signed); "

@@ -106,6 +106,7 @@ def env(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest
             "sync_period_s": SYNC_PERIOD_S,
             "sync_debounce_s": 0.5,
             "hook_secret": HOOK_SECRET,
+            "groups": {"pair": ["grp-a", "grp-b"]},
         },
     )
     serve.run(McpIngress.options(name="McpIndex", num_replicas=1).bind(settings), name="mcp-index", route_prefix=ROUTE)
@@ -309,6 +310,24 @@ def test_the_admin_api_and_a_signed_push_webhook_manage_indexes_too(env: Env) ->
         wait_until(lambda: all(b["done"] for b in admin.get("/indexes", headers=bearer).json()["builds"]))
         assert admin.delete("/indexes/admin-only", headers=bearer).json()["index"] == "admin-only"
         assert admin.delete("/indexes/admin-only", headers=bearer).status_code == 404
+
+
+def test_search_reads_a_glob_a_named_group_or_every_index_and_each_hit_names_repo_and_ref(env: Env) -> None:
+    for name in ("grp-a", "grp-b", "other-c"):
+        indexed(env, name)
+    query = {"query": "step 1 of the shipment pipeline", "k": 50}
+    for scope in ("grp-*", "@pair"):
+        hits = env.ok("search_code", {**query, "repo": scope})["hits"]
+        assert {hit["repo"] for hit in hits} | {a for hit in hits for a in hit["also_in"]} == {"grp-a", "grp-b"}
+        assert all(hit["ref"] == "main" and hit["commit"] for hit in hits)
+        symbols = env.ok("search_symbols", {"query": "shipment_step_1", "repo": scope, "limit": 10})["hits"]
+        assert symbols and {hit["repo"] for hit in symbols} <= {"grp-a", "grp-b"}
+    everywhere = env.ok("search_code", query)["hits"]
+    assert "other-c" in {hit["repo"] for hit in everywhere} | {a for hit in everywhere for a in hit["also_in"]}
+    answer = env.ok("ask_code", {"question": "what does step 1 of the shipment pipeline do?", "repo": "@pair"})
+    assert answer["citations"] and {c["repo"] for c in answer["citations"]} <= {"grp-a", "grp-b"}
+    assert "unknown group '@nope'; groups: @pair" in env.refused("search_code", {**query, "repo": "@nope"})
+    assert "unknown repo 'zzz*'" in env.refused("search_code", {**query, "repo": "zzz*"})
 
 
 def _registrations(env: Env) -> dict[str, Any]:
