@@ -7,7 +7,6 @@ branch indexed after its base embeds only the chunks it changed (counted at the 
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +15,12 @@ from typing import Any
 import pytest
 import ray
 from conftest import RayCluster
+from git_repos import git, git_repo, module
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NAMESPACE = "gitbuilds"
 EMBEDDER = "samespace-embedder-cpu0"
-TOPICS = ["invoice", "shipment", "customer", "warehouse", "payment", "refund"]
-GIT_ID = ["-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "commit.gpgsign=false"]
 
 
 @dataclass
@@ -72,34 +70,6 @@ def env(ray_cluster: RayCluster, tmp_path_factory: pytest.TempPathFactory) -> It
     finally:
         for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE]:
             ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE))
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *GIT_ID, "-C", str(repo), *args], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
-def function(topic: str, i: int, body: str = "* 2") -> str:
-    return (
-        f"def {topic}_step_{i}(record, limit={i}):\n"
-        f'    """Step {i} of the {topic} pipeline: validate the {topic} record and clamp it."""\n'
-        f"    value = record.get('{topic}_{i}', {i}) {body}\n"
-        f"    return min(value, limit)\n"
-    )
-
-
-def module(topic: str, body: str = "* 2") -> str:
-    return "\n\n".join(function(topic, i, body if i == 0 else "* 2") for i in range(3))
-
-
-def git_repo(root: Path) -> Path:
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    for topic in TOPICS:
-        (root / f"{topic}.py").write_text(module(topic))
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "base")
-    return root
 
 
 def test_a_build_records_its_commit_and_hits_carry_it(env: Env) -> None:

@@ -9,7 +9,6 @@ indexed by ref and both refs are searched, an index is removed, and every refusa
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,14 +18,13 @@ from typing import Any
 import pytest
 import ray
 from conftest import McpServer, RayCluster
+from git_repos import function, git, git_repo, module
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
 NAMESPACE = "indexmgmt"
 EMBEDDER = "samespace-embedder-cpu0"
 ROUTE = "/idx"
-TOPICS = ["invoice", "shipment", "customer", "warehouse"]
-GIT_ID = ["-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "commit.gpgsign=false"]
 SYNC_PERIOD_S = 1.0
 BUILD_WAIT_S = 240.0
 ADMIN_TOKEN = "admin-t0ken-for-tests"
@@ -123,34 +121,6 @@ def env(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest
         serve.delete("mcp-index")
         for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE]:
             ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE))
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *GIT_ID, "-C", str(repo), *args], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
-def function(topic: str, i: int, body: str = "* 2") -> str:
-    return (
-        f"def {topic}_step_{i}(record, limit={i}):\n"
-        f'    """Step {i} of the {topic} pipeline: validate the {topic} record and clamp it."""\n'
-        f"    value = record.get('{topic}_{i}', {i}) {body}\n"
-        f"    return min(value, limit)\n"
-    )
-
-
-def module(topic: str, body: str = "* 2") -> str:
-    return "\n\n".join(function(topic, i, body if i == 0 else "* 2") for i in range(3))
-
-
-def git_repo(root: Path) -> Path:
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    for topic in TOPICS:
-        (root / f"{topic}.py").write_text(module(topic))
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "base")
-    return root
 
 
 def wait_until(check: Any, timeout_s: float = BUILD_WAIT_S, poll_s: float = 0.5) -> Any:
@@ -328,6 +298,30 @@ def test_search_reads_a_glob_a_named_group_or_every_index_and_each_hit_names_rep
     assert answer["citations"] and {c["repo"] for c in answer["citations"]} <= {"grp-a", "grp-b"}
     assert "unknown group '@nope'; groups: @pair" in env.refused("search_code", {**query, "repo": "@nope"})
     assert "unknown repo 'zzz*'" in env.refused("search_code", {**query, "repo": "zzz*"})
+
+
+def test_sync_survives_a_restart_of_the_sync_actor(env: Env) -> None:
+    from actors.sync import find_sync_actor
+
+    repo = indexed(env, "restarted")
+    actor = find_sync_actor(env.settings)
+    assert actor is not None
+    ray.kill(actor, no_restart=False)  # Ray restarts it; it reads the registrations back from the config store
+
+    def registered_again() -> bool:
+        try:
+            return "restarted" in ray.get(actor.registrations.remote())
+        except ray.exceptions.RayError:  # unavailable while it restarts
+            return False
+
+    wait_until(registered_again, timeout_s=120)
+    (repo / "refund.py").write_text(function("refund", 0, "+ compute_walrus_rebate(record)"))
+
+    def searchable() -> bool:
+        hits = env.ok("search_code", {"query": "compute_walrus_rebate", "repo": "restarted", "k": 3})["hits"]
+        return bool(hits) and "compute_walrus_rebate" in hits[0]["snippet"]
+
+    wait_until(searchable)
 
 
 def _registrations(env: Env) -> dict[str, Any]:
