@@ -149,7 +149,7 @@ class IndexActor:
         definitions: PayloadFilter | None = None,
     ) -> tuple[list[ScoredHit], list[str]]:
         """Hits best-first (dense, keyword, or fused), plus a message for each index refused."""
-        names = resolve_scope(name, self._catalog.names(), self._settings.index.groups)
+        names = resolve_scope(name, self._catalog.names, self._settings.index.groups)
         if name is not None and names == [name]:  # one index by name: another space is an error, not a skip
             hits = self._catalog.search(name, vector, identity, limit, filter, keywords, fusion, definitions)
             return self._with_source(hits), []
@@ -205,8 +205,5 @@ class IndexActor:
 
     def status(self) -> dict[str, Any]:
         """Every index (record, serving point count) and every build this actor has seen."""
-        indexes = []
-        for name in self._catalog.names():
-            record = self._catalog.record(name)
-            indexes.append({"record": record, "space": record.identity.space_id})
+        indexes = [{"record": record, "space": record.identity.space_id} for record in self.records()]
         return {"indexes": indexes, "builds": self._catalog.builds()}

@@ -27,7 +27,21 @@ from cluster.settings import SamespaceSettings
 from cluster.sync import BuildReport, IndexManager
 
 log = logging.getLogger("samespace.sync")
-AGENT_WAIT_S = 60.0  # a fresh cluster's job agent answers a while after the job API does
+AGENT_WAIT_S = 120.0  # a fresh cluster's job agent may answer well after the job API does
+
+
+def submit_job(client: Any, entrypoint: str, env: dict[str, str], submission_id: str | None = None) -> str:
+    """Submit a job, waiting out "No available agent to submit job" on a freshly started cluster."""
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            return str(
+                client.submit_job(entrypoint=entrypoint, submission_id=submission_id, runtime_env={"env_vars": env})
+            )
+        except RuntimeError as exc:
+            if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
 
 
 class RayJobs:
@@ -48,18 +62,7 @@ class RayJobs:
 
     def submit(self, argv: list[str], submission_id: str) -> str:
         entrypoint = shlex.join([sys.executable, "-m", "jobs.reindex", *argv])
-        deadline = time.monotonic() + AGENT_WAIT_S
-        while True:
-            try:
-                return str(
-                    self._client.submit_job(
-                        entrypoint=entrypoint, submission_id=submission_id, runtime_env={"env_vars": self._env}
-                    )
-                )
-            except RuntimeError as exc:
-                if "No available agent" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(1.0)
+        return submit_job(self._client, entrypoint, self._env, submission_id)
 
     def status(self, job_id: str) -> str:
         return str(self._client.get_job_status(job_id).value)

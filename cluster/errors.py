@@ -37,6 +37,13 @@ class SamespaceError(Exception):
     """Root of every error samespace raises on purpose."""
 
 
+def original_error(exc: SamespaceError) -> SamespaceError:
+    """The error itself, not Ray's wrapper: an error raised inside an actor arrives as a RayTaskError
+    that is also the cause's type, and its str() carries the remote traceback; its `cause` does not."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, SamespaceError) else exc
+
+
 class ConfigError(SamespaceError):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(field, problem)

@@ -36,7 +36,14 @@ from actors import get_index_actor
 from actors.dispatcher import get_dispatcher
 from cluster.cloud.budget import Priority
 from cluster.cloud.key_readiness import wait_for_key
-from cluster.errors import CloudKeyMissing, NoProviderLeft, SamespaceError, ScanError, ShrinkRefused
+from cluster.errors import (
+    CloudKeyMissing,
+    NoProviderLeft,
+    SamespaceError,
+    ScanError,
+    ShrinkRefused,
+    original_error,
+)
 from cluster.gate.sentinel import reference_drifted, stored_baseline
 from cluster.index.catalog import PointKey, embed_hash, point_id, point_key, point_payload
 from cluster.index.incremental import PlanMode, ReusableRows, full_reason, plan_reindex
@@ -642,10 +649,8 @@ def main(argv: list[str] | None = None) -> int:
             emit=lambda line: print(line, flush=True),
         )
     except SamespaceError as exc:
-        # An error raised inside an actor arrives as a RayTaskError that is also the cause's type;
-        # its str() carries the remote traceback. Say the cause, once, without a traceback.
-        cause = getattr(exc, "cause", None)
-        print(f"reindex failed: {cause if isinstance(cause, SamespaceError) else exc}", file=sys.stderr, flush=True)
+        # Say the cause, once, without a remote traceback.
+        print(f"reindex failed: {original_error(exc)}", file=sys.stderr, flush=True)
         return 2
     return 0
 

@@ -23,7 +23,7 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from cluster.errors import IndexNotFound, PathRefused, RefNotFound, SamespaceError
+from cluster.errors import IndexNotFound, PathRefused, RefNotFound, SamespaceError, original_error
 from cluster.ingest import remote_urls
 from cluster.settings import SamespaceSettings
 from cluster.sync import BuildReport
@@ -75,9 +75,7 @@ def normalize_url(url: str) -> str:
     return url.replace(":", "/", 1) if "/" in url and ":" in url.split("/", 1)[0] else url
 
 
-def _status(exc: SamespaceError) -> int:
-    cause = getattr(exc, "cause", None)
-    error = cause if isinstance(cause, SamespaceError) else exc
+def _status(error: SamespaceError) -> int:
     if isinstance(error, PathRefused):
         return 403
     if isinstance(error, IndexNotFound):
@@ -91,8 +89,8 @@ async def _answer(call: Any) -> Any:
     try:
         return await call
     except SamespaceError as exc:
-        cause = getattr(exc, "cause", None)
-        raise HTTPException(_status(exc), str(cause if isinstance(cause, SamespaceError) else exc)) from exc
+        error = original_error(exc)
+        raise HTTPException(_status(error), str(error)) from exc
 
 
 def add_index_routes(app: FastAPI, indexes: IndexService, settings: SamespaceSettings) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from pydantic import Field
 
+from actors.index_actor import SOURCE_COMMIT, SOURCE_REF
 from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import NoProviderLeft, SamespaceError, UnknownLanguage
 from cluster.index.catalog import definitions_filter, path_prefixes
@@ -151,8 +152,8 @@ def to_code_hit(hit: ScoredHit) -> CodeHit:
         score=round(hit.score, 6),
         snippet=snippet_of(p.get("text", "")),
         build=p["build"],
-        commit=p.get("commit"),
-        ref=p.get("ref"),
+        commit=p.get(SOURCE_COMMIT),
+        ref=p.get(SOURCE_REF),
         also_in=list(p.get(ALSO_IN, [])),
     )
 

@@ -26,7 +26,7 @@ from ray.serve import Application
 
 from cluster.ask.pipeline import AskRequest, AskResult
 from cluster.config import ConfigStore
-from cluster.errors import SamespaceError
+from cluster.errors import SamespaceError, original_error
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.source import SourceLines
 from cluster.search.models import Neighbors, RepoOverview
@@ -262,8 +262,7 @@ async def _tool_call(call: Any) -> Any:
     try:
         return await call
     except SamespaceError as exc:
-        cause = getattr(exc, "cause", None)
-        raise ToolError(str(cause if isinstance(cause, SamespaceError) else exc)) from exc
+        raise ToolError(str(original_error(exc))) from exc
 
 
 def build_asgi_app(

@@ -4,7 +4,7 @@ configured in `index.groups`), or every index (None)."""
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from cluster.errors import IndexNotFound, SamespaceError
 
@@ -14,11 +14,14 @@ GROUP_PREFIX = "@"
 GLOB_CHARS = frozenset("*?[")
 
 
-def resolve_scope(repo: str | None, names: Sequence[str], groups: Mapping[str, Sequence[str]]) -> list[str]:
-    """The index names `repo` stands for, in `names` order. An exact name is returned as it is (an
-    unknown one fails where it is read, naming the indexes); a glob or group that matches nothing fails here."""
+def resolve_scope(
+    repo: str | None, list_names: Callable[[], Sequence[str]], groups: Mapping[str, Sequence[str]]
+) -> list[str]:
+    """The index names `repo` stands for, in `list_names()` order (listed only for a glob, a group or
+    None: a search by name lists nothing). An exact name is returned as it is (an unknown one fails
+    where it is read, naming the indexes); a glob or group that matches nothing fails here."""
     if repo is None:
-        return list(names)
+        return list(list_names())
     if repo.startswith(GROUP_PREFIX):
         group = repo[len(GROUP_PREFIX) :]
         if group not in groups:
@@ -29,6 +32,7 @@ def resolve_scope(repo: str | None, names: Sequence[str], groups: Mapping[str, S
         patterns = [repo]
     else:
         return [repo]
+    names = list_names()
     matched = [name for name in names if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)]
     if not matched:
         raise IndexNotFound(repo, list(names))

@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import Field
 
 from cluster.errors import RefNotFound
+from cluster.ingest.walker import ALWAYS_SKIPPED_DIRS
 from cluster.types import Strict
 
 GIT_TIMEOUT_S = 60.0
@@ -44,7 +45,6 @@ GIT_SAFE_CONFIG = (
 REF_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]{0,199}$")
 MAX_FOLDER_FILES = 200_000  # a plain folder's change signature stats at most this many files
 EXPORT_BATCH_BYTES = 64 << 20  # blobs read per `cat-file --batch` call, at most
-SKIPPED_FOLDERS = frozenset({".git", ".hg", ".svn", ".venv", "node_modules", "__pycache__", ".samespace"})
 
 
 class SourceState(Strict):
@@ -304,7 +304,7 @@ def _folder_files(folder: Path) -> Iterator[tuple[str, Path]]:
     entered, at most MAX_FOLDER_FILES."""
     count = 0
     for current, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_FOLDERS)
+        dirs[:] = sorted(d for d in dirs if d not in ALWAYS_SKIPPED_DIRS)
         for name in sorted(files):
             path = Path(current) / name
             yield os.path.relpath(path, folder), path

@@ -68,7 +68,7 @@ class CodeMaps:
 
     def _targets(self, repo: str | None) -> list[str]:
         """The indexes `repo` stands for: a name, a glob, a group ('@backend'), or every index."""
-        return resolve_scope(repo, self._catalog.names(), self._groups)
+        return resolve_scope(repo, self._catalog.names, self._groups)
 
     def search_symbols(self, repo: str | None, query: str, limit: int = 10) -> list[SymbolHit]:
         return merge_symbol_hits((self.get(name).search_symbols(query, limit) for name in self._targets(repo)), limit)

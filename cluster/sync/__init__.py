@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from cluster.sync.manager import IndexManager, IndexReader, JobRunner, folder_signature, reindex_entrypoint
 from cluster.sync.roots import NEVER_INDEXED, confine, indexable_folder
-from cluster.sync.tickets import TERMINAL_JOB_STATES, BuildPhase, BuildReport, BuildTicket, phase_of
+from cluster.sync.tickets import BuildPhase, BuildReport, BuildTicket, phase_of
 from cluster.sync.watch import SyncWatch
 
 __all__ = [
     "NEVER_INDEXED",
-    "TERMINAL_JOB_STATES",
     "BuildPhase",
     "BuildReport",
     "BuildTicket",

@@ -20,7 +20,7 @@ from cluster.config import ConfigStore, IndexRegistration
 from cluster.errors import IndexNotFound, SamespaceError
 from cluster.index import BuildState, IndexRecord, new_build_id, validate_index_name
 from cluster.ingest import change_signature, resolve_commit
-from cluster.sync.tickets import TERMINAL_JOB_STATES, BuildPhase, BuildReport, BuildTicket, phase_of
+from cluster.sync.tickets import BuildPhase, BuildReport, BuildTicket, phase_of
 from cluster.sync.watch import SyncWatch
 
 __all__ = ["IndexManager", "IndexReader", "JobRunner", "folder_signature", "reindex_entrypoint"]
@@ -84,9 +84,9 @@ class IndexManager:
         """Submit a build of `folder` (at `ref`) as `name`, or join the one running; register it."""
         validate_index_name(name)
         with self._lock:
-            running = self._running(name)
-            if running is not None:
-                return self._report(running, joined=True)
+            current = self._current(name)
+            if current is not None and not current.done:
+                return current.model_copy(update={"joined": True})
             try:
                 signature: str | None = self._signature(folder, ref)
             except (SamespaceError, OSError) as exc:
@@ -126,9 +126,9 @@ class IndexManager:
     def remove(self, name: str) -> list[str]:
         """Stop its running build, forget its registration, drop the index; returns the dropped builds."""
         with self._lock:
-            running = self._running(name)
-            if running is not None:
-                self._jobs.stop(running.job_id)
+            current = self._current(name)
+            if current is not None and not current.done:
+                self._jobs.stop(current.ticket.job_id)
             self._tickets.pop(name, None)
             self._watch.forget(name)
             registered = self.registrations()
@@ -146,18 +146,20 @@ class IndexManager:
         return self._store.read_indexes()
 
     def report(self, name: str) -> BuildReport | None:
-        ticket = self._tickets.get(name)
-        return self._report(ticket) if ticket is not None else None
+        return self._current(name)
 
     def reports(self) -> list[BuildReport]:
-        return [self._report(ticket) for ticket in list(self._tickets.values())]
+        builds = self._index.builds()
+        return [self._report(ticket, builds) for ticket in list(self._tickets.values())]
 
     # ---- sync ----------------------------------------------------------------------------------
     def sync_once(self) -> list[BuildReport]:
         """One pass over the registered indexes: reindex those whose folder changed and settled."""
         started = []
+        builds = self._index.builds()
         for registration in self.registrations().values():
-            if not registration.sync or self._running(registration.name) is not None:
+            current = self._current(registration.name, builds)
+            if not registration.sync or (current is not None and not current.done):
                 continue
             try:
                 signature = self._signature(registration.folder, registration.ref)
@@ -177,21 +179,15 @@ class IndexManager:
         ]
 
     # ---- internals -----------------------------------------------------------------------------
-    def _running(self, name: str) -> BuildTicket | None:
-        """The index's build in progress: its job still runs and its build is not committed or failed
-        (a job lingers a moment after its commit)."""
+    def _current(self, name: str, builds: dict[str, BuildState] | None = None) -> BuildReport | None:
+        """The report of the index's latest build asked for; it is in progress while not `done` (a job
+        lingers a moment after its commit: the build's own state says it is over)."""
         ticket = self._tickets.get(name)
-        if ticket is None:
-            return None
-        status = self._jobs.status(ticket.job_id)
-        if status in TERMINAL_JOB_STATES:
-            return None
-        phase = phase_of(status, self._index.builds().get(name), ticket.build)
-        return ticket if phase in (BuildPhase.STARTING, BuildPhase.BUILDING) else None
+        return self._report(ticket, builds) if ticket is not None else None
 
-    def _report(self, ticket: BuildTicket, joined: bool = False) -> BuildReport:
+    def _report(self, ticket: BuildTicket, builds: dict[str, BuildState] | None = None) -> BuildReport:
         status = self._jobs.status(ticket.job_id)
-        state = self._index.builds().get(ticket.index)
+        state = (self._index.builds() if builds is None else builds).get(ticket.index)
         phase = phase_of(status, state, ticket.build)
         mine = state if state is not None and state.build == ticket.build else None
         error = mine.error if mine is not None else None
@@ -199,7 +195,6 @@ class IndexManager:
             error = f"job {ticket.job_id} {status.lower()} (see `ray job logs {ticket.job_id}`)"
         return BuildReport(
             ticket=ticket,
-            joined=joined,
             phase=phase,
             done=phase in (BuildPhase.COMMITTED, BuildPhase.UP_TO_DATE, BuildPhase.FAILED),
             progress=mine.progress if mine is not None else None,

@@ -8,20 +8,9 @@ from pathlib import Path
 from conftest import RayCluster, reindex_entrypoint
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from actors.sync import submit_job
+
 TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
-AGENT_WAIT_S = 120.0  # the dashboard's job agent may come up well after the job API answers a list
-
-
-def submit_job(client: JobSubmissionClient, entrypoint: str, env: dict[str, str]) -> str:
-    """Submit a job, waiting out "No available agent to submit job" on a freshly started cluster."""
-    deadline = time.monotonic() + AGENT_WAIT_S
-    while True:
-        try:
-            return client.submit_job(entrypoint=entrypoint, runtime_env={"env_vars": env})
-        except RuntimeError as exc:
-            if "No available agent" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
 
 
 def submit_reindex(cluster: RayCluster, repo: Path, name: str) -> tuple[JobSubmissionClient, str]:

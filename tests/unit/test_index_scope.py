@@ -11,17 +11,21 @@ NAMES = ["api", "api.feature-x", "billing", "web"]
 GROUPS = {"backend": ["api", "billing*"], "empty": ["nothing*"]}
 
 
+def names() -> list[str]:
+    return NAMES
+
+
 def test_a_scope_is_a_name_a_glob_a_group_or_everything() -> None:
-    assert resolve_scope(None, NAMES, GROUPS) == NAMES
-    assert resolve_scope("web", NAMES, GROUPS) == ["web"]
-    assert resolve_scope("missing", NAMES, GROUPS) == ["missing"]  # fails where it is read, naming the indexes
-    assert resolve_scope("api*", NAMES, GROUPS) == ["api", "api.feature-x"]
-    assert resolve_scope("@backend", NAMES, GROUPS) == ["api", "billing"]
+    assert resolve_scope(None, names, GROUPS) == NAMES
+    assert resolve_scope("web", names, GROUPS) == ["web"]
+    assert resolve_scope("missing", names, GROUPS) == ["missing"]  # fails where it is read, naming the indexes
+    assert resolve_scope("api*", names, GROUPS) == ["api", "api.feature-x"]
+    assert resolve_scope("@backend", names, GROUPS) == ["api", "billing"]
     with pytest.raises(SamespaceError, match="unknown group '@frontend'; groups: @backend, @empty"):
-        resolve_scope("@frontend", NAMES, GROUPS)
+        resolve_scope("@frontend", names, GROUPS)
     with pytest.raises(SamespaceError, match=r"none configured \(index.groups\)"):
-        resolve_scope("@backend", NAMES, {})
+        resolve_scope("@backend", names, {})
     with pytest.raises(IndexNotFound, match="unknown repo 'zzz\\*'"):
-        resolve_scope("zzz*", NAMES, GROUPS)
+        resolve_scope("zzz*", names, GROUPS)
     with pytest.raises(IndexNotFound):
-        resolve_scope("@empty", NAMES, GROUPS)
+        resolve_scope("@empty", names, GROUPS)
