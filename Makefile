@@ -31,7 +31,7 @@ export SAMESPACE_SERVE__PORT := $(MCP_PORT)
 export SAMESPACE_ADMIN__TOKEN_FILE ?= $(STATE)/admin-token
 export SAMESPACE_ADMIN__CONFIG_PATH ?= $(STATE)/config.json
 
-.PHONY: help venv ray-token run stop lint test test-fast test-slow bench status push-key set-policy
+.PHONY: help venv ray-token run stop lint test test-fast test-slow bench status push-key set-policy browser
 
 help:
 	@echo "make run   [REPO=/path NAME=name]  local Ray + MCP server, index REPO (default: this repo)"
@@ -42,6 +42,7 @@ help:
 	@echo "make test-fast                    unit and contract tests, random order (about 1.5 min)"
 	@echo "make test-slow                    just the slow tier: the tests that start Ray (tests/e2e)"
 	@echo "make lint                         ruff check, ruff format --check, mypy (make test runs it first)"
+	@echo "make browser                      headless Chromium + chromedriver (apt) for the operator page's browser test"
 	@echo "make bench                        reindex/search and cloud-budget benchmarks (bench/)"
 	@echo "samespace --help                  the same commands and more: search, ask, reindex, sidecar (.venv/bin)"
 
@@ -102,6 +103,18 @@ test: $(STAMP) lint
 # Unit and contract tests (no Ray), in random order.
 test-fast: $(STAMP)
 	python -m pytest -m "not slow" tests/unit
+
+# Headless Chromium and chromedriver from Debian's packages, for the operator page's browser test
+# (tests/e2e/test_operator_page_e2e.py: Selenium drives /usr/bin/chromedriver; nothing is downloaded).
+# Installed only when missing; apt-get runs through sudo unless this is root.
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then \
+		echo "chromium and chromedriver: installed"; \
+	else \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	fi
 
 # Just the slow tier: every test that starts Ray, Serve or the model (tests/e2e).
 test-slow: $(STAMP)

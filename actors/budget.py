@@ -2,7 +2,10 @@
 
 A Ray shell (async, singleton, detached, get-if-exists) around cluster.cloud.budget.BudgetController.
 It holds every waiter; a permit is one in-flight cloud request. It never holds the key:
-discovery reads GET /key and /credits through a virtual container.
+discovery reads GET /key and /credits through a virtual container. It also keeps today's cloud
+spend per role (cluster/cloud/spend.py): containers charge each response's cost here, a role at
+its daily cap gets SpendCapReached instead of a permit, and the ledger is written to
+`<store.data_dir>/spend.json` at most once a second (at once when a role reaches its cap).
 """
 
 from __future__ import annotations
@@ -11,22 +14,46 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import TypeVar
 
 import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 
+from actors.metrics import budget_metrics_loop, publish_spend
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
 from cluster.cloud.request_tag import current_request_tag
+from cluster.cloud.spend import Charge, SpendLedger, SpendRecord, SpendState, SpendView
+from cluster.config import write_bytes_atomic
 from cluster.errors import BudgetUnavailable, RateLimited
 from cluster.naming import BUDGET_ACTOR_NAME
+from cluster.roles import Role
 from cluster.settings import SamespaceSettings
 
 log = logging.getLogger("samespace.budget")
 
 T = TypeVar("T")
+
+SPEND_FILE = "spend.json"
+SPEND_WRITE_INTERVAL_S = 1.0
+
+
+def spend_path(settings: SamespaceSettings) -> Path:
+    """Where the budget actor keeps today's spend: beside the embedded store, on the head."""
+    return Path(settings.store.data_dir) / SPEND_FILE
+
+
+def read_spend(path: Path) -> SpendRecord | None:
+    """The persisted spend; None when there is none or it cannot be read (logged: spend starts at 0)."""
+    try:
+        return SpendRecord.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        log.warning("spend file %s unreadable, today's spend starts again from 0: %s", path, exc)
+        return None
 
 
 def budget_limits(settings: SamespaceSettings) -> BudgetLimits:
@@ -44,9 +71,17 @@ class BudgetActor:
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._discovery: asyncio.Task[None] | None = None
+        self._metrics: asyncio.Task[None] | None = None  # the budget as metrics (actors/metrics.py)
+        self._spend_path = spend_path(settings)
+        self._spend = SpendLedger(settings.budget.daily_caps, clock=time.time, record=read_spend(self._spend_path))
+        self._spend_flush: asyncio.TimerHandle | None = None
+        self._publish_spend()
 
-    async def acquire(self, project: str, priority: Priority, timeout_s: float) -> int:
-        """Wait (bounded) for a permit; returns the ticket to release."""
+    async def acquire(self, project: str, priority: Priority, timeout_s: float, role: Role | None = None) -> int:
+        """Wait (bounded) for a permit; returns the ticket to release. A `role` at its daily spend
+        cap gets SpendCapReached at once and waits for nothing."""
+        if role is not None:
+            self._spend.check(Role(role))
         self._ensure_discovery()
         ticket = self._controller.enqueue(project, Priority(priority))
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -97,6 +132,48 @@ class BudgetActor:
             return self.apply_key_facts(facts)
         return self._controller.snapshot()
 
+    # ---- spend (cluster/cloud/spend.py) ------------------------------------------------------
+    def charge(self, role: Role, charge: Charge) -> SpendState:
+        """Add one response's cost to the role's spend today."""
+        before = self._spend.state(Role(role))
+        state = self._spend.charge(Role(role), charge)
+        if state is SpendState.CAPPED and before is not SpendState.CAPPED:
+            log.warning("role %s reached its daily cloud spend cap: %s", Role(role).value, self._spend.view().roles)
+            self._write_spend()
+        else:
+            self._schedule_spend_write()
+        self._publish_spend()
+        return state
+
+    def spend(self) -> SpendView:
+        self._publish_spend()  # the day may have turned since the last charge
+        return self._spend.view()
+
+    def set_caps(self, caps: Mapping[Role, float]) -> SpendView:
+        """Replace the daily caps (the admin API persists them in the config store first)."""
+        self._spend.set_caps({Role(role): cap for role, cap in caps.items()})
+        self._publish_spend()
+        return self._spend.view()
+
+    def _publish_spend(self) -> None:
+        for role, view in self._spend.view().roles.items():
+            publish_spend(role.value, view.spent, view.cap)
+
+    def _schedule_spend_write(self) -> None:
+        if self._spend_flush is None:
+            loop = asyncio.get_running_loop()
+            self._spend_flush = loop.call_later(SPEND_WRITE_INTERVAL_S, self._write_spend)
+
+    def _write_spend(self) -> None:
+        if self._spend_flush is not None:
+            self._spend_flush.cancel()
+            self._spend_flush = None
+        try:
+            self._spend_path.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(self._spend_path, self._spend.record.model_dump_json().encode())
+        except OSError as exc:  # the ledger in memory still holds the caps; the next write retries
+            log.warning("spend file %s not written: %s", self._spend_path, exc)
+
     # ---- internals ---------------------------------------------------------------------------
     def _pump(self) -> None:
         """Wake every waiter the controller admits now; schedule the next look."""
@@ -118,6 +195,8 @@ class BudgetActor:
     def _ensure_discovery(self) -> None:
         if self._discovery is None:
             self._discovery = asyncio.get_running_loop().create_task(self._discovery_loop())
+        if self._metrics is None:
+            self._metrics = asyncio.get_running_loop().create_task(budget_metrics_loop(self._controller.snapshot))
 
     async def _discovery_loop(self) -> None:
         while True:
@@ -137,11 +216,14 @@ def get_budget_actor(settings: SamespaceSettings) -> ActorHandle:
     ).remote(settings)
 
 
-async def with_permit(settings: SamespaceSettings, provider: str, call: Callable[[], Awaitable[T]]) -> T:
+async def with_permit(
+    settings: SamespaceSettings, provider: str, call: Callable[[], Awaitable[T]], role: Role | None = None
+) -> T:
     """Run one cloud call under a key-wide permit, for the current request's project and priority.
 
     The permit goes back with the call's latency and outcome. A dead budget actor is recreated
-    (timid again) and asked once more; a wait past the bound is a RateLimited for the lane.
+    (timid again) and asked once more; a wait past the bound is a RateLimited for the lane; a `role`
+    at its daily spend cap is SpendCapReached, before any request.
     """
     tag = current_request_tag()
     timeout_s = settings.budget.acquire_timeout_s
@@ -149,7 +231,7 @@ async def with_permit(settings: SamespaceSettings, provider: str, call: Callable
     for attempt in range(2):
         budget = get_budget_actor(settings)
         try:
-            ticket = await budget.acquire.remote(tag.project, tag.priority, timeout_s)
+            ticket = await budget.acquire.remote(tag.project, tag.priority, timeout_s, role)
             break
         except RayActorError:
             if attempt == 1:

@@ -11,7 +11,9 @@ import asyncio
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import replace as dc_replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ import ray
 from ray import ObjectRef
 from ray.actor import ActorHandle
 
+from actors.metrics import gate_metrics_loop, metered_embed, record_landed
 from actors.query_path import DirectRoute
 from actors.registry import LiveProvider, discover_providers, ensure_providers
 from actors.transports import TRANSPORTS, RayActorTransport
@@ -28,19 +31,29 @@ from cluster.gate.admission import Gatekeeper, SpotCheckStats
 from cluster.gate.ledger import GateLedger
 from cluster.gate.probe import GateReport
 from cluster.gate.sentinel import sentinel_loop
-from cluster.providers import ProviderView, provider_views
+from cluster.providers import ProviderInfo, ProviderView, provider_views
 from cluster.roles import Policy, Role
 from cluster.routing.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
 from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.space import EncoderIdentity
 
 
-def _calls(live: LiveProvider) -> Provider:
-    """The calls a discovered actor answers, through the transport of its kind (none if it did not answer)."""
+def _calls(live: LiveProvider, role: Role) -> Provider:
+    """The calls a discovered actor answers, through the transport of its kind (none if it did not answer);
+    its embedding calls timed and their failures counted (actors/metrics.py)."""
     if live.handle is None:
         return Provider(info=live.info)
     transport = TRANSPORTS[live.info.kind, live.info.hosted]
-    return transport(live.handle).provider(live.info)
+    provider = transport(live.handle).provider(live.info)
+    if provider.embed is None:
+        return provider
+    embed = metered_embed(provider.embed, role.value, live.info.name, _provider_kind(live.info))
+    return dc_replace(provider, embed=embed)
+
+
+def _provider_kind(info: ProviderInfo) -> str:
+    """The metrics' `provider_kind`: local, cloud, or sidecar (a local kind hosted by a sidecar)."""
+    return "sidecar" if info.hosted == "sidecar" else info.kind.value
 
 
 log = logging.getLogger("samespace.dispatch")
@@ -68,6 +81,8 @@ class DispatcherActor:
                 spot_check_texts=settings.gate.spot_check_texts,
             )
         self._sentinel_task: asyncio.Task[None] | None = None
+        self._metrics_task: asyncio.Task[None] | None = None
+        self._kinds: dict[str, str] = {}  # provider name -> the metrics' provider_kind, from the last discovery
         self._live: list[LiveProvider] = []  # the last discovery: every provider actor, every role
         self._dispatcher = Dispatcher(
             role,
@@ -84,7 +99,8 @@ class DispatcherActor:
     async def _discover(self) -> list[Provider]:
         ensure_providers(self._settings)
         self._live = await discover_providers(self._settings)
-        return [_calls(live) for live in self._live]
+        self._kinds = {live.info.name: _provider_kind(live.info) for live in self._live}
+        return [_calls(live, self._role) for live in self._live]
 
     async def _sentinel_loop(self) -> None:
         """DESIGN §12: re-probe the serving encoders every period while serving."""
@@ -92,8 +108,17 @@ class DispatcherActor:
         await sentinel_loop(self._dispatcher.sentinel, period_s=period_s, sleep=asyncio.sleep, role=self._role.value)
 
     def _ensure_sentinel(self) -> None:
-        if self._dispatcher.gatekeeper is not None and self._sentinel_task is None:
+        gatekeeper = self._dispatcher.gatekeeper
+        if gatekeeper is not None and self._sentinel_task is None:
             self._sentinel_task = asyncio.get_running_loop().create_task(self._sentinel_loop())
+        if gatekeeper is not None and self._metrics_task is None:  # the verdicts as gauges, while this lives
+            loop = asyncio.get_running_loop()
+            self._metrics_task = loop.create_task(gate_metrics_loop(self._role.value, gatekeeper.ledger.reports))
+
+    def _landed(self, provider: str, texts: int, batches: int, project: str) -> None:
+        """Metrics of embedded rows that landed: `batches` batches, `texts` rows in all."""
+        kind = self._kinds.get(provider, "unknown")
+        record_landed(self._role.value, provider, kind, self._policy.value, project, texts, batches)
 
     async def sentinel(self, stored: np.ndarray | None = None) -> list[GateReport]:
         """One sentinel round now (the reindex job runs one against the serving index's probes)."""
@@ -134,7 +159,10 @@ class DispatcherActor:
     ) -> EmbedOutcome:
         self._ensure_sentinel()
         set_request_tag(RequestTag(project, Priority(priority)))
-        return await self._dispatcher.embed(texts)
+        outcome = await self._dispatcher.embed(texts)
+        for provider, rows in Counter(outcome.served_by).items():
+            self._landed(provider, rows, outcome.batches.get(provider, 0), project)
+        return outcome
 
     async def embed_stream(
         self, texts: list[str], project: str = DEFAULT_PROJECT, priority: Priority = Priority.BULK
@@ -144,9 +172,13 @@ class DispatcherActor:
         set_request_tag(RequestTag(project, Priority(priority)))
         queue: asyncio.Queue[LandedBatch | None] = asyncio.Queue()
 
+        def landed(batch: LandedBatch) -> None:
+            self._landed(batch.provider, len(batch.indices), 1, project)
+            queue.put_nowait(batch)
+
         async def run() -> EmbedOutcome:
             try:
-                return await self._dispatcher.embed(texts, on_batch=queue.put_nowait)
+                return await self._dispatcher.embed(texts, on_batch=landed)
             finally:
                 queue.put_nowait(None)
 

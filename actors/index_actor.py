@@ -14,10 +14,11 @@ from typing import Any
 
 import ray
 
+from actors.metrics import forget_index, publish_progress, record_commit
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.index.catalog import IndexCatalog, PointKey
 from cluster.index.incremental import ReusableRows, reusable_rows
-from cluster.index.records import BuildProgress, BuildState, IndexRecord, export_folder
+from cluster.index.records import BuildProgress, BuildState, IndexRecord, export_folder, index_of
 from cluster.index.scope import resolve_scope
 from cluster.index.store.engines import open_vector_store
 from cluster.ingest.git_state import SourceState
@@ -76,6 +77,7 @@ class IndexActor:
 
     def report_progress(self, build: str, progress: BuildProgress) -> None:
         self._catalog.report_progress(build, progress)
+        publish_progress(index_of(build), progress.chunks_done, progress.chunks_total)
 
     def commit_build(
         self,
@@ -90,6 +92,8 @@ class IndexActor:
             build, files=files, providers=providers, skipped=skipped, embedded=embedded, reused=reused
         )
         self._code_maps.prune()  # the superseded build's map goes now, the new one is built on first read
+        took = None if record.built_at is None else record.built_at - record.started_at
+        record_commit(record.name, embedded, reused, took)
         return record
 
     def fail_build(self, build: str, error: str) -> None:
@@ -103,6 +107,7 @@ class IndexActor:
         """Drop an index, every build of it and the exported files of its ref builds; returns the builds."""
         dropped = self._catalog.remove(name)
         self._code_maps.prune()
+        forget_index(name)
         for build in dropped:
             shutil.rmtree(export_folder(self._settings.store.data_dir, build), ignore_errors=True)
         return dropped

@@ -44,14 +44,19 @@ def submit_job(client: Any, entrypoint: str, env: dict[str, str], submission_id:
             time.sleep(1.0)
 
 
+def job_client() -> Any:
+    """Ray's JobSubmissionClient for this cluster, from inside it (an actor, a replica). Blocking."""
+    from ray.job_submission import JobSubmissionClient
+
+    # Given the GCS address, the client looks the job API's address up in the GCS (the dashboard's).
+    return JobSubmissionClient(ray.get_runtime_context().gcs_address)
+
+
 class RayJobs:
     """`cluster.sync.JobRunner` over Ray's JobSubmissionClient."""
 
     def __init__(self, settings: SamespaceSettings) -> None:
-        from ray.job_submission import JobSubmissionClient
-
-        # Given the GCS address, the client looks the job API's address up in the GCS (the dashboard's).
-        self._client = JobSubmissionClient(ray.get_runtime_context().gcs_address)
+        self._client = job_client()
         # The job's driver reads its settings from the environment: it must touch this cluster state.
         self._env = {
             "SAMESPACE_RAY__NAMESPACE": settings.ray.namespace,

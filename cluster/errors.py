@@ -17,6 +17,7 @@ SamespaceError
  │    ├── UpstreamTimeout     no answer in time
  │    ├── MalformedResponse   a body that does not parse into the expected shape
  │    └── MissingPin          an embedding route without a pinned upstream (refused, never sent)
+ ├── SpendCapReached          a role reached its daily cloud spend cap (until 00:00 UTC)
  ├── NoProviderLeft           every provider of a role failed or none is eligible
  ├── BudgetUnavailable        no cloud permit within the bounded wait (budget saturated or gone)
  ├── GateRefused              a provider failed (or was evicted by) the compatibility gate
@@ -178,6 +179,24 @@ class MalformedResponse(UpstreamError):
 
 class MissingPin(UpstreamError):
     pass
+
+
+class SpendCapReached(SamespaceError):
+    """A role reached its daily cloud spend cap: no more cloud calls for it until the UTC day turns
+    (local providers carry on under `aggregate` and `backup`; under `cloud` the call fails)."""
+
+    def __init__(self, role: str, cap: float, spent: float, resets_at: str) -> None:
+        super().__init__(role, cap, spent, resets_at)
+        self.role = role
+        self.cap = cap
+        self.spent = spent
+        self.resets_at = resets_at
+
+    def __str__(self) -> str:
+        return (
+            f"role {self.role!r} reached its daily cloud spend cap ({self.spent:.6g} of {self.cap:.6g} credits); "
+            f"no cloud calls for it until {self.resets_at} (raise the cap with PUT /admin/budget/caps)"
+        )
 
 
 class NoProviderLeft(SamespaceError):

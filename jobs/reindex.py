@@ -34,6 +34,7 @@ from ray.actor import ActorHandle
 
 from actors import get_index_actor
 from actors.dispatcher import get_dispatcher
+from actors.metrics import record_reindex
 from cluster.cloud.budget import Priority
 from cluster.cloud.key_readiness import wait_for_key
 from cluster.errors import (
@@ -637,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     ray.init(address=settings.ray.address, namespace=settings.ray.namespace, log_to_driver=False)
+    started, ok = time.monotonic(), False
     try:
         run_reindex(
             settings,
@@ -648,10 +650,13 @@ def main(argv: list[str] | None = None) -> int:
             build_id=args.build_id,
             emit=lambda line: print(line, flush=True),
         )
+        ok = True
     except SamespaceError as exc:
         # Say the cause, once, without a remote traceback.
         print(f"reindex failed: {original_error(exc)}", file=sys.stderr, flush=True)
         return 2
+    finally:  # exported as the driver exits (Ray flushes a driver's metrics at shutdown)
+        record_reindex(name, time.monotonic() - started, ok)
     return 0
 
 

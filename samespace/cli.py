@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cluster.roles import Policy, Role
 from samespace.cluster_commands import RunPlan, direct_ingress_fits, reindex_argv, run, stop, submit_reindex
-from samespace.head import DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, HeadRecord, HeadSpec
+from samespace.head import DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, DEFAULT_METRICS_PORT, HeadRecord, HeadSpec
 from samespace.state import ROOT, StateDir, cluster_env
 
 __all__ = ["build_parser", "main", "run_plan"]
@@ -130,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPUs the head offers (default: this machine's, %(default)s)",
     )
     run.add_argument("--temp-dir", type=Path, help="Ray's temp/session folder (default: Ray's, /tmp/ray)")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=DEFAULT_METRICS_PORT,
+        help="Ray's Prometheus endpoint on 127.0.0.1, samespace's series beside Ray's and Serve's "
+        "(dashboards/prometheus.yml scrapes it; default: %(default)s)",
+    )
     run.add_argument(
         "--ray-arg",
         action="append",
@@ -289,6 +296,7 @@ def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
         extra_args=tuple(args.ray_arg),
         full_dashboard=args.full_dashboard,
         direct_ingress_port=args.mcp_port if direct else None,
+        metrics_port=args.metrics_port,
     )
     data_dir = args.data_dir.resolve() if args.data_dir else None
     return RunPlan(

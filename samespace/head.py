@@ -26,8 +26,10 @@ from samespace.state import StateDir, program
 __all__ = [
     "DEFAULT_DASHBOARD_PORT",
     "DEFAULT_GCS_PORT",
+    "DEFAULT_METRICS_PORT",
     "FIXED_PORT_FLAGS",
     "LOOPBACK",
+    "METRICS_PORT_FLAG",
     "HeadRecord",
     "HeadSpec",
     "daemon_pids",
@@ -44,6 +46,11 @@ __all__ = [
 LOOPBACK = "127.0.0.1"
 DEFAULT_GCS_PORT = 6379
 DEFAULT_DASHBOARD_PORT = 8265
+# Ray's Prometheus endpoint, http://127.0.0.1:<port>/metrics: Ray's and samespace's series (the metrics
+# agent runs in each node's dashboard agent, which the lean head keeps). Ray's own default is a port
+# it picks; a scraper needs a fixed one (dashboards/prometheus.yml).
+DEFAULT_METRICS_PORT = 8266
+METRICS_PORT_FLAG = "--metrics-export-port"
 STOP_GRACE_S = 15.0  # SIGTERM, then SIGKILL for what is left (the raylet drains its workers first)
 DAEMONS = frozenset({"gcs_server", "raylet"})  # a session holding one of these is a Ray head's
 # `ray start` options whose ports default to fixed numbers (the dashboard agent's 52365, ...): a
@@ -53,7 +60,7 @@ FIXED_PORT_FLAGS = (
     "--object-manager-port",
     "--dashboard-agent-listen-port",
     "--dashboard-agent-grpc-port",
-    "--metrics-export-port",
+    METRICS_PORT_FLAG,
     "--runtime-env-agent-port",
 )
 TASK_EVENTS_ENV = "RAY_task_events_report_interval_ms"  # 0: workers report no task events
@@ -92,6 +99,9 @@ class HeadSpec:
     # The MCP port when the MCP replica serves it itself (Serve's direct ingress), else None: Serve's
     # proxy serves the port named in the Serve config.
     direct_ingress_port: int | None = None
+    # The metrics export port (DEFAULT_METRICS_PORT for a scraper), or None: one Ray picks. A
+    # `--metrics-export-port` among `extra_args` wins. Ray binds it to 127.0.0.1, the node's address.
+    metrics_port: int | None = None
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """The head's environment (its daemons and every worker inherit it): two malloc arenas a
@@ -157,6 +167,8 @@ def ray_start_argv(spec: HeadSpec) -> list[str]:
         argv += ["--no-monitor", "--include-log-monitor=false"]
     if spec.temp_dir is not None:
         argv.append(f"--temp-dir={spec.temp_dir}")
+    if spec.metrics_port is not None and not any(arg.startswith(METRICS_PORT_FLAG) for arg in spec.extra_args):
+        argv.append(f"{METRICS_PORT_FLAG}={spec.metrics_port}")
     return [*argv, *spec.extra_args]
 
 

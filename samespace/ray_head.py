@@ -16,6 +16,12 @@ own `ray start` command with two changes made in its process before it starts an
 Everything else is plain `ray start` (its flags, checks, logs and exit codes); samespace/head.py
 adds `--no-monitor` and `--include-log-monitor=false` and turns task events off. `samespace run
 --full-dashboard` runs `ray` itself instead, with all of it.
+
+Metrics are unaffected: Ray's metrics agent (the Prometheus endpoint on `--metrics-export-port`,
+Ray's, Serve's and samespace's series) runs in each node's dashboard *agent*, which this cut does not
+touch. What the cut leaves out is the head module that writes Prometheus' file-based discovery
+(`ReportHead`: `prom_metrics_service_discovery.json` in the session folder); scrape the fixed port
+instead (dashboards/prometheus.yml), or use `--full-dashboard`.
 """
 
 from __future__ import annotations

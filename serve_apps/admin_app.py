@@ -3,9 +3,10 @@
     serve run serve_apps.admin_app:build_app      # or via serve_config.yaml
 
 Every route needs `Authorization: Bearer <SAMESPACE_ADMIN__TOKEN>`; a missing or wrong token is
-401 with no detail, checked before anything else (no body is even parsed). The key is write-only:
-it goes to the virtual containers and nowhere else; responses and validation errors never echo
-input.
+401 with no detail, checked before anything else (no body is even parsed); the only exceptions are the
+signed git webhook and the operator page's data-free shell, GET /ui and /ui.js (serve_apps/admin_ui.py).
+The key is write-only: it goes to the virtual containers and nowhere else; responses and validation
+errors never echo input.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat
 from ray import serve
 from ray.actor import ActorHandle
 from ray.exceptions import ActorUnavailableError, RayActorError
@@ -37,11 +38,14 @@ from cluster.admin.push_plan import (
 )
 from cluster.admin.role_status import CallFailure, RoleAnswer, RoleStatus, role_answer
 from cluster.cloud.state import ContainerState, disagreements
+from cluster.errors import NoProviderLeft, original_error
 from cluster.naming import dispatcher_actor_name
 from cluster.providers import ProviderInfo, ProviderView
 from cluster.roles import Role
 from cluster.settings import SamespaceSettings, load_settings
 from serve_apps.admin_indexes import HOOK_ROUTE, add_index_routes
+from serve_apps.admin_jobs import JobList, add_job_routes
+from serve_apps.admin_ui import add_ui_routes, is_open
 from serve_apps.auth import bearer_matches
 from serve_apps.http_guard import HttpGuard
 from serve_apps.index_tools import IndexService
@@ -62,6 +66,13 @@ class _Body(BaseModel):
 
 class BudgetOverride(_Body):
     max_concurrent: int | None = Field(ge=1, le=256)
+
+
+class SpendCaps(_Body):
+    """`PUT /admin/budget/caps`: daily cloud spend caps in credits by role; null removes a role's cap.
+    Roles not named keep theirs."""
+
+    caps: dict[Role, NonNegativeFloat | None] = Field(min_length=1)
 
 
 class AdminApi:
@@ -144,14 +155,20 @@ class AdminApi:
 
     async def gate(self, verify: bool) -> dict[str, Any]:
         roles = (Role.CODE_EMBEDDING, Role.EMBEDDING)
+        refused: dict[str, str] = {}
         if verify:  # an action, not a status read: a dispatcher that cannot run it fails the call
             dispatchers = await self._dispatchers(roles)
             for role in roles:
-                await dispatchers[role].sentinel.remote()
+                try:
+                    await dispatchers[role].sentinel.remote()
+                except NoProviderLeft as exc:  # verified, and nothing may serve: the reports say why
+                    refused[role.value] = str(original_error(exc))
         reports = await self._read_roles(roles, "gate_reports")
         out: dict[str, Any] = {
             role.value: [r.model_dump(mode="json") for r in reports[role][0] or []] for role in roles
         }
+        if verify:
+            out["no_provider"] = refused
         return {**out, "roles": {role.value: reports[role][1].model_dump(mode="json") for role in roles}}
 
     async def budget(self, override: BudgetOverride | None = None) -> dict[str, Any]:
@@ -165,7 +182,22 @@ class AdminApi:
             )
         else:
             snapshot = await budget.snapshot.remote()
-        return snapshot.model_dump(mode="json")
+        spend = await budget.spend.remote()
+        return {**snapshot.model_dump(mode="json"), "spend": spend.model_dump(mode="json")}
+
+    async def set_caps(self, body: SpendCaps) -> dict[str, Any]:
+        """Persist the caps in the config store, then put them in force in the budget actor."""
+        from actors.budget import get_budget_actor
+        from cluster.config.store import PersistedConfig, effective_settings
+
+        def merge(config: PersistedConfig) -> PersistedConfig:
+            return config.model_copy(update={"spend_caps": {**config.spend_caps, **body.caps}})
+
+        await asyncio.to_thread(self._store.update, merge)
+        caps = effective_settings(self._settings).budget.daily_caps
+        budget = await asyncio.to_thread(get_budget_actor, self._settings)
+        spend = await budget.set_caps.remote(caps)
+        return {"spend": spend.model_dump(mode="json")}
 
     async def health(self) -> dict[str, Any]:
         """Ray answers, the store answers, per role the policy in force and who serves now, and
@@ -338,15 +370,23 @@ def _authorized(request: Request, settings: SamespaceSettings) -> bool:
     return bearer_matches(request.headers.get("authorization"), settings.admin.expected_token())
 
 
-def build_admin_asgi(api: AdminApi, settings: SamespaceSettings, indexes: IndexService | None = None) -> FastAPI:
-    """The admin app; with `indexes`, its index routes and the git webhook too (serve_apps/admin_indexes.py)."""
+def build_admin_asgi(
+    api: AdminApi, settings: SamespaceSettings, indexes: IndexService | None = None, jobs: JobList | None = None
+) -> FastAPI:
+    """The admin app; with `indexes`, its index routes and the git webhook too (serve_apps/admin_indexes.py).
+    The recent jobs (`jobs`, default Ray's job API: serve_apps/admin_jobs.py) and the operator page
+    (serve_apps/admin_ui.py) always."""
     app = FastAPI(title="samespace admin", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.middleware("http")
     async def require_token(request: Request, call_next: Any) -> Response:
         # The webhook is signed instead (a git host sends no bearer token); it checks its signature itself.
         signed = indexes is not None and request.url.path.endswith(HOOK_ROUTE) and request.method == "POST"
-        if not signed and not _authorized(request, settings):
+        # The operator page's shell and script (GET /ui, GET /ui.js, exactly) are open: a browser cannot send a
+        # bearer header on a plain navigation. They hold no data at all; every figure on the page is fetched
+        # by the script from the routes below, with the token the user typed into the page.
+        shell = is_open(request)
+        if not signed and not shell and not _authorized(request, settings):
             return Response(status_code=401)  # no detail, before any parsing
         response: Response = await call_next(request)
         return response
@@ -381,6 +421,10 @@ def build_admin_asgi(api: AdminApi, settings: SamespaceSettings, indexes: IndexS
     async def budget_override(body: BudgetOverride) -> dict[str, Any]:
         return await api.budget(body)
 
+    @app.put("/budget/caps")
+    async def budget_caps(body: SpendCaps) -> dict[str, Any]:
+        return await api.set_caps(body)
+
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return await api.health()
@@ -403,6 +447,8 @@ def build_admin_asgi(api: AdminApi, settings: SamespaceSettings, indexes: IndexS
 
     if indexes is not None:
         add_index_routes(app, indexes, settings)
+    add_job_routes(app, jobs)
+    add_ui_routes(app)
     return app
 
 

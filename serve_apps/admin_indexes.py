@@ -14,6 +14,7 @@ host's push webhook.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -27,6 +28,7 @@ from cluster.errors import IndexNotFound, PathRefused, RefNotFound, SamespaceErr
 from cluster.ingest import remote_urls
 from cluster.settings import SamespaceSettings
 from cluster.sync import BuildReport
+from serve_apps.code_search import index_status
 from serve_apps.index_tools import IndexService
 
 HOOK_ROUTE = "/hooks/git"
@@ -96,11 +98,17 @@ async def _answer(call: Any) -> Any:
 def add_index_routes(app: FastAPI, indexes: IndexService, settings: SamespaceSettings) -> None:
     @app.get("/indexes")
     async def list_indexes() -> dict[str, Any]:
+        """Registrations, the builds the sync actor follows, and every index with its commit and
+        freshness (what `index_status` answers an MCP client)."""
+        from actors import get_index_actor
+
         registrations = await indexes.registrations()
         builds = await indexes.reports()
+        status = await index_status(await asyncio.to_thread(get_index_actor, settings))
         return {
             "registrations": [r.model_dump(mode="json") for r in registrations.values()],
             "builds": [b.model_dump(mode="json") for b in builds],
+            "indexes": [i.model_dump(mode="json") for i in status.indexes],
         }
 
     @app.post("/indexes")

@@ -3,20 +3,25 @@
 `cluster/ask/pipeline.py` holds the logic; this module only adapts. `RepoTools` turns the code-search
 service's results into evidence blocks (the same implementations the MCP tools call), and
 `DispatchedChatRole` is a chat role that never raises: a failed call comes back as nothing.
+`ask_events` is an ask as server-sent events: its progress as it happens, then the result.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+from actors.metrics import record_ask
 from cluster.ask.evidence import EvidenceBlock
 from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
+from cluster.ask.progress import AskProgress, ProgressCallback
 from cluster.ask.rlm import ChatOutcome
 from cluster.cloud.request_tag import DEFAULT_PROJECT
-from cluster.errors import NoProviderLeft
+from cluster.errors import NoProviderLeft, SamespaceError, original_error
 from cluster.roles import Role
 from cluster.search.models import CodeEntry, FileHit, RepoOverview, SymbolHit, snippet
 from cluster.settings import SamespaceSettings
@@ -25,6 +30,7 @@ from serve_apps.code_search import CodeHit, CodeSearchService
 log = logging.getLogger("samespace.ask")
 
 CONTEXT_WINDOW_TIMEOUT_S = 10.0
+SSE_KEEPALIVE_S = 15.0  # a comment line on a quiet stream, so no proxy in between closes it
 
 
 class DispatchedChatRole:
@@ -156,7 +162,8 @@ class AskService:
         self._rlm = DispatchedChatRole(rlm, Role.RLM, reserve=settings.rlm.fallback_mode == "local-first")
         self._assistant = DispatchedChatRole(assistant, Role.CODE_ASSISTANT, reserve=True)
 
-    async def ask(self, request: AskRequest) -> AskResult:
+    async def ask(self, request: AskRequest, progress: ProgressCallback | None = None) -> AskResult:
+        """The answer; `progress` hears each step as it happens (`cluster/ask/progress.py`)."""
         project = request.repo or DEFAULT_PROJECT
         pipeline = AskPipeline(
             RepoTools(self._service, request.repo),
@@ -165,4 +172,44 @@ class AskService:
             self._settings,
             time.monotonic,
         )
-        return await pipeline.ask(request)
+        result = await pipeline.ask(request, progress)
+        record_ask(result)  # its mode, rounds and fallbacks as metrics (actors/metrics.py); never raises
+        return result
+
+
+def sse_event(event: str, data: str) -> str:
+    """One server-sent event: its name and one line of JSON data."""
+    return f"event: {event}\ndata: {data}\n\n"
+
+
+async def ask_events(asker: AskService, request: AskRequest) -> AsyncIterator[str]:
+    """The ask as server-sent events: `progress` events (AskProgress JSON) as the steps happen, then one
+    `result` (AskResult JSON) or one `error`, then the end. A client that goes away cancels the ask."""
+    queue: asyncio.Queue[AskProgress | None] = asyncio.Queue()
+
+    async def on_progress(event: AskProgress) -> None:
+        queue.put_nowait(event)
+
+    task = asyncio.create_task(asker.ask(request, on_progress))
+    task.add_done_callback(lambda _: queue.put_nowait(None))  # after every event the ask emitted
+    try:
+        while True:
+            try:
+                event = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_S)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            if event is None:
+                break
+            yield sse_event("progress", event.model_dump_json())
+        try:
+            result = task.result()
+        except Exception as exc:  # the stream's own error event: logged, no traceback reaches the client
+            log.exception("ask failed")
+            failed = f"the ask failed ({type(exc).__name__})"
+            message = str(original_error(exc)) if isinstance(exc, SamespaceError) else failed
+            yield sse_event("error", json.dumps({"error": message}))
+        else:
+            yield sse_event("result", result.model_dump_json())
+    finally:
+        task.cancel()

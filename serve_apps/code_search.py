@@ -300,44 +300,50 @@ class CodeSearchService:
 
     async def index_status(self, repo: str | None = None) -> IndexStatus:
         """Every index (or those whose name matches `repo`, a name or a glob), how stale each is, and builds."""
-        status = await self._index.status.remote()
-        records: list[IndexRecord] = [
-            entry["record"]
-            for entry in status["indexes"]
-            if repo is None or fnmatch.fnmatchcase(entry["record"].name, repo)
-        ]
-        stale = await asyncio.gather(*(asyncio.to_thread(_staleness_of, record) for record in records))
-        indexes = [
-            IndexInfo(
-                repo=record.name,
-                space=record.identity.space_id,
-                encoder=record.identity.model_dump(),
-                points=record.chunks,
-                files=record.files,
-                built_at=record.built_at,
-                build=record.build,
-                repo_root=record.repo_root,
-                folder=record.followed_folder,
-                source=record.source,
-                staleness=staleness_now,
-                embedded=record.embedded,
-                reused=record.reused,
-                providers=record.providers,
-                skipped=record.skipped,
-            )
-            for record, staleness_now in zip(records, stale, strict=True)
-        ]
-        builds = [
-            BuildInfo(
-                repo=state.index,
-                build=state.build,
-                state=state.state,
-                job_id=state.job_id,
-                started_at=state.started_at,
-                error=state.error,
-                **state.progress.model_dump(),
-            )
-            for state in status["builds"].values()
-            if repo is None or fnmatch.fnmatchcase(state.index, repo)
-        ]
-        return IndexStatus(indexes=indexes, builds=builds)
+        return await index_status(self._index, repo)
+
+
+async def index_status(index: Any, repo: str | None = None) -> IndexStatus:
+    """Every index of the index actor `index` (or those whose name matches `repo`, a name or a glob),
+    its commit and how stale it is, and the builds: for `index_status` and `GET /admin/indexes`."""
+    status = await index.status.remote()
+    records: list[IndexRecord] = [
+        entry["record"]
+        for entry in status["indexes"]
+        if repo is None or fnmatch.fnmatchcase(entry["record"].name, repo)
+    ]
+    stale = await asyncio.gather(*(asyncio.to_thread(_staleness_of, record) for record in records))
+    indexes = [
+        IndexInfo(
+            repo=record.name,
+            space=record.identity.space_id,
+            encoder=record.identity.model_dump(),
+            points=record.chunks,
+            files=record.files,
+            built_at=record.built_at,
+            build=record.build,
+            repo_root=record.repo_root,
+            folder=record.followed_folder,
+            source=record.source,
+            staleness=staleness_now,
+            embedded=record.embedded,
+            reused=record.reused,
+            providers=record.providers,
+            skipped=record.skipped,
+        )
+        for record, staleness_now in zip(records, stale, strict=True)
+    ]
+    builds = [
+        BuildInfo(
+            repo=state.index,
+            build=state.build,
+            state=state.state,
+            job_id=state.job_id,
+            started_at=state.started_at,
+            error=state.error,
+            **state.progress.model_dump(),
+        )
+        for state in status["builds"].values()
+        if repo is None or fnmatch.fnmatchcase(state.index, repo)
+    ]
+    return IndexStatus(indexes=indexes, builds=builds)

@@ -5,6 +5,8 @@
 Endpoint: http://127.0.0.1:8000/mcp/ ; sidecars dial ws://127.0.0.1:8000/sidecar (serve_apps/sidecar_routes.py);
 the admin API answers under http://127.0.0.1:8000/admin/ from the same replicas (serve_apps/admin_app.py).
 Every route sits behind serve_apps/http_guard.py (Host/Origin; `serve.token` for /mcp and /rlm/ask).
+An ask reports its progress: ask_code as MCP progress notifications to a caller with a progress token,
+/rlm/ask as server-sent events to a request that accepts `text/event-stream`.
 Everything MCP is built inside each replica
 (`__serve_build_asgi_app__`): MCP server objects do not pickle.
 """
@@ -17,7 +19,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
 from mcp.server.mcpserver import Context
 from pydantic import Field
 from ray import serve
@@ -25,6 +28,7 @@ from ray.actor import ActorHandle
 from ray.serve import Application
 
 from cluster.ask.pipeline import AskRequest, AskResult
+from cluster.ask.progress import AskProgress, ProgressCallback
 from cluster.config import ConfigStore
 from cluster.errors import SamespaceError, original_error
 from cluster.ingest.languages import KNOWN_LANGUAGES
@@ -34,7 +38,7 @@ from cluster.settings import SamespaceSettings, load_settings
 from cluster.sync import BuildReport
 from cluster.types import Strict
 from serve_apps.admin_app import AdminApi, build_admin_asgi
-from serve_apps.ask_service import AskService
+from serve_apps.ask_service import AskService, ask_events
 from serve_apps.code_search import (
     CodeSearchService,
     FileSearchResult,
@@ -52,6 +56,7 @@ log = logging.getLogger("samespace.mcp")
 
 MCP_ROUTE = "/mcp"
 ASK_ROUTE = "/rlm/ask"
+EVENT_STREAM = "text/event-stream"
 ADMIN_ROUTE = "/admin"
 HEALTH_ROUTE = "/healthz"
 SERVER_NAME = "samespace"
@@ -88,6 +93,16 @@ def _wants_progress(ctx: Context) -> bool:
     """Whether the caller asked for progress notifications (its request carries a progress token)."""
     meta = ctx.request_context.meta or {}
     return bool(meta.get("progress_token") or meta.get("progressToken"))
+
+
+def _ask_progress(ctx: Context) -> ProgressCallback:
+    """An ask's steps as the caller's progress notifications: progress = the step (only increases),
+    total once the ask is done, the step's message."""
+
+    async def report(event: AskProgress) -> None:
+        await ctx.report_progress(event.step, event.total, event.message)
+
+    return report
 
 
 def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: IndexService | None = None) -> Any:
@@ -127,7 +142,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
         Returns the best-matching functions, classes, methods and doc sections with their repo, path,
         line range, symbol, language, score and a snippet. Follow up with read_code for full context.
         """
-        return await _tool_call(service.search_code(query, k, repo, path_prefix, language, rerank, mode))
+        return await _tool_call("search_code", service.search_code(query, k, repo, path_prefix, language, rerank, mode))
 
     @mcp.tool()
     async def read_code(
@@ -139,7 +154,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
         """Read exact source lines of a file in an indexed repository (bounded per call)."""
         if end_line < start_line:
             raise ToolError(f"end_line ({end_line}) must be >= start_line ({start_line})")
-        return await _tool_call(service.read_code(repo, path, start_line, end_line))
+        return await _tool_call("read_code", service.read_code(repo, path, start_line, end_line))
 
     @mcp.tool()
     async def index_status(
@@ -149,13 +164,14 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
     ) -> IndexStatus:
         """List indexed repositories: the folder each follows, the commit and branch (or ref) of its build,
         how stale it is (files changed, commits behind), encoder space, counts, and builds running."""
-        return await service.index_status(repo)
+        return await _tool_call("index_status", service.index_status(repo))
 
     @mcp.tool()
     async def ask_code(
         question: Annotated[
             str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="A question about the code.")
         ],
+        ctx: Context,
         repo: ScopeArg = None,
         deep: Annotated[
             bool, Field(description="Let the retrieval model look again before answering (slower, finds more).")
@@ -165,9 +181,11 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
 
         Returns the answer, its citations, and how it was produced (rounds, tools called, fallbacks
         taken, timings). Never fails for a model being down: it falls back to plain retrieval, then to
-        a citations-only answer, and says so.
+        a citations-only answer, and says so. With a progress token, reports each step as it happens:
+        plan made, round n of N, each tool called, synthesis started, done.
         """
-        return await asker.ask(AskRequest(question=question, repo=repo, deep=deep))
+        progress = _ask_progress(ctx) if _wants_progress(ctx) else None
+        return await _tool_call("ask_code", asker.ask(AskRequest(question=question, repo=repo, deep=deep), progress))
 
     @mcp.tool()
     async def search_symbols(
@@ -183,7 +201,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
         limit: Annotated[int, Field(ge=1, le=MAX_K)] = 10,
     ) -> SymbolSearchResult:
         """Find functions, classes, methods by name: exact names first, then prefixes, substrings, word overlap."""
-        return await _tool_call(service.search_symbols(query, repo, limit))
+        return await _tool_call("search_symbols", service.search_symbols(query, repo, limit))
 
     @mcp.tool()
     async def search_files(
@@ -192,7 +210,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
         limit: Annotated[int, Field(ge=1, le=MAX_K)] = 8,
     ) -> FileSearchResult:
         """Find indexed files by path, each with the definitions it holds."""
-        return await _tool_call(service.search_files(query, repo, limit))
+        return await _tool_call("search_files", service.search_files(query, repo, limit))
 
     @mcp.tool()
     async def neighbors(
@@ -202,7 +220,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
         count: Annotated[int, Field(ge=1, le=20, description="Chunks on each side.")] = 2,
     ) -> Neighbors:
         """The chunk at path:line and the chunks just above and below it in the same file."""
-        return await _tool_call(service.neighbors(repo, path, line, count))
+        return await _tool_call("neighbors", service.neighbors(repo, path, line, count))
 
     if indexes is not None:
         _add_index_tools(mcp, indexes)
@@ -210,7 +228,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
     @mcp.tool()
     async def repo_overview(repo: RepoArg = None) -> RepoOverview:
         """A repository's shape: files, languages, folders, main types, most referenced functions, README."""
-        return await _tool_call(service.repo_overview(repo))
+        return await _tool_call("repo_overview", service.repo_overview(repo))
 
     return mcp
 
@@ -233,7 +251,9 @@ def _add_index_tools(mcp: Any, indexes: IndexService) -> None:
         re-indexed on its own when it changes. Returns the Ray job id and build id at once; with a progress
         token, reports files, chunks, rate, ETA and phase until the build is done. A second request while
         the index builds joins that build."""
-        report: BuildReport = await _tool_call(indexes.index_repository(path, name, ref, full, confined=True))
+        report: BuildReport = await _tool_call(
+            "index_repository", indexes.index_repository(path, name, ref, full, confined=True)
+        )
         return await indexes.follow(report, ctx.report_progress) if _wants_progress(ctx) else report
 
     @mcp.tool()
@@ -243,7 +263,7 @@ def _add_index_tools(mcp: Any, indexes: IndexService) -> None:
         full: Annotated[bool, Field(description="Embed everything again.")] = False,
     ) -> BuildReport:
         """Re-index an index from the folder (and ref) it follows now; unchanged chunks keep their vectors."""
-        report: BuildReport = await _tool_call(indexes.refresh(name, full))
+        report: BuildReport = await _tool_call("refresh_index", indexes.refresh(name, full))
         return await indexes.follow(report, ctx.report_progress) if _wants_progress(ctx) else report
 
     @mcp.tool()
@@ -251,18 +271,29 @@ def _add_index_tools(mcp: Any, indexes: IndexService) -> None:
         name: Annotated[str, Field(min_length=1, max_length=63, description="An indexed repo (see index_status).")],
     ) -> RemovedIndex:
         """Remove an index: its searchable rows, its registration (no more syncing), a build in progress."""
-        return RemovedIndex(index=name, builds=await _tool_call(indexes.remove(name)))
+        return RemovedIndex(index=name, builds=await _tool_call("remove_index", indexes.remove(name)))
 
 
-async def _tool_call(call: Any) -> Any:
+# The tools whose service method is named otherwise (a tool's metrics label is its MCP name).
+async def _tool_call(tool: str, call: Any) -> Any:
     """Await a service call; a samespace error becomes the tool's error message (an actor's error by its
-    cause: no remote traceback reaches the client)."""
+    cause: no remote traceback reaches the client). Counted and timed per tool (actors/metrics.py)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
+    from actors.metrics import record_tool
+
+    began, outcome = time.perf_counter(), "failed"
     try:
-        return await call
-    except SamespaceError as exc:
+        result = await call
+        outcome = "ok"
+        return result
+    except (SamespaceError, ToolError) as exc:
+        outcome = "error"
+        if isinstance(exc, ToolError):
+            raise
         raise ToolError(str(original_error(exc))) from exc
+    finally:
+        record_tool(tool, outcome, time.perf_counter() - began)
 
 
 def build_asgi_app(
@@ -301,9 +332,14 @@ def build_asgi_app(
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @api.post(ASK_ROUTE)
-    async def rlm_ask(request: AskRequest) -> AskResult:
-        """The same ask as the MCP tool `ask_code`, over plain HTTP (422 names a bad field)."""
+    @api.post(ASK_ROUTE, response_model=AskResult)
+    async def rlm_ask(request: AskRequest, http: Request) -> AskResult | StreamingResponse:
+        """The same ask as the MCP tool `ask_code`, over plain HTTP (422 names a bad field). With
+        `Accept: text/event-stream`: server-sent events, `progress` as the steps happen, then one
+        `result` (or `error`)."""
+        if EVENT_STREAM in http.headers.get("accept", ""):
+            headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+            return StreamingResponse(ask_events(asker, request), media_type=EVENT_STREAM, headers=headers)
         return await asker.ask(request)
 
     if fleet is not None:

@@ -77,6 +77,7 @@ class RayCluster:
     dashboard_url: str
     env: dict[str, str]
     data_dir: Path
+    metrics_port: int = 0  # Ray's Prometheus endpoint: http://127.0.0.1:<port>/metrics
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +88,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
 
     data_dir = tmp_path_factory.mktemp("samespace-data")
     dashboard_port = free_port()
+    metrics_port = free_port()
     env = {
         "SAMESPACE_STORE__DATA_DIR": str(data_dir),
         "SAMESPACE_RAY__NAMESPACE": "samespace-test",
@@ -101,6 +103,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
             include_dashboard=True,
             dashboard_host="127.0.0.1",
             dashboard_port=dashboard_port,
+            _metrics_export_port=metrics_port,
             log_to_driver=False,
             runtime_env={"env_vars": env},
         )
@@ -108,7 +111,9 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
     dashboard_url = f"http://{context.dashboard_url}"
     _wait_for_job_api(dashboard_url)
     try:
-        yield RayCluster(settings=settings, dashboard_url=dashboard_url, env=env, data_dir=data_dir)
+        yield RayCluster(
+            settings=settings, dashboard_url=dashboard_url, env=env, data_dir=data_dir, metrics_port=metrics_port
+        )
     finally:
         try:
             from ray import serve

@@ -3,7 +3,8 @@
 DESIGN §9: the gathering extends retrieval, it is never its precondition; every endpoint failure
 returns nothing and the next step falls back — RLM down ⇒ answer from plain retrieval; synthesis
 down ⇒ the RLM's draft, else a citations-only answer listing the best hits. Nothing here raises
-into the caller: an ask always ends in an `AskResult` that says how it was produced.
+into the caller: an ask always ends in an `AskResult` that says how it was produced. A caller that
+passes a progress callback hears each step as it happens (`cluster/ask/progress.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Literal
 from pydantic import Field
 
 from cluster.ask.evidence import EvidenceBlock, EvidenceSet, citations_in, evidence_budget_chars
+from cluster.ask.progress import ProgressCallback, ProgressReporter
 from cluster.ask.rlm import ChatRole, GatherLoop, GatherResult, fit_request, reply_budget
 from cluster.ask.tools import CodeTools
 from cluster.settings import RlmSettings
@@ -92,8 +94,10 @@ class AskResult(Strict):
 
 @dataclass
 class _Notes:
-    """What one ask records on its way, kept when it fails halfway: the fallbacks taken, the windows read."""
+    """What one ask records on its way, kept when it fails halfway: the fallbacks taken, the windows read;
+    and where its progress goes."""
 
+    progress: ProgressReporter
     fallbacks: list[str] = field(default_factory=list)
     context_tokens: dict[str, int] = field(default_factory=dict)
     evidence_budget_chars: dict[str, int] = field(default_factory=dict)
@@ -111,15 +115,16 @@ class AskPipeline:
         self._settings = settings
         self._clock = clock
 
-    async def ask(self, request: AskRequest) -> AskResult:
+    async def ask(self, request: AskRequest, progress: ProgressCallback | None = None) -> AskResult:
+        """The answer; `progress` (optional) hears plan, rounds, tools, synthesis and done as they happen."""
         started = self._clock()
-        trace = _Notes()
+        trace = _Notes(ProgressReporter(progress))
         try:
-            return await self._ask(request, started, trace)
+            result = await self._ask(request, started, trace)
         except Exception as exc:  # the ask path never throws into the client (DESIGN §9); logged below
             log.exception("ask failed inside the pipeline")
             fallbacks = [*trace.fallbacks, f"internal error ({type(exc).__name__}) → no answer"]
-            return AskResult(
+            result = AskResult(
                 question=request.question,
                 answer="samespace could not answer this question (an internal error was logged).",
                 citations=[],
@@ -130,6 +135,8 @@ class AskPipeline:
                     timings=AskTimings(total_ms=self._ms_since(started)),
                 ),
             )
+        await trace.progress.done(f"done: {result.produced.mode} answer, {len(result.citations)} citations")
+        return result
 
     async def _ask(self, request: AskRequest, started: float, trace: _Notes) -> AskResult:
         settings = self._settings
@@ -145,7 +152,7 @@ class AskPipeline:
             gather_deadline = min(
                 gather_started + settings.gather_deadline_s, ask_deadline - settings.synthesis_reserve_s
             )
-            loop = GatherLoop(self._rlm, self._tools, settings, self._clock)
+            loop = GatherLoop(self._rlm, self._tools, settings, self._clock, progress=trace.progress)
             gathered = await loop.run(request.question, seed, gather_deadline, request.repo)
             trace.context_tokens["rlm"] = gathered.context_tokens
             trace.evidence_budget_chars["rlm"] = gathered.evidence.budget_chars
@@ -233,6 +240,7 @@ class AskPipeline:
 
         messages = synthesis_messages(question, shown, draft)
         messages, max_tokens = fit_request(messages, context, output)
+        await trace.progress.emit("synthesis", f"synthesis started: an answer from {len(shown.blocks)} evidence blocks")
         outcome = await self._assistant.complete(
             {"messages": messages, "max_tokens": max_tokens, "temperature": ANSWER_TEMPERATURE}, timeout_s
         )

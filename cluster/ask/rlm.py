@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -24,6 +24,7 @@ from cluster.ask.evidence import (
     evidence_budget_chars,
 )
 from cluster.ask.plan import PLAN_MAX_TOKENS, PLAN_TEMPERATURE, SubQuestion, parse_plan, plan_messages
+from cluster.ask.progress import ProgressReporter
 from cluster.ask.tools import CodeTools, ToolCallError, ToolRequest, requests_from_reply, tool_schemas, validate_call
 from cluster.cloud.wire import ChatResult
 from cluster.settings import RlmSettings
@@ -117,13 +118,13 @@ class GatherLoop:
         settings: RlmSettings,
         clock: Clock,
         *,
-        on_event: Callable[[str], Awaitable[None] | None] | None = None,
+        progress: ProgressReporter | None = None,
     ) -> None:
         self._chat = chat
         self._tools = tools
         self._settings = settings
         self._clock = clock
-        self._on_event = on_event
+        self._progress = progress or ProgressReporter(None)
         self._schemas = tool_schemas()
 
     async def run(
@@ -147,7 +148,10 @@ class GatherLoop:
         state.provider = plan_reply.provider
         state.plan = parse_plan(plan_reply.result.content, question)
         subs = state.plan or [SubQuestion(question=question, tool="search_code", query=question[:80])]
-        await self._emit(f"plan: {'; '.join(f'{s.tool}({s.query!r})' for s in subs)}")
+        searches = "; ".join(f"{s.tool}({s.query!r})" for s in subs)
+        log.info("rlm plan: %s", searches)
+        made = "plan made" if state.plan else "no usable plan: the question itself is searched"
+        await self._progress.emit("plan", f"{made}: {searches}", rounds=settings.max_rounds)
 
         first = f"Question: {question}\n\nEvidence so far:\n{evidence.render(seeded) or NO_RESULTS}"
         messages: list[dict[str, Any]] = [
@@ -155,7 +159,7 @@ class GatherLoop:
             {"role": "user", "content": first},
         ]
         planned = [validate_call(f"plan-{i}", sub.tool, {"query": sub.query}) for i, sub in enumerate(subs)]
-        messages += await self._execute(planned, None, state, deadline, repo)
+        messages += await self._execute(planned, None, state, deadline, repo, 0)
 
         # ROUNDS: the model reads the evidence and asks for more, or drafts; the last round cannot call tools.
         state.status = "max-rounds"
@@ -164,6 +168,13 @@ class GatherLoop:
                 state.status = "deadline"
                 break
             last = number == settings.max_rounds
+            what = "drafts from the evidence (last round)" if last else "reads the evidence"
+            await self._progress.emit(
+                "round",
+                f"round {number} of {settings.max_rounds}: the retrieval model {what}",
+                round=number,
+                rounds=settings.max_rounds,
+            )
             fitted, max_tokens = fit_request(messages, context, reply_budget(context, ROUND_MAX_TOKENS))
             reply = await self._call(
                 fitted, self._schemas, "none" if last else "auto", max_tokens, ROUND_TEMPERATURE, deadline
@@ -173,7 +184,7 @@ class GatherLoop:
                 state.status, state.error = ("deadline" if self._clock() >= deadline else "endpoint-error"), reply.error
                 break
             valid, rejected = requests_from_reply(reply.result.tool_calls, reply.result.content, number)
-            await self._emit(f"round {number}: {len(valid)} tool calls, {len(rejected)} rejected")
+            log.info("rlm round %d: %d tool calls, %d rejected", number, len(valid), len(rejected))
             if last or not (valid or rejected):
                 if last and (valid or rejected):
                     state.rejected_calls += [f"{c.label()}: last round" for c in valid]
@@ -181,7 +192,7 @@ class GatherLoop:
                 state.draft = (reply.result.content or "").strip() or None
                 state.status = "answered"
                 break
-            messages += await self._execute([*valid, *rejected], reply.result.content, state, deadline, repo)
+            messages += await self._execute([*valid, *rejected], reply.result.content, state, deadline, repo, number)
         return state
 
     async def _call(
@@ -212,10 +223,13 @@ class GatherLoop:
         state: GatherResult,
         deadline: float,
         repo: str | None,
+        round_number: int,
     ) -> list[dict[str, Any]]:
         """Run the valid calls (≤ tool_concurrency at once, each raced against the deadline) and
-        return the assistant turn plus one tool message per call, errors included."""
+        return the assistant turn plus one tool message per call, errors included. Each call that ran
+        is reported as it ends (round 0: the planned searches)."""
         limiter = asyncio.Semaphore(self._settings.tool_concurrency)
+        where = "planned search" if round_number == 0 else f"round {round_number}"
 
         async def one(call: ToolRequest | ToolCallError) -> str:
             if isinstance(call, ToolCallError):
@@ -225,17 +239,15 @@ class GatherLoop:
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     return "error: no time left"
-                try:
-                    blocks = await asyncio.wait_for(self._run_tool(call, state.evidence, repo), remaining)
-                except TimeoutError:
-                    return "error: timed out"
-                except Exception as exc:  # noqa: BLE001 - a failed tool is the model's to read, not ours to raise
-                    return f"error: {str(exc)[:300] or type(exc).__name__}"
-            state.tools_called.append(call.label())
-            admitted = state.evidence.add(blocks)
-            if not blocks:
-                return NO_RESULTS
-            return state.evidence.render(admitted) or "(already in the evidence above)"
+                answer, outcome = await self._call_tool(call, state, repo, remaining)
+            await self._progress.emit(
+                "tool",
+                f"{where}: {call.label()} → {outcome}",
+                round=round_number,
+                rounds=self._settings.max_rounds,
+                tool=call.label(),
+            )
+            return answer
 
         answers = await asyncio.gather(*(one(call) for call in calls))
         assistant = {
@@ -261,6 +273,23 @@ class GatherLoop:
         ]
         return [assistant, *tool_messages]
 
+    async def _call_tool(
+        self, call: ToolRequest, state: GatherResult, repo: str | None, remaining: float
+    ) -> tuple[str, str]:
+        """One call: the tool message the model reads, and its outcome in a few words for the client."""
+        try:
+            blocks = await asyncio.wait_for(self._run_tool(call, state.evidence, repo), remaining)
+        except TimeoutError:
+            return "error: timed out", "timed out"
+        except Exception as exc:  # noqa: BLE001 - a failed tool is the model's to read, not ours to raise
+            return f"error: {str(exc)[:300] or type(exc).__name__}", f"failed ({type(exc).__name__})"
+        state.tools_called.append(call.label())
+        admitted = state.evidence.add(blocks)
+        if not blocks:
+            return NO_RESULTS, NO_RESULTS
+        rendered = state.evidence.render(admitted) or "(already in the evidence above)"
+        return rendered, f"{len(blocks)} found, {len(admitted)} new"
+
     async def _run_tool(self, call: ToolRequest, evidence: EvidenceSet, repo: str | None) -> list[EvidenceBlock]:
         args: Any = call.args
         limit = self._settings.tool_k
@@ -276,10 +305,3 @@ class GatherLoop:
         if call.name == "read_range":
             return await self._tools.read_range(where, args.path, args.start_line, args.end_line)
         return await self._tools.neighbors(where, args.path, args.line, args.count)
-
-    async def _emit(self, line: str) -> None:
-        log.info("rlm %s", line)
-        if self._on_event is not None:
-            maybe = self._on_event(line)
-            if maybe is not None:
-                await maybe

@@ -1,4 +1,5 @@
-"""OpenRouter: the wire, the client, the key-wide budget, request tags, key readiness and cloud state."""
+"""OpenRouter: the wire, the client, the key-wide budget, spend against daily caps, request tags,
+key readiness and cloud state."""
 
 from __future__ import annotations
 
@@ -7,6 +8,16 @@ from cluster.cloud.faults import read_json, upstream_faults
 from cluster.cloud.key_readiness import NO_KEY_REASON, local_only_roles, missing_key_message, wait_for_key
 from cluster.cloud.openrouter import OpenRouterClient
 from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_request_tag, set_request_tag
+from cluster.cloud.spend import (
+    CallUsage,
+    Charge,
+    ModelPrice,
+    SpendLedger,
+    SpendRecord,
+    SpendState,
+    SpendView,
+    charge_for,
+)
 from cluster.cloud.state import ContainerState, disagreements
 from cluster.cloud.wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
 
@@ -16,14 +27,22 @@ __all__ = [
     "BudgetController",
     "BudgetLimits",
     "BudgetSnapshot",
+    "CallUsage",
+    "Charge",
     "ChatResult",
     "ContainerState",
     "KeyFacts",
+    "ModelPrice",
     "OpenRouterClient",
     "Outcome",
     "Priority",
     "RequestTag",
+    "SpendLedger",
+    "SpendRecord",
+    "SpendState",
+    "SpendView",
     "ToolCall",
+    "charge_for",
     "chat_request_body",
     "current_request_tag",
     "disagreements",

@@ -9,7 +9,8 @@ appears in a repr, a message or a URL (DESIGN §8).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Literal
 
@@ -18,8 +19,10 @@ import numpy as np
 from pydantic import SecretStr
 
 from cluster.cloud.faults import REDACTED, ShapeFault, read_json, upstream_faults
+from cluster.cloud.spend import CallUsage, ModelPrice
 from cluster.cloud.wire import (
     ChatResult,
+    ChatUsage,
     Credits,
     CreditsResponse,
     EmbeddingsResponse,
@@ -42,6 +45,8 @@ DEFAULT_TIMEOUT_S = DEFAULT_CLOUD_TIMEOUT_S
 # (X-Title is the older spelling, still read). NOTE: no public URL yet, so the referer is the name.
 ATTRIBUTION_HEADERS = {"HTTP-Referer": "samespace", "X-OpenRouter-Title": "samespace", "X-Title": "samespace"}
 
+log = logging.getLogger("samespace.openrouter")
+
 
 class OpenRouterClient:
     """One key, one base URL, one httpx connection pool. Safe to share between tasks of one loop.
@@ -50,6 +55,8 @@ class OpenRouterClient:
     key:           the OpenRouter key; None → every call raises AuthFailed without a request.
     timeout_s:     a deadline for each whole call (connect, send, wait, read).
     transport:     replace the network (tests: httpx.ASGITransport over the fake).
+    on_usage:      told the `usage` of every embeddings, rerank and chat response (its cost in
+                   credits, or None where the response had none, and its tokens): spend caps.
     """
 
     def __init__(
@@ -60,6 +67,7 @@ class OpenRouterClient:
         base_url: str = DEFAULT_BASE_URL,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
+        on_usage: Callable[[CallUsage], None] | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
@@ -67,6 +75,7 @@ class OpenRouterClient:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self._key = key
+        self._on_usage = on_usage
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout_s),
@@ -121,6 +130,7 @@ class OpenRouterClient:
         vectors = np.asarray([row.embedding for row in rows], dtype=np.float32)
         if not np.isfinite(vectors).all():
             raise MalformedResponse(self.provider_name, f"{where}: non-finite values in the vectors")
+        self._report_usage(model, parsed.usage)
         return vectors
 
     async def rerank(
@@ -140,6 +150,7 @@ class OpenRouterClient:
             if bad:
                 raise ShapeFault(f"result indices {bad[:10]} outside 0..{len(documents) - 1}")
         ranked = sorted(((row.index, row.relevance_score) for row in parsed.results), key=lambda pair: -pair[1])
+        self._report_usage(model, parsed.usage)
         return ranked[:top_n] if top_n is not None else ranked
 
     async def chat(
@@ -156,7 +167,9 @@ class OpenRouterClient:
         self._require_key()
         body = chat_request_body(model, messages, tools, tool_choice, max_tokens, temperature)
         with upstream_faults(self.provider_name, where, secret=self._key):
-            return parse_chat_result(await self._send("POST", "/chat/completions", json_body=body))
+            result = parse_chat_result(await self._send("POST", "/chat/completions", json_body=body))
+        self._report_usage(model, result.usage)
+        return result
 
     async def key_info(self) -> KeyInfo:
         where = "GET /key"
@@ -173,19 +186,46 @@ class OpenRouterClient:
     async def model_context_length(self, model: str) -> int:
         """Context length of `model` from the catalogue (all output modalities, so embedding models too)."""
         where = "GET /models"
-        self._require_key()
-        with upstream_faults(self.provider_name, where, secret=self._key):
-            payload = await self._send("GET", "/models", params={"output_modalities": "all"})
-            parsed = ModelsResponse.model_validate(payload)
-        for entry in parsed.data:
+        for entry in await self._catalogue():
             if model in (entry.id, entry.canonical_slug):
                 length = entry.context_length or (entry.top_provider.context_length if entry.top_provider else None)
                 if length:
-                    return length
+                    return int(length)
                 raise MalformedResponse(self.provider_name, f"{where}: model {model!r} lists no context_length")
         raise UpstreamError(self.provider_name, f"{where}: model {model!r} is not in the catalogue", 404)
 
+    async def model_price(self, model: str) -> ModelPrice | None:
+        """`model`'s listed price per token in credits; None when the catalogue lists none for it."""
+        for entry in await self._catalogue():
+            if model in (entry.id, entry.canonical_slug) and entry.pricing is not None:
+                if entry.pricing.prompt is None and entry.pricing.completion is None:
+                    return None
+                return ModelPrice(prompt=entry.pricing.prompt or 0.0, completion=entry.pricing.completion or 0.0)
+        return None
+
     # -- plumbing ------------------------------------------------------------------------------
+
+    async def _catalogue(self) -> list[Any]:
+        """GET /models, every output modality (so embedding models too)."""
+        self._require_key()
+        with upstream_faults(self.provider_name, "GET /models", secret=self._key):
+            payload = await self._send("GET", "/models", params={"output_modalities": "all"})
+            return list(ModelsResponse.model_validate(payload).data)
+
+    def _report_usage(self, model: str, usage: ChatUsage | None) -> None:
+        """Tell `on_usage` what a response cost; a listener's failure never fails the call."""
+        if self._on_usage is None:
+            return
+        tokens = usage or ChatUsage()
+        prompt = tokens.prompt_tokens or max(0, tokens.total_tokens - tokens.completion_tokens)
+        try:
+            self._on_usage(
+                CallUsage(
+                    model=model, cost=tokens.cost, prompt_tokens=prompt, completion_tokens=tokens.completion_tokens
+                )
+            )
+        except Exception:
+            log.exception("%s: the usage listener failed", self.provider_name)
 
     def _require_key(self) -> None:
         if self._key is None:

@@ -46,9 +46,13 @@ class ToolCall(_Lenient):
 
 
 class ChatUsage(_Lenient):
+    """A response's `usage` (chat, embeddings and rerank alike): tokens, and `cost` in credits, which
+    OpenRouter includes in every response (None from servers that do not report one)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cost: float | None = None
 
 
 class ChatResult(_Lenient):
@@ -101,6 +105,7 @@ class EmbeddingsResponse(_Lenient):
     """`POST /embeddings`."""
 
     data: list[_EmbeddingRow]
+    usage: ChatUsage | None = None
 
 
 class _RerankRow(_Lenient):
@@ -112,6 +117,7 @@ class RerankResponse(_Lenient):
     """`POST /rerank`."""
 
     results: list[_RerankRow]
+    usage: ChatUsage | None = None
 
 
 class _WireFunction(_Lenient):
@@ -165,11 +171,19 @@ class _TopProvider(_Lenient):
     context_length: int | None = None
 
 
+class _Pricing(_Lenient):
+    """Price per token in credits, as decimal strings ('0.00000002')."""
+
+    prompt: float | None = None
+    completion: float | None = None
+
+
 class _ModelEntry(_Lenient):
     id: str
     canonical_slug: str | None = None
     context_length: int | None = None
     top_provider: _TopProvider | None = None
+    pricing: _Pricing | None = None
 
 
 class ModelsResponse(_Lenient):

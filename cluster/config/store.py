@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, NonNegativeFloat, ValidationError, model_validator
 
 from cluster.config.atomic_file import TEMP_SUFFIX, write_bytes_atomic
 from cluster.config.registrations import IndexRegistration
@@ -70,6 +70,9 @@ class PersistedConfig(Strict):
     roles: dict[Role, PersistedRole] = Field(default_factory=dict, description="Model (and pin) per role.")
     policies: dict[Role, Policy] = Field(default_factory=dict, description="Routing policy per role.")
     budget_override: int | None = Field(default=None, ge=1, le=256, description="Manual cloud permit ceiling.")
+    spend_caps: dict[Role, NonNegativeFloat | None] = Field(
+        default_factory=dict, description="Daily cloud spend cap per role in credits, as set; None = uncapped."
+    )
     key_pushed: bool = Field(default=False, description="Whether a key was ever pushed. Never the key itself.")
     last_pushed_at: float | None = Field(default=None, description="Unix time of the last push.")
     sidecars: dict[str, HostRecord] = Field(
@@ -193,7 +196,7 @@ def _parse(data: bytes) -> PersistedConfig:
 
 
 def overlay(settings: SamespaceSettings, persisted: PersistedConfig) -> SamespaceSettings:
-    """Settings with what the operator pushed on top: policies, routes, base URL, budget override.
+    """Settings with what the operator pushed on top: policies, routes, base URL, budget override, spend caps.
 
     Actors apply this when they start, so one restarted after a push comes back with the last
     good config (and without a key, which is never persisted).
@@ -212,6 +215,9 @@ def overlay(settings: SamespaceSettings, persisted: PersistedConfig) -> Samespac
     budget = settings.budget
     if persisted.budget_override is not None:
         budget = budget.model_copy(update={"override": persisted.budget_override})
+    if persisted.spend_caps:
+        caps = {**budget.daily_caps, **persisted.spend_caps}
+        budget = budget.model_copy(update={"daily_caps": {role: cap for role, cap in caps.items() if cap is not None}})
     return settings.model_copy(
         update={"cloud": cloud, "budget": budget, "policies": {**settings.policies, **persisted.policies}}
     )

@@ -331,7 +331,8 @@ class Gatekeeper:
                     ),
                 )
                 if report.verdict is not Verdict.VERIFIED:
-                    reasons.append(f"{info.name}: {report.verdict.value}")
+                    why = f" ({report.detail})" if report.verdict is Verdict.PROBE_FAILED else ""
+                    reasons.append(f"{info.name}: {report.verdict.value}{why}")  # e.g. a role at its spend cap
                     continue
             else:
                 self._record_reference(info, embeds[info.name], regime)

@@ -3,7 +3,7 @@
 A `Lane` is who serves and how to call it; a `RateBook` keeps each lane's measured rate across
 runs; a `LaneState` is one lane within one run. The rules here say how much a lane may pull
 (sized by its own rate, parked when far slower than the best, one probe batch until measured)
-and when it is dropped (a standing gate refusal, or too many failures in a row).
+and when it is dropped (a standing gate refusal, a role at its spend cap, or too many failures in a row).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from cluster.errors import GateRefused, SamespaceError
+from cluster.errors import GateRefused, SamespaceError, SpendCapReached
 from cluster.gate.probe import Verdict
 from cluster.settings import DEFAULT_RATE_EWMA_ALPHA, FanoutSettings
 from cluster.types import Clock
@@ -181,5 +181,8 @@ def _best_rate(states: Sequence[LaneState], rates: RateBook, now: float) -> floa
 
 
 def _refused_for_good(exc: BaseException) -> bool:
-    """A gate refusal with a standing verdict: the provider may not serve again in this run."""
+    """A gate refusal with a standing verdict, or a role at its daily spend cap: the provider may
+    not serve again in this run."""
+    if isinstance(exc, SpendCapReached):
+        return True
     return isinstance(exc, GateRefused) and exc.verdict != Verdict.PROBE_FAILED.value

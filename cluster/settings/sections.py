@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, SecretStr, model_validator
 
 from cluster.roles import CHAT_ROLES, Role
 
@@ -257,6 +257,9 @@ class BudgetSettings(_Section):
     acquire_timeout_s: float = Field(default=120.0, gt=0, description="Longest wait for a permit before giving up.")
     discovery_interval_s: float = Field(default=600.0, gt=0, description="How often GET /key and /credits are read.")
     window_s: float = Field(default=60.0, gt=0, description="The rate window (60 s; tests compress time).")
+    daily_caps: dict[Role, NonNegativeFloat] = Field(
+        default_factory=dict, description="Cloud spend cap per role per UTC day, in credits (none = uncapped)."
+    )
 
 
 class AdminSettings(_Section):

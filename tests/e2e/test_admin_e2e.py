@@ -27,6 +27,7 @@ ROUTES = [
     ("POST", "/gate/verify"),
     ("GET", "/budget"),
     ("PUT", "/budget"),
+    ("PUT", "/budget/caps"),
     ("GET", "/health"),
     ("GET", "/openrouter"),
     ("POST", "/openrouter"),
@@ -142,6 +143,9 @@ def test_every_route_is_401_without_the_right_token(
         ("POST", "/openrouter", {"base_url": "ftp://openrouter.ai/api/v1"}, "base_url"),
         ("PUT", "/budget", {"max_concurrent": 0}, "max_concurrent"),
         ("PUT", "/budget", {"max_concurrent": 999}, "max_concurrent"),
+        ("PUT", "/budget/caps", {"caps": {"code-embedding": -1}}, '"caps","code-embedding"'),
+        ("PUT", "/budget/caps", {"caps": {"rerankr": 1.0}}, "caps"),
+        ("PUT", "/budget/caps", {"caps": {}}, "caps"),
     ],
 )
 def test_a_bad_body_is_422_naming_the_field_and_changes_nothing(
@@ -177,6 +181,21 @@ def test_a_policy_change_reaches_the_providers(admin: dict[str, Any]) -> None:
         assert call(admin, "GET", "/openrouter").json()["policies"]["code-embedding"] == "backup"
     finally:
         assert call(admin, "POST", "/openrouter", {"policies": {"code-embedding": "aggregate"}}).json()["ok"]
+
+
+def test_spend_caps_are_set_shown_persisted_and_removed(admin: dict[str, Any]) -> None:
+    from cluster.config import ConfigStore
+
+    try:
+        spend = call(admin, "PUT", "/budget/caps", {"caps": {"rlm": 0.5, "code-assistant": 2}}).json()["spend"]
+        assert spend["roles"]["rlm"]["cap"] == 0.5 and spend["roles"]["rlm"]["state"] == "ok"
+        shown = call(admin, "GET", "/budget").json()["spend"]
+        assert shown["roles"]["code-assistant"]["cap"] == 2 and shown["resets_at"].endswith("T00:00:00+00:00")
+        stored = ConfigStore(admin["settings"].admin.config_path).read().spend_caps
+        assert {role.value: cap for role, cap in stored.items()} == {"rlm": 0.5, "code-assistant": 2.0}
+    finally:
+        spend = call(admin, "PUT", "/budget/caps", {"caps": {"rlm": None, "code-assistant": None}}).json()["spend"]
+    assert all(view["state"] == "uncapped" for view in spend["roles"].values())
 
 
 def test_the_budget_override_is_set_and_cleared(admin: dict[str, Any]) -> None:

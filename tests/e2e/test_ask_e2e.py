@@ -2,29 +2,32 @@
 
 The chat roles are scripted tool-calling models behind real HTTP: two vLLM-style local endpoints
 (rlm, code-assistant) and a dedicated OpenRouter fake (cloud code-assistant, cloud rlm, a cloud
-code-embedding lane). Endpoints are killed by PID in the middle of asks.
+code-embedding lane). Endpoints are killed by PID in the middle of asks. The world (repository,
+endpoints, deployment) is tests/e2e/ask_env.py; the progress of an ask is test_ask_progress_e2e.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import ray
+from ask_env import (
+    ANSWERING_CODER_RULE,
+    ANSWERING_RLM_RULES,
+    CLOUD_CODER,
+    CLOUD_RLM,
+    QUESTION,
+    REPO,
+    AskEnv,
+    ask_env,
+)
 from conftest import McpServer, RayCluster
-from fakes.local_llm import LocalLlmConfig
-from fakes.local_llm_server import FakeLocalLlmServer
-from fakes.openrouter_fake import FakeConfig, KeyConfig, UpstreamBehaviour
-from fakes.openrouter_server import FakeOpenRouterServer
 from fakes.scripted_chat import ChatRule, ScriptedToolCall
-from pydantic import SecretStr
 from waiting import wait_until
 
 from serve_apps.mcp_client import call_tool, result_text
@@ -32,15 +35,6 @@ from serve_apps.mcp_client import call_tool, result_text
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NAMESPACE = "ask"
-REPO = "shop"
-CANARY_KEY = "sk-or-v1-" + "a5c0de" * 8
-CLOUD_CODER = "poolside/laguna-s-2.1"
-CLOUD_RLM = "deepseek/deepseek-v4-flash"
-QUESTION = "How is the late fee of an overdue invoice computed?"
-PLAN = (
-    '{"restated": "late fee", "subQuestions": [{"question": "where is the late fee computed", '
-    '"tool": "search_code", "query": "late fee overdue invoice"}]}'
-)
 
 # Nonces route one test's asks to that test's scripted behaviour.
 N_ONCE, N_ROUNDS, N_GARBAGE, N_WINDOW = "nonce-once", "nonce-rounds", "nonce-garbage", "nonce-window"
@@ -75,18 +69,11 @@ RLM_RULES = [
     ),
     ChatRule(when_all=[N_KILL_RLM], requires_tools=True, latency_s=SLOW_S, content="never delivered"),
     ChatRule(when_all=[N_KILL_CLOUD], requires_tools=True, latency_s=SLOW_S, content="Draft: {citations}"),
-    ChatRule(when_all=["subQuestions"], content=PLAN),
-    ChatRule(
-        requires_tools=True,
-        when_all=["zeta_adjust("],
-        when_none=["def zeta_adjust"],
-        tool_calls=[ScriptedToolCall(name="search_symbols", arguments={"query": "zeta_adjust"})],
-    ),
-    ChatRule(content="Draft: the late fee comes from {citations}."),
+    *ANSWERING_RLM_RULES,
 ]
 CODER_RULES = [
     ChatRule(when_all=[N_KILL_CODER], latency_s=SLOW_S, content="never delivered"),
-    ChatRule(content="The late fee is computed here: {citations}."),
+    ANSWERING_CODER_RULE,
 ]
 CLOUD_RULES = [
     ChatRule(model=CLOUD_CODER, when_all=[N_KILL_CODER], status=503),
@@ -95,111 +82,27 @@ CLOUD_RULES = [
 ]
 
 
-def decoy(i: int) -> str:
-    return (
-        f"def late_fee_region_{i}(invoice):\n"
-        f'    """Late fee of an overdue invoice in region {i}: a share of the invoice total."""\n'
-        f"    overdue_share = invoice.total * 0.0{i % 10 + 1}\n"
-        f"    return zeta_adjust(overdue_share)\n"
-    )
-
-
-def write_shop(root: Path) -> Path:
-    billing = root / REPO / "billing"
-    billing.mkdir(parents=True)
-    for i in range(12):
-        (billing / f"fees_{i:02d}.py").write_text(decoy(i))
-    (billing / "adjust.py").write_text("def zeta_adjust(amount):\n    return round(amount * 1.0725, 2)\n")
-    (root / REPO / "README.md").write_text("# Shop\n\nInvoices, overdue reminders and late fees.\n")
-    return root / REPO
-
-
-@dataclass
-class AskEnv:
-    settings: Any
-    base: str
-    mcp_url: str
-    rlm: FakeLocalLlmServer
-    coder: FakeLocalLlmServer
-    cloud: FakeOpenRouterServer
-    responses: list[str] = field(default_factory=list)
-
-    def ask(self, question: str, **body: Any) -> dict[str, Any]:
-        response = httpx.post(f"{self.base}/rlm/ask", json={"question": question, "repo": REPO, **body}, timeout=120)
-        self.responses.append(response.text)
-        assert response.status_code == 200, response.text
-        return dict(response.json())
-
-
 @pytest.fixture(scope="module")
 def env(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AskEnv]:
-    from ray import serve
-
-    from actors import ensure_virtual_containers
-    from cluster.settings import SamespaceSettings
-    from jobs.reindex import run_reindex
-    from serve_apps.mcp_app import McpIngress
-
-    with contextlib.ExitStack() as stack:
-        rlm = stack.enter_context(FakeLocalLlmServer(LocalLlmConfig(model="local/rlm", chat_rules=RLM_RULES)))
-        coder = stack.enter_context(FakeLocalLlmServer(LocalLlmConfig(model="local/coder", chat_rules=CODER_RULES)))
-        cloud = stack.enter_context(
-            FakeOpenRouterServer(
-                config=FakeConfig(
-                    keys={CANARY_KEY: KeyConfig(label="ask")},
-                    upstreams={"ask-exact": UpstreamBehaviour(vectors="same")},
-                    chat_rules=CLOUD_RULES,
-                )
-            )
-        )
-
-        def endpoint(server: FakeLocalLlmServer, model: str) -> dict[str, Any]:
-            return {"url": server.base_url, "model": model, "timeout_s": 20, "context_ttl_s": 0}
-
-        settings = SamespaceSettings(
-            ray={"namespace": NAMESPACE},
-            store={"data_dir": tmp_path_factory.mktemp("ask-data")},
-            llm={
-                "endpoints": {"rlm": [endpoint(rlm, "local/rlm")], "code-assistant": [endpoint(coder, "local/coder")]}
-            },
-            cloud={
-                "enabled": True,
-                "base_url": cloud.base_url,
-                "timeout_s": 20,
-                "routes": {
-                    "code-embedding": {"model": "sentence-transformers/all-minilm-l6-v2", "upstream": "ask-exact"},
-                    "code-assistant": {"model": CLOUD_CODER},
-                    "rlm": {"model": CLOUD_RLM},
-                },
-            },
-        )
-        containers = ensure_virtual_containers(settings)
-        ray.get([c.set_key.remote(SecretStr(CANARY_KEY)) for c in containers])
-        run_reindex(settings, write_shop(tmp_path_factory.mktemp("ask-repo")), REPO, emit=lambda line: None)
-        serve.run(McpIngress.options(num_replicas=1).bind(settings), name="ask", route_prefix="/ask")
-        base = f"http://127.0.0.1:{mcp_server.port}/ask"
-        result = AskEnv(settings, base, f"{base}/mcp/", rlm, coder, cloud)
-        try:
-            yield result
-        finally:
-            serve.delete("ask")
-            for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE]:
-                ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE))
-    assert not any(CANARY_KEY in text for text in result.responses)
+    with ask_env(
+        mcp_server,
+        tmp_path_factory,
+        namespace=NAMESPACE,
+        app="ask",
+        rlm_rules=RLM_RULES,
+        coder_rules=CODER_RULES,
+        cloud_rules=CLOUD_RULES,
+    ) as started:
+        yield started
 
 
 @pytest.fixture(autouse=True)
 def endpoints_up(env: AskEnv) -> Iterator[None]:
     """Every test starts with all three endpoints answering, and leaves them so: a test that kills one
     restarts it even when it fails halfway, so no later test meets a dead endpoint."""
-    servers = (env.rlm, env.coder, env.cloud)
-    for server in servers:
-        if not server.running:
-            server.restart()
+    env.restart_stopped_endpoints()
     yield
-    for server in servers:
-        if not server.running:
-            server.restart()
+    env.restart_stopped_endpoints()
 
 
 def cited_paths(result: dict[str, Any]) -> set[str]:

@@ -83,7 +83,11 @@ class KeyConfig(_Strict):
     label: str | None = Field(default=None, description="Name in /key and in stats; default key-<sha256[:8]>.")
     rpm_limit: int | None = Field(default=None, ge=1, description="Key-wide requests/min; None → FakeConfig.rpm.")
     credits: float = Field(default=100.0, description="total_credits; usage >= credits → 402.")
-    usage: float = Field(default=0.0, ge=0, description="Spent so far (grows by FakeConfig.cost_per_request).")
+    usage: float = Field(
+        default=0.0,
+        ge=0,
+        description="Spent so far (grows by each response's usage.cost + FakeConfig.cost_per_request).",
+    )
     limit: float | None = Field(default=None, description="The key's own spending cap (/key `limit`).")
     is_free_tier: bool = False
     management: bool = Field(default=True, description="May read /credits (OpenRouter: management keys only).")
@@ -128,6 +132,9 @@ class ModelEntry(_Strict):
     context_length: int
     max_completion_tokens: int | None = None
     output_modalities: list[str] = Field(default_factory=lambda: ["text"])
+    # Credits per token, listed in GET /models as decimal strings and charged as usage.cost.
+    prompt_price: float = Field(default=1e-8, ge=0)
+    completion_price: float = Field(default=0.0, ge=0)
 
 
 DEFAULT_MODELS = (
@@ -153,6 +160,11 @@ class FakeConfig(_Strict):
         default=RPM_WINDOW_S, gt=0, description="Length of the rate window (60 s; benchmarks compress time)."
     )
     cost_per_request: float = Field(default=0.0, ge=0, description="Added to a key's usage per successful call.")
+    report_cost: bool = Field(
+        default=True,
+        description="usage.cost (credits: tokens × the model's price) in every inference response, as "
+        "OpenRouter sends it; False → usage without cost, as an OpenAI-compatible server.",
+    )
     width: int = Field(default=LOCAL_WIDTH, ge=1, description="Width of the local model's vectors.")
     seed: int | None = Field(default=0, description="Default seed; None → nondeterministic fault draws.")
     models: list[ModelEntry] = Field(default_factory=lambda: list(DEFAULT_MODELS))
@@ -432,6 +444,34 @@ def _find_tool_call(text: str, tool_names: set[str]) -> tuple[str, str] | None:
 # The app
 
 
+def _decimal(price: float) -> str:
+    """A price as OpenRouter lists it: a plain decimal string ('0.00000001'), never exponent notation."""
+    return f"{price:.12f}".rstrip("0").rstrip(".") or "0"
+
+
+def _priced(response: Response, model: str | None, config: FakeConfig) -> tuple[Response, float]:
+    """The response with `usage.cost` added as OpenRouter reports it (credits: prompt tokens × prompt
+    price + completion tokens × completion price of the requested model), and that cost."""
+    if not isinstance(response, JSONResponse) or response.status_code >= 400:
+        return response, 0.0
+    payload = json.loads(bytes(response.body))
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    if not isinstance(usage, dict):
+        return response, 0.0
+    entry = next((m for m in config.models if m.id == model), None)
+    prompt_price = entry.prompt_price if entry is not None else ModelEntry.model_fields["prompt_price"].default
+    completion_price = entry.completion_price if entry is not None else 0.0
+    completion = int(usage.get("completion_tokens", 0))
+    prompt = int(usage.get("prompt_tokens", usage.get("total_tokens", 0) - completion))
+    cost = prompt * prompt_price + completion * completion_price
+    if not config.report_cost:
+        return response, cost
+    usage["cost"] = cost
+    usage["cost_details"] = {"upstream_inference_cost": None}
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length", "content-type")}
+    return JSONResponse(payload, status_code=response.status_code, headers=headers), cost
+
+
 def _model_card(entry: ModelEntry) -> dict[str, Any]:
     """One `GET /models` entry, shaped as upstream's."""
     return {
@@ -448,7 +488,7 @@ def _model_card(entry: ModelEntry) -> dict[str, Any]:
             "tokenizer": "Other",
             "instruct_type": None,
         },
-        "pricing": {"prompt": "0.00000001", "completion": "0"},
+        "pricing": {"prompt": _decimal(entry.prompt_price), "completion": _decimal(entry.completion_price)},
         "top_provider": {
             "context_length": entry.context_length,
             "max_completion_tokens": entry.max_completion_tokens,
@@ -571,10 +611,10 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
             if behaviour.malformed == "wrong-shape":
                 row.errors += 1
                 return JSONResponse({"object": "list", "result": "not the shape you expected"})
-            response = await work(behaviour)
+            response, cost = _priced(await work(behaviour), model, state.config)
             if response.status_code < 400 and not isinstance(response, MalformedResponse):
                 row.ok += 1
-                state.usage[key] = state.usage.get(key, 0.0) + state.config.cost_per_request
+                state.usage[key] = state.usage.get(key, 0.0) + cost + state.config.cost_per_request
             else:
                 row.errors += 1
             return response

@@ -15,6 +15,7 @@ from fakes.virtual_time import VirtualClock
 
 from cluster.ask.evidence import EvidenceBlock
 from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
+from cluster.ask.progress import AskProgress, ProgressReporter
 from cluster.ask.rlm import ChatOutcome, GatherLoop
 from cluster.cloud.wire import ChatResult, ToolCall
 from cluster.settings import RlmSettings
@@ -171,6 +172,15 @@ def pipeline(
 
 def ask(p: AskPipeline, question: str = QUESTION, deep: bool = True) -> AskResult:
     return asyncio.run(p.ask(AskRequest(question=question, deep=deep)))
+
+
+def ask_with_progress(p: AskPipeline, deep: bool = True) -> tuple[AskResult, list[AskProgress]]:
+    heard: list[AskProgress] = []
+
+    async def listen(event: AskProgress) -> None:
+        heard.append(event)
+
+    return asyncio.run(p.ask(AskRequest(question=QUESTION, deep=deep), listen)), heard
 
 
 def paths(result: AskResult) -> set[str]:
@@ -349,3 +359,87 @@ def test_the_loop_alone_reports_an_endpoint_error_mid_run(clock: VirtualClock) -
     loop = GatherLoop(ScriptedRole(lambda r: next(answers)), MemoryTools(DECOYS), RlmSettings(), clock)
     result = asyncio.run(loop.run(QUESTION, [], deadline=60.0))
     assert result.status == "endpoint-error" and result.rounds == 1 and result.evidence.blocks
+
+
+def test_progress_reports_plan_rounds_tools_synthesis_and_done_in_the_order_they_happen(clock: VirtualClock) -> None:
+    tools = MemoryTools([*DECOYS, TARGET])
+    result, heard = ask_with_progress(pipeline(tools, ScriptedRole(rlm_script), ScriptedRole(assistant_script), clock))
+    assert [(e.kind, e.round, e.tool) for e in heard] == [
+        ("plan", None, None),
+        ("tool", 0, "search_code(query='late fee overdue invoice')"),  # the planned search
+        ("round", 1, None),
+        ("tool", 1, "search_symbols(query='zeta_adjust')"),
+        ("round", 2, None),
+        ("synthesis", None, None),
+        ("done", None, None),
+    ]
+    assert [e.step for e in heard] == [1, 2, 3, 4, 5, 6, 7]  # only increases
+    assert [e.total for e in heard] == [None] * 6 + [7]
+    assert all(e.rounds == 2 for e in heard if e.kind in ("plan", "round", "tool"))
+    assert heard[0].message == "plan made: search_code('late fee overdue invoice')"
+    assert heard[2].message.startswith("round 1 of 2") and heard[4].message.startswith("round 2 of 2")
+    assert heard[3].message == "round 1: search_symbols(query='zeta_adjust') → 1 found, 1 new"
+    assert (
+        heard[5].message.startswith("synthesis started") and heard[6].message == "done: synthesis answer, 2 citations"
+    )
+    quiet = ask(
+        pipeline(MemoryTools([*DECOYS, TARGET]), ScriptedRole(rlm_script), ScriptedRole(assistant_script), clock)
+    )
+    assert (result.answer, result.citations) == (quiet.answer, quiet.citations)  # listening changes nothing
+
+
+def test_a_progress_callback_that_raises_never_fails_the_ask(clock: VirtualClock) -> None:
+    calls_seen: list[str] = []
+
+    async def broken(event: AskProgress) -> None:
+        calls_seen.append(event.kind)
+        raise RuntimeError("the client went away")
+
+    tools = MemoryTools([*DECOYS, TARGET])
+    p = pipeline(tools, ScriptedRole(rlm_script), ScriptedRole(assistant_script), clock)
+    result = asyncio.run(p.ask(AskRequest(question=QUESTION), broken))
+    assert result.produced.mode == "synthesis" and result.produced.fallbacks == []
+    assert "billing/adjust.py" in paths(result)
+    assert calls_seen == ["plan", "tool", "round", "tool", "round", "synthesis", "done"]  # it carried on
+
+
+def test_a_listener_that_hangs_is_given_up_and_the_events_keep_their_order() -> None:
+    heard: list[int] = []
+
+    async def stuck_on_two(event: AskProgress) -> None:
+        if event.step == 2:
+            await asyncio.Event().wait()
+        heard.append(event.step)
+
+    async def run() -> None:
+        reporter = ProgressReporter(stuck_on_two, timeout_s=0.05)
+        await asyncio.gather(*(reporter.emit("tool", f"call {i}") for i in range(4)))
+        await reporter.done("done")
+
+    asyncio.run(run())
+    assert heard == [1]  # step 2 timed out; the listener is not called again for this ask
+
+
+def test_without_the_rlm_the_progress_is_synthesis_then_done(clock: VirtualClock) -> None:
+    tools = MemoryTools([*DECOYS, TARGET])
+    shallow, heard = ask_with_progress(
+        pipeline(tools, ScriptedRole(rlm_script), ScriptedRole(assistant_script), clock), deep=False
+    )
+    assert [e.kind for e in heard] == ["synthesis", "done"] and shallow.produced.mode == "synthesis"
+    down, heard = ask_with_progress(
+        pipeline(tools, ScriptedRole(lambda r: None), ScriptedRole(assistant_script), clock)
+    )
+    assert [e.kind for e in heard] == ["synthesis", "done"] and down.produced.rlm_status == "unavailable"
+    assert [e.step for e in heard] == [1, 2] and heard[-1].total == 2
+
+
+def test_an_ask_that_fails_inside_still_reports_done(clock: VirtualClock) -> None:
+    class NoWindow(ScriptedRole):
+        async def context_window(self) -> int | None:
+            raise RuntimeError("boom")
+
+    result, heard = ask_with_progress(
+        pipeline(MemoryTools(DECOYS), NoWindow(rlm_script), ScriptedRole(assistant_script), clock)
+    )
+    assert any(f.startswith("internal error") for f in result.produced.fallbacks)
+    assert [e.kind for e in heard] == ["done"] and heard[0].message == "done: no-evidence answer, 0 citations"

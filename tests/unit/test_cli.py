@@ -179,6 +179,8 @@ def test_run_starts_a_loopback_head_deploys_the_config_and_submits_the_job_with_
         "7002",
         "--temp-dir",
         "/tmp/ss-x",
+        "--metrics-port",
+        "7004",
         "--ray-arg=--ray-client-server-port=7003",
         "--num-cpus",
         "3",
@@ -197,6 +199,7 @@ def test_run_starts_a_loopback_head_deploys_the_config_and_submits_the_job_with_
         "--no-monitor",
         "--include-log-monitor=false",
         "--temp-dir=/tmp/ss-x",
+        "--metrics-export-port=7004",
         "--ray-client-server-port=7003",
     ]
     assert deploy[1:] == ["deploy", "--address", "http://127.0.0.1:7002", str(tmp_path / "state" / "serve_config.yaml")]

@@ -17,7 +17,7 @@ import pytest
 from fakes.virtual_time import VirtualClock, run_virtual
 from pydantic import ValidationError
 
-from cluster.errors import GateRefused, NoProviderLeft, RateLimited, UpstreamUnavailable
+from cluster.errors import GateRefused, NoProviderLeft, RateLimited, SpendCapReached, UpstreamUnavailable
 from cluster.routing.fanout import BatchDone, FanoutResult, run_fanout
 from cluster.routing.lanes import Lane, RateBook
 from cluster.settings import (
@@ -189,6 +189,24 @@ def test_a_gate_eviction_counts_as_one_failure_drops_the_lane_at_once_and_its_sp
     assert result.failures["cloud"] == 1 and "vector-incompatible" in result.dropped["cloud"]
     ((start, _),) = evicted.calls
     assert start > 0 and local.calls[1][0] == start  # re-queued at the front: the local lane's next pull
+
+
+def test_a_cloud_lane_whose_role_reaches_its_spend_cap_is_dropped_at_once_and_local_serves_the_rest() -> None:
+    capped = Sim(
+        "cloud",
+        rate=50,
+        kind="cloud",
+        fail_calls={2},
+        error=lambda: SpendCapReached("code-embedding", 0.5, 0.52, "2026-12-03T00:00:00+00:00"),
+    )
+    local = Sim("local", rate=5)
+    result = run_virtual(lambda clock: fan(clock, [local.lane(), capped.lane()], 200))
+    assert_complete(result, 200)  # nothing lost: every text has its vector
+    assert result.failures["cloud"] == 1 and "spend cap" in result.dropped["cloud"]
+    refused_start, refused_size = capped.calls[2]
+    landed = [size for number, (_, size) in enumerate(capped.calls) if number != 2]  # in flight before: kept
+    assert result.served_by.count("cloud") == sum(landed) and len(capped.calls) <= 4  # no pull after the drop
+    assert set(result.served_by[refused_start : refused_start + refused_size]) == {"local"}  # re-queued
 
 
 def test_a_failed_spot_check_is_a_failure_that_only_drops_the_lane_after_the_usual_two() -> None:
