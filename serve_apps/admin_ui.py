@@ -29,12 +29,12 @@ import base64
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from cluster.roles import Policy, Role
+from serve_apps.http_guard import route_path
 
 UI_ROUTE = "/ui"
 UI_SCRIPT_ROUTE = "/ui.js"
@@ -749,15 +749,6 @@ SCRIPT = (
     .replace("__ROLES__", json.dumps([role.value for role in Role]))
     .replace("__POLICIES__", json.dumps([policy.value for policy in Policy]))
 )
-
-
-def route_path(scope: Mapping[str, Any]) -> str:
-    """The request's path below the app's root path (Ray Serve and a FastAPI mount put the prefix in both)."""
-    path: str = scope.get("path", "")
-    root: str = scope.get("root_path", "")
-    if root and (path == root or path.startswith(root + "/")):
-        return path[len(root) :] or "/"
-    return path
 
 
 def is_open(request: Request) -> bool:

@@ -26,7 +26,8 @@ WebSocket Denial Response extension where the server offers it, else a close (th
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from pydantic import SecretStr
 from starlette.datastructures import Headers
@@ -37,7 +38,7 @@ from cluster.errors import ConfigError
 from cluster.settings import ServeSettings
 from serve_apps.auth import bearer_matches
 
-__all__ = ["LOOPBACK_HOSTS", "ORIGIN_SCHEMES", "HttpGuard"]
+__all__ = ["LOOPBACK_HOSTS", "ORIGIN_SCHEMES", "HttpGuard", "route_path"]
 
 log = logging.getLogger("samespace.http_guard")
 
@@ -97,7 +98,7 @@ class HttpGuard:
         log.info(
             "refused %s %s (Host %s, Origin %s): HTTP %d",
             scope["type"],
-            _shorten(repr(_route_path(scope))),
+            _shorten(repr(route_path(scope))),
             _shorten(repr(headers.getlist("host"))),
             _shorten(repr(headers.getlist("origin"))),
             refusal.status_code,
@@ -110,7 +111,7 @@ class HttpGuard:
     def _refusal(self, scope: Scope) -> Response | None:
         """The answer that refuses this request, or None when it may pass."""
         headers = Headers(scope=scope)
-        path = _route_path(scope)
+        path = route_path(scope)
         origins = headers.getlist("origin")
         if _under(path, self._machine_prefixes):
             return INVALID_ORIGIN if origins else None
@@ -143,8 +144,8 @@ def _under(path: str, prefixes: Sequence[str]) -> bool:
     return any(path == prefix or path.startswith(prefix + "/") for prefix in prefixes)
 
 
-def _route_path(scope: Scope) -> str:
-    """The path below the app's root path (Ray Serve puts the route prefix in both)."""
+def route_path(scope: Mapping[str, Any]) -> str:
+    """The path below the app's root path (Ray Serve and a FastAPI mount put the prefix in both)."""
     path: str = scope.get("path", "")
     root: str = scope.get("root_path", "")
     if root and (path == root or path.startswith(root + "/")):

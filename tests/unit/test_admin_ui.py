@@ -19,7 +19,8 @@ from starlette.testclient import TestClient
 from cluster.settings import SamespaceSettings
 from serve_apps.admin_app import AdminApi, build_admin_asgi
 from serve_apps.admin_jobs import JobList, recent_jobs, reindex_target
-from serve_apps.admin_ui import SCRIPT, TOKEN_STORAGE_KEY, route_path
+from serve_apps.admin_ui import SCRIPT, TOKEN_STORAGE_KEY
+from serve_apps.http_guard import route_path
 
 BASE = "http://127.0.0.1:8000"
 TOKEN = "admin-token-ui-unit"
