@@ -81,8 +81,12 @@ def master(
     )
     serve.run(McpIngress.options(num_replicas=1).bind(settings), name="fleet-endpoint", route_prefix=PREFIX)
     http = f"http://127.0.0.1:{mcp_server.port}{PREFIX}"
+    master = Master(settings, http, http.replace("http://", "ws://") + "/sidecar")
+    # The first socket would start the fleet actor, and on a busy machine its start alone can outlast the
+    # liveness deadlines the tests measure: start it now, whichever test runs first.
+    ray.get(master.fleet().providers.remote(), timeout=300)
     try:
-        yield Master(settings, http, http.replace("http://", "ws://") + "/sidecar")
+        yield master
     finally:
         serve.delete("fleet-endpoint")
         for entry in [e for e in ray.util.list_named_actors(all_namespaces=True) if e["namespace"] == NAMESPACE]:
