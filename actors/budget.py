@@ -22,7 +22,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 
-from actors.metrics import budget_metrics_loop, publish_spend
+from actors.metrics import budget_metrics_loop
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
 from cluster.cloud.request_tag import current_request_tag
 from cluster.cloud.spend import Charge, SpendLedger, SpendRecord, SpendState, SpendView
@@ -75,7 +75,6 @@ class BudgetActor:
         self._spend_path = spend_path(settings)
         self._spend = SpendLedger(settings.budget.daily_caps, clock=time.time, record=read_spend(self._spend_path))
         self._spend_flush: asyncio.TimerHandle | None = None
-        self._publish_spend()
 
     async def acquire(self, project: str, priority: Priority, timeout_s: float, role: Role | None = None) -> int:
         """Wait (bounded) for a permit; returns the ticket to release. A `role` at its daily spend
@@ -142,22 +141,17 @@ class BudgetActor:
             self._write_spend()
         else:
             self._schedule_spend_write()
-        self._publish_spend()
+        self._ensure_metrics()
         return state
 
     def spend(self) -> SpendView:
-        self._publish_spend()  # the day may have turned since the last charge
         return self._spend.view()
 
     def set_caps(self, caps: Mapping[Role, float]) -> SpendView:
         """Replace the daily caps (the admin API persists them in the config store first)."""
         self._spend.set_caps({Role(role): cap for role, cap in caps.items()})
-        self._publish_spend()
+        self._ensure_metrics()
         return self._spend.view()
-
-    def _publish_spend(self) -> None:
-        for role, view in self._spend.view().roles.items():
-            publish_spend(role.value, view.spent, view.cap)
 
     def _schedule_spend_write(self) -> None:
         if self._spend_flush is None:
@@ -195,8 +189,13 @@ class BudgetActor:
     def _ensure_discovery(self) -> None:
         if self._discovery is None:
             self._discovery = asyncio.get_running_loop().create_task(self._discovery_loop())
+        self._ensure_metrics()
+
+    def _ensure_metrics(self) -> None:
+        """The budget and the spend as metrics (actors/metrics.py), from the first permit, charge or cap on."""
         if self._metrics is None:
-            self._metrics = asyncio.get_running_loop().create_task(budget_metrics_loop(self._controller.snapshot))
+            metrics = budget_metrics_loop(self._controller.snapshot, self._spend.view)
+            self._metrics = asyncio.get_running_loop().create_task(metrics)
 
     async def _discovery_loop(self) -> None:
         while True:

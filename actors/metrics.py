@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
     from cluster.ask.pipeline import AskResult
     from cluster.cloud.budget import BudgetSnapshot
+    from cluster.cloud.spend import SpendView
     from cluster.gate.probe import GateReport
 
 __all__ = [
@@ -335,13 +336,17 @@ class BudgetPublisher:
 
 async def budget_metrics_loop(
     snapshot: Callable[[], BudgetSnapshot],
+    spend: Callable[[], SpendView] | None = None,
     clock: Callable[[], float] = time.monotonic,
     period_s: float = BUDGET_PUBLISH_S,
 ) -> None:
-    """Publish the budget every `period_s` while the actor lives (the cooldown's seconds move alone)."""
+    """Publish the budget, and today's spend per role, every `period_s` while the actor lives (the
+    cooldown's seconds move alone; the spend starts again at 00:00 UTC without a call)."""
     publisher = BudgetPublisher()
     while True:
         publisher.publish(snapshot(), clock())
+        for role, view in (spend().roles if spend is not None else {}).items():
+            publish_spend(role.value, view.spent, view.cap)
         await asyncio.sleep(period_s)
 
 

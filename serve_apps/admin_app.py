@@ -188,13 +188,12 @@ class AdminApi:
     async def set_caps(self, body: SpendCaps) -> dict[str, Any]:
         """Persist the caps in the config store, then put them in force in the budget actor."""
         from actors.budget import get_budget_actor
-        from cluster.config.store import PersistedConfig, effective_settings
+        from cluster.config.store import PersistedConfig, overlay
 
         def merge(config: PersistedConfig) -> PersistedConfig:
             return config.model_copy(update={"spend_caps": {**config.spend_caps, **body.caps}})
 
-        await asyncio.to_thread(self._store.update, merge)
-        caps = effective_settings(self._settings).budget.daily_caps
+        caps = overlay(self._settings, await asyncio.to_thread(self._store.update, merge)).budget.daily_caps
         budget = await asyncio.to_thread(get_budget_actor, self._settings)
         spend = await budget.set_caps.remote(caps)
         return {"spend": spend.model_dump(mode="json")}
