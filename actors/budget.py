@@ -3,8 +3,9 @@
 A Ray shell (async, singleton, detached, get-if-exists) around cluster.cloud.budget.BudgetController.
 It holds every waiter; a permit is one in-flight cloud request. It never holds the key:
 discovery reads GET /key and /credits through a virtual container. It also keeps today's cloud
-spend per role (cluster/cloud/spend.py): containers charge each response's cost here, a role at
-its daily cap gets SpendCapReached instead of a permit, and the ledger is written to
+spend per role (cluster/cloud/spend.py): each release carries what its call cost, booked before the
+permit is freed, and a role at its daily cap gets SpendCapReached instead of a permit, whether it
+asks then or was already waiting (cluster/cloud/permits.py). The ledger is written to
 `<store.data_dir>/spend.json` at most once a second (at once when a role reaches its cap).
 """
 
@@ -14,7 +15,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,8 +25,9 @@ from ray.exceptions import RayActorError
 
 from actors.metrics import budget_metrics_loop
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
+from cluster.cloud.permits import PermitDesk
 from cluster.cloud.request_tag import current_request_tag
-from cluster.cloud.spend import Charge, SpendLedger, SpendRecord, SpendState, SpendView
+from cluster.cloud.spend import Charge, SpendLedger, SpendRecord, SpendView
 from cluster.config import write_bytes_atomic
 from cluster.errors import BudgetUnavailable, RateLimited
 from cluster.naming import BUDGET_ACTOR_NAME
@@ -75,14 +77,13 @@ class BudgetActor:
         self._spend_path = spend_path(settings)
         self._spend = SpendLedger(settings.budget.daily_caps, clock=time.time, record=read_spend(self._spend_path))
         self._spend_flush: asyncio.TimerHandle | None = None
+        self._desk = PermitDesk(self._controller, self._spend)
 
     async def acquire(self, project: str, priority: Priority, timeout_s: float, role: Role | None = None) -> int:
         """Wait (bounded) for a permit; returns the ticket to release. A `role` at its daily spend
-        cap gets SpendCapReached at once and waits for nothing."""
-        if role is not None:
-            self._spend.check(Role(role))
+        cap gets SpendCapReached at once, or as soon as it reaches the cap while waiting."""
+        ticket = self._desk.enqueue(project, Priority(priority), role)
         self._ensure_discovery()
-        ticket = self._controller.enqueue(project, Priority(priority))
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters[ticket] = future
         self._pump()
@@ -90,17 +91,39 @@ class BudgetActor:
             await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except (TimeoutError, asyncio.CancelledError):
             self._waiters.pop(ticket, None)
-            if future.done():  # granted as we gave up: hand it straight back
+            if future.done() and future.exception() is None:  # granted as we gave up: hand it straight back
                 self._controller.release(ticket, latency_s=0.0, outcome=Outcome.ERROR)
-            else:
-                self._controller.cancel(ticket)
+            elif not future.done():
+                self._desk.cancel(ticket)
             self._pump()
             raise BudgetUnavailable(project, timeout_s, self._controller.snapshot().reason) from None
         return ticket
 
-    def release(self, ticket: int, latency_s: float, outcome: Outcome, retry_after_s: float | None = None) -> None:
-        self._controller.release(ticket, latency_s=latency_s, outcome=Outcome(outcome), retry_after_s=retry_after_s)
-        self._pump()
+    def release(
+        self,
+        ticket: int,
+        latency_s: float,
+        outcome: Outcome,
+        retry_after_s: float | None = None,
+        role: Role | None = None,
+        charges: Sequence[Charge] = (),
+    ) -> None:
+        """A call finished: its `charges` are booked to `role` first, then its permit is freed (and
+        goes to no waiter of a role those charges capped)."""
+        capped = False
+        try:
+            capped = self._desk.release(
+                ticket,
+                latency_s=latency_s,
+                outcome=Outcome(outcome),
+                retry_after_s=retry_after_s,
+                role=role,
+                charges=charges,
+            )
+        finally:  # an unknown ticket (this actor restarted) still has its charges booked and kept
+            if charges:
+                self._spend_booked(capped)
+            self._pump()
 
     def snapshot(self) -> BudgetSnapshot:
         return self._controller.snapshot()
@@ -132,26 +155,25 @@ class BudgetActor:
         return self._controller.snapshot()
 
     # ---- spend (cluster/cloud/spend.py) ------------------------------------------------------
-    def charge(self, role: Role, charge: Charge) -> SpendState:
-        """Add one response's cost to the role's spend today."""
-        before = self._spend.state(Role(role))
-        state = self._spend.charge(Role(role), charge)
-        if state is SpendState.CAPPED and before is not SpendState.CAPPED:
-            log.warning("role %s reached its daily cloud spend cap: %s", Role(role).value, self._spend.view().roles)
-            self._write_spend()
-        else:
-            self._schedule_spend_write()
-        self._ensure_metrics()
-        return state
-
     def spend(self) -> SpendView:
         return self._spend.view()
 
     def set_caps(self, caps: Mapping[Role, float]) -> SpendView:
-        """Replace the daily caps (the admin API persists them in the config store first)."""
+        """Replace the daily caps (the admin API persists them in the config store first); waiters of
+        a role a lowered cap puts at its cap are refused at once."""
         self._spend.set_caps({Role(role): cap for role, cap in caps.items()})
         self._ensure_metrics()
+        self._pump()
         return self._spend.view()
+
+    def _spend_booked(self, capped: bool) -> None:
+        """Charges were booked: written at once when they took a role to its cap, else within a second."""
+        if capped:
+            log.warning("a role reached its daily cloud spend cap: %s", self._spend.view().roles)
+            self._write_spend()
+        else:
+            self._schedule_spend_write()
+        self._ensure_metrics()
 
     def _schedule_spend_write(self) -> None:
         if self._spend_flush is None:
@@ -170,8 +192,14 @@ class BudgetActor:
 
     # ---- internals ---------------------------------------------------------------------------
     def _pump(self) -> None:
-        """Wake every waiter the controller admits now; schedule the next look."""
-        for ticket in self._controller.grant():
+        """Refuse every waiter whose role is at its spend cap, wake every waiter the budget admits
+        now (cluster/cloud/permits.py); schedule the next look."""
+        grants = self._desk.grant()
+        for ticket, refusal in grants.refused.items():
+            waiter = self._waiters.pop(ticket, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(refusal)
+        for ticket in grants.granted:
             future = self._waiters.pop(ticket, None)
             if future is not None and not future.done():
                 future.set_result(None)
@@ -216,13 +244,19 @@ def get_budget_actor(settings: SamespaceSettings) -> ActorHandle:
 
 
 async def with_permit(
-    settings: SamespaceSettings, provider: str, call: Callable[[], Awaitable[T]], role: Role | None = None
+    settings: SamespaceSettings,
+    provider: str,
+    call: Callable[[], Awaitable[T]],
+    role: Role | None = None,
+    settle: Callable[[], Awaitable[list[Charge]]] | None = None,
 ) -> T:
     """Run one cloud call under a key-wide permit, for the current request's project and priority.
 
-    The permit goes back with the call's latency and outcome. A dead budget actor is recreated
-    (timid again) and asked once more; a wait past the bound is a RateLimited for the lane; a `role`
-    at its daily spend cap is SpendCapReached, before any request.
+    The permit goes back with the call's latency and outcome, and with what `settle()` says the
+    responses so far cost (booked to `role` before the permit is freed). A dead budget actor is
+    recreated (timid again) and asked once more; a wait past the bound is a RateLimited for the lane;
+    a `role` at its daily spend cap, or reaching it while this call waits, is SpendCapReached before
+    any request.
     """
     tag = current_request_tag()
     timeout_s = settings.budget.acquire_timeout_s
@@ -247,7 +281,13 @@ async def with_permit(
         outcome, retry_after = Outcome.RATE_LIMITED, exc.retry_after_s
         raise
     finally:
-        budget.release.remote(ticket, time.monotonic() - started, outcome, retry_after)
+        latency_s = time.monotonic() - started
+        charges: list[Charge] = []
+        try:
+            if settle is not None:
+                charges = await settle()
+        finally:  # the permit goes back whatever settling did
+            budget.release.remote(ticket, latency_s, outcome, retry_after, role, charges)
 
 
 __all__ = ["BudgetActor", "get_budget_actor", "with_permit"]

@@ -45,7 +45,8 @@ class IndexActor:
         os.umask(STORE_UMASK)  # this worker process is the store's only writer: its files go 0600
         store = open_vector_store(settings.store.kind, data_dir=settings.store.data_dir, url=settings.store.url)
         self._catalog = IndexCatalog(store)
-        self._code_maps = CodeMaps(self._catalog, settings.index.groups)  # symbol/file/neighbour maps, per build
+        # symbol/file/neighbour maps, per build
+        self._code_maps = CodeMaps(self._catalog, settings.index.groups, settings.limits)
         self._deny = walk_settings(settings).deny_list()  # reads refuse what a reindex never opens
 
     # writes (reindex job)
@@ -154,7 +155,7 @@ class IndexActor:
         definitions: PayloadFilter | None = None,
     ) -> tuple[list[ScoredHit], list[str]]:
         """Hits best-first (dense, keyword, or fused), plus a message for each index refused."""
-        names = resolve_scope(name, self._catalog.names, self._settings.index.groups)
+        names = resolve_scope(name, self._catalog.names, self._settings.index.groups, self._settings.limits)
         if name is not None and names == [name]:  # one index by name: another space is an error, not a skip
             hits = self._catalog.search(name, vector, identity, limit, filter, keywords, fusion, definitions)
             return self._with_source(hits), []

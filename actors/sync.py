@@ -9,21 +9,23 @@ durable config holds registrations, so sync survives a restart.
 
 from __future__ import annotations
 
+import json
 import logging
 import shlex
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import ray
 from ray.actor import ActorHandle
 
 from actors import get_index_actor
-from cluster.config import ConfigStore, IndexRegistration
+from cluster.config import ConfigStore, IndexOrigin, IndexRegistration
 from cluster.index import BuildState, IndexRecord
 from cluster.naming import SYNC_ACTOR_NAME
-from cluster.settings import SamespaceSettings
+from cluster.settings import ALLOWED_ROOTS_ENV, SamespaceSettings
 from cluster.sync import BuildReport, IndexManager
 
 log = logging.getLogger("samespace.sync")
@@ -63,6 +65,8 @@ class RayJobs:
             "SAMESPACE_STORE__KIND": settings.store.kind,
             "SAMESPACE_STORE__DATA_DIR": str(settings.store.data_dir),
             **({"SAMESPACE_STORE__URL": settings.store.url} if settings.store.url else {}),
+            # A --confined job (an MCP client's index) confines its folder again against these roots.
+            ALLOWED_ROOTS_ENV: json.dumps([str(root) for root in settings.index.allowed_roots]),
         }
 
     def submit(self, argv: list[str], submission_id: str) -> str:
@@ -111,6 +115,9 @@ class SyncActor:
             ConfigStore(settings.admin.config_path),
             settings.index.sync_debounce_s,
             clock=time.time,
+            roots=settings.index.allowed_roots,
+            home=Path.home(),
+            limits=settings.limits,
         )
         self._period_s = settings.index.sync_period_s
         self._stop = threading.Event()
@@ -127,14 +134,14 @@ class SyncActor:
             except Exception:
                 log.exception("sync pass failed")
 
-    def request(self, folder: str, name: str, ref: str | None, full: bool) -> BuildReport:
-        return self._manager.request(folder, name, ref, full)
+    def request(self, folder: str, name: str, ref: str | None, full: bool, origin: IndexOrigin) -> BuildReport:
+        return self._manager.request(folder, name, ref, full, origin=origin)
 
-    def refresh(self, name: str, full: bool) -> BuildReport:
-        return self._manager.refresh(name, full)
+    def refresh(self, name: str, full: bool, origin: IndexOrigin) -> BuildReport:
+        return self._manager.refresh(name, full, origin=origin)
 
-    def remove(self, name: str) -> list[str]:
-        return self._manager.remove(name)
+    def remove(self, name: str, origin: IndexOrigin) -> list[str]:
+        return self._manager.remove(name, origin=origin)
 
     def report(self, name: str) -> BuildReport | None:
         return self._manager.report(name)

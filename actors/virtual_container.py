@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from cluster.cloud.budget import KeyFacts, Priority
 from cluster.cloud.key_readiness import NO_KEY_REASON
 from cluster.cloud.request_tag import RequestTag, current_request_tag, set_request_tag
-from cluster.cloud.spend import CallUsage, ModelPrice, charge_for
+from cluster.cloud.spend import CallUsage, Charge, ModelPrice, charge_for
 from cluster.cloud.state import ContainerState
 from cluster.errors import AuthFailed, MissingPin, UpstreamError
 from cluster.providers import ProviderInfo, ProviderKind
@@ -85,7 +85,7 @@ class VirtualContainerActor:
         self._key: SecretStr | None = None
         self._context: dict[str, int] = {}
         self._prices: dict[str, ModelPrice | None] = {}
-        self._usage: list[CallUsage] = []  # responses' usage not yet charged to the budget actor
+        self._usage: list[CallUsage] = []  # responses' usage not yet booked in the budget actor
         if cloud.key_env and os.environ.get(cloud.key_env):  # the operator chose the node's environment
             self._key = SecretStr(os.environ[cloud.key_env])
 
@@ -227,42 +227,35 @@ class VirtualContainerActor:
         return self._client
 
     async def _count(self, project: str | None, priority: str | None, call: Any) -> Any:
-        """One cloud call under a key-wide permit (DESIGN §7), counted for `describe()`, its cost
-        charged to the role's spend today (a role at its daily cap is refused before any request)."""
+        """One cloud call under a key-wide permit (DESIGN §7), counted for `describe()`; its cost goes
+        back with the permit, booked to the role's spend today before the permit is freed (a role at
+        its daily cap is refused before any request)."""
         from actors.budget import with_permit
 
         if project is not None or priority is not None:
             default = current_request_tag()
             set_request_tag(RequestTag(project or default.project, Priority(priority or default.priority)))
         try:
-            result = await with_permit(self._settings, self._name, call, role=self._role)
+            result = await with_permit(self._settings, self._name, call, role=self._role, settle=self._settle_usage)
         except Exception as exc:
             self._failures += 1
             self._last_error = str(exc)[:300]
             raise
-        finally:
-            await self._charge_usage()
         self._served += 1
         return result
 
-    async def _charge_usage(self) -> None:
-        """Charge what the responses so far cost: `usage.cost`, else tokens × the listed price (an estimate)."""
-        from actors.budget import get_budget_actor
-
+    async def _settle_usage(self) -> list[Charge]:
+        """What the responses so far cost: `usage.cost`, else tokens × the listed price, else tokens ×
+        the unpriced default (both estimates, cluster/cloud/spend.py)."""
         pending, self._usage[:] = list(self._usage), []
-        if not pending:
-            return
-        budget = get_budget_actor(self._settings)
-        for usage in pending:
-            price = await self._price(usage.model) if usage.cost is None else None
-            budget.charge.remote(self._role, charge_for(usage, price))
+        return [charge_for(usage, await self._price(usage.model) if usage.cost is None else None) for usage in pending]
 
     async def _price(self, model: str) -> ModelPrice | None:
         """The model's listed price per token, read once per model; None when unknown."""
         if model not in self._prices:
             try:
                 self._prices[model] = await self._require_client().model_price(model)
-            except Exception as exc:  # noqa: BLE001 - an unknown price is an unpriced call, counted as such
+            except Exception as exc:  # noqa: BLE001 - an unknown price is charged the unpriced default, counted
                 log.warning("%s: no price for %s: %s", self._name, model, type(exc).__name__)
                 return None
         return self._prices[model]

@@ -25,8 +25,10 @@ SamespaceError
  ├── ScanError                the repository root cannot be walked (missing, unreadable)
  ├── RefNotFound              a git ref that does not name a commit of the repository
  ├── PathRefused              a path a client may not index (outside the allowed roots, or never indexable)
+ ├── IndexRefused             an index name an MCP client may not take, refresh or remove
  ├── ShrinkRefused            a build would drop too much of the serving index (--allow-shrink)
- └── CloudKeyMissing          a role's policy needs the OpenRouter key and no container holds one
+ ├── CloudKeyMissing          a role's policy needs the OpenRouter key and no container holds one
+ └── LimitExceeded           an input over a `limits` cap (the message names the setting)
 """
 
 from __future__ import annotations
@@ -283,6 +285,18 @@ class PathRefused(SamespaceError):
         return f"refusing to index {self.path!r}: {self.reason} (see {self.setting})"
 
 
+class IndexRefused(SamespaceError):
+    """An index an MCP client may not take, refresh or remove: the reason never names another folder."""
+
+    def __init__(self, index: str, reason: str) -> None:
+        super().__init__(index, reason)
+        self.index = index
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"refusing index {self.index!r}: {self.reason}"
+
+
 class ShrinkRefused(SamespaceError):
     """A build would replace a serving index with one missing too many of its files."""
 
@@ -312,3 +326,18 @@ class CloudKeyMissing(SamespaceError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class LimitExceeded(SamespaceError):
+    """An input over one of the `limits` caps (cluster/settings/limits.py): `setting` is the cap's
+    name as `limit_name` spells it, so the refusal says what to raise."""
+
+    def __init__(self, what: str, size: int, cap: int, setting: str) -> None:
+        super().__init__(what, size, cap, setting)
+        self.what = what
+        self.size = size
+        self.cap = cap
+        self.setting = setting
+
+    def __str__(self) -> str:
+        return f"{self.what} ({self.size}) is over the cap of {self.cap}: see {self.setting}"

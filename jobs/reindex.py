@@ -40,6 +40,7 @@ from cluster.cloud.key_readiness import wait_for_key
 from cluster.errors import (
     CloudKeyMissing,
     NoProviderLeft,
+    PathRefused,
     SamespaceError,
     ScanError,
     ShrinkRefused,
@@ -70,6 +71,7 @@ from cluster.roles import Role
 from cluster.routing.dispatch import LandedBatch
 from cluster.settings import SamespaceSettings, load_settings
 from cluster.space import EncoderIdentity, embedding_text
+from cluster.sync import admit_folder
 from cluster.types import Chunk, StoredPoint, content_hash
 
 log = logging.getLogger("samespace.reindex")
@@ -632,9 +634,20 @@ def main(argv: list[str] | None = None) -> int:
         "--ref", help="index this branch, tag or commit (from the repository's objects) instead of the folder"
     )
     parser.add_argument("--build-id", help="the build's id, as announced by whoever submitted the job")
+    parser.add_argument(
+        "--confined",
+        action="store_true",
+        help="an MCP client asked for this build: the folder must still lie inside index.allowed_roots",
+    )
     args = parser.parse_args(argv)
-    name = args.name or args.repo.resolve().name
     settings = load_settings()
+    try:  # again, before anything is read: the folder may have changed since the build was asked for
+        roots = settings.index.allowed_roots
+        repo = admit_folder(str(args.repo.absolute()), roots, Path.home(), confined=args.confined)
+    except PathRefused as refused:
+        print(f"reindex failed: {refused}", file=sys.stderr, flush=True)
+        return 2
+    name = args.name or repo.name
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     ray.init(address=settings.ray.address, namespace=settings.ray.namespace, log_to_driver=False)
@@ -642,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_reindex(
             settings,
-            args.repo,
+            repo,
             name,
             full=args.full,
             allow_shrink=args.allow_shrink,

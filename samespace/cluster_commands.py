@@ -1,6 +1,7 @@
 """`samespace run`, `stop` and `reindex`: the local cluster's life, as `make run` / `make stop` ran it.
 
-run: a local Ray head with token auth (started unless one answers on the GCS port) → `serve deploy` of
+run: a local Ray head with token auth (this state folder's own, reused only when it still runs on the same
+ports with token auth on; anything else on its ports is refused: samespace/head_reuse.py) → `serve deploy` of
 serve_config.yaml's copy in the state folder → wait for /healthz → `ray job submit --working-dir <checkout> -- python -m
 jobs.reindex` → the MCP URL, a paste-ready client config and the top hits of one query. Each step is a
 command line built by a function of its own (`RunPlan`), so `--dry-run` prints exactly what would run.
@@ -17,15 +18,8 @@ from pathlib import Path
 import httpx
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no types; its stubs are no dependency
 
-from samespace.head import (
-    HeadRecord,
-    HeadSpec,
-    free_port,
-    is_listening,
-    ray_start_argv,
-    start_head,
-    stop_session,
-)
+from samespace.head import HeadRecord, HeadSpec, free_port, ray_start_argv, start_head, stop_session
+from samespace.head_reuse import HeadAction, decide_head, probe_head
 from samespace.state import StateDir, program
 
 __all__ = [
@@ -43,6 +37,7 @@ __all__ = [
 
 HEALTH_POLL_S = 1.0
 MCP_IMPORT_PATH = "serve_apps.mcp_app:build_app"
+ADMIN_TOKEN_FILE_ENV = "SAMESPACE_ADMIN__TOKEN_FILE"
 
 
 def mcp_url(port: int) -> str:
@@ -128,7 +123,7 @@ class RunPlan:
         return submit_argv(self.head.dashboard_url, self.working_dir, self.job_args)
 
     def commands(self) -> list[list[str]]:
-        """What `run` runs, in order (`ray start` only when no head answers on the GCS port)."""
+        """What `run` runs, in order (`ray start` only when no head of this state folder runs)."""
         return [ray_start_argv(self.head), self.deploy, self.submit]
 
 
@@ -139,11 +134,17 @@ def run(plan: RunPlan, show: Callable[[list[str]], int]) -> int:
     if state.ensure_ray_token():
         print(f"made the Ray cluster token: {state.ray_token} (0600)")
     state.ensure_admin_token()
-    if not is_listening(plan.head.port):
+    _check_admin_token(plan.env)
+    record = HeadRecord.read(state.head_record)
+    decision = decide_head(plan.head, record, probe_head(plan.head, record))
+    if decision.action is HeadAction.REFUSE:
+        raise SystemExit(f"samespace run: {decision.reason}")
+    if decision.action is HeadAction.START:
         print("starting a local Ray head (token auth on, usage stats off, Ray's ports on 127.0.0.1)")
         direct_port = start_head(plan.head, state, plan.env).direct_ingress_port
     else:
-        direct_port = _running_direct_ingress_port(plan, state)
+        print(decision.reason)
+        direct_port = _running_direct_ingress_port(plan, record)
     # With direct ingress the replica holds the MCP port and Serve's proxy gets a port of its own, which
     # nothing of samespace's calls; otherwise the proxy serves the MCP port.
     write_serve_config(plan.config, state, free_port() if direct_port == plan.mcp_port else plan.mcp_port)
@@ -168,14 +169,20 @@ def run(plan: RunPlan, show: Callable[[list[str]], int]) -> int:
     return searched
 
 
-def _running_direct_ingress_port(plan: RunPlan, state: StateDir) -> int | None:
+def _check_admin_token(env: Mapping[str, str]) -> None:
+    """Refuse to start with an admin token file the admin app would refuse (a short token)."""
+    from cluster.errors import ConfigError
+    from cluster.settings import configured_token
+
+    token_file = env.get(ADMIN_TOKEN_FILE_ENV)
+    try:
+        configured_token(None, Path(token_file) if token_file else None, "admin.token_file")
+    except ConfigError as exc:
+        raise SystemExit(f"samespace run: {exc}") from None
+
+
+def _running_direct_ingress_port(plan: RunPlan, record: HeadRecord | None) -> int | None:
     """The direct ingress port of the head that already runs (None: Serve's proxy serves the MCP port)."""
-    if _auth_is_off(plan.head.dashboard_url):
-        print(
-            "warning: the running Ray head has token auth off (started before it was on); "
-            "'samespace stop && samespace run' restarts it with the token"
-        )
-    record = HeadRecord.read(state.head_record)
     direct_port = record.direct_ingress_port if record is not None else None
     if plan.head.direct_ingress_port is not None and direct_port != plan.mcp_port:
         print(
@@ -231,11 +238,3 @@ def _wait_for_health(url: str, wait_s: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(HEALTH_POLL_S)
-
-
-def _auth_is_off(dashboard_url: str) -> bool:
-    """A dashboard that answers without a token: the head was started with auth off."""
-    try:
-        return httpx.get(f"{dashboard_url}/api/version", timeout=5.0).status_code == 200
-    except httpx.TransportError:
-        return False

@@ -36,8 +36,10 @@ __all__ = [
     "direct_ingress_env",
     "free_port",
     "is_listening",
+    "listening_inodes",
     "processes_naming",
     "ray_start_argv",
+    "session_listens_on",
     "session_members",
     "start_head",
     "stop_session",
@@ -52,6 +54,7 @@ DEFAULT_DASHBOARD_PORT = 8265
 DEFAULT_METRICS_PORT = 8266
 METRICS_PORT_FLAG = "--metrics-export-port"
 STOP_GRACE_S = 15.0  # SIGTERM, then SIGKILL for what is left (the raylet drains its workers first)
+TCP_LISTEN = "0A"  # the state column of a listening socket in /proc/net/tcp
 DAEMONS = frozenset({"gcs_server", "raylet"})  # a session holding one of these is a Ray head's
 # `ray start` options whose ports default to fixed numbers (the dashboard agent's 52365, ...): a
 # second head on one machine (a test's, a bench's) passes free ones so that it cannot clash.
@@ -242,6 +245,35 @@ def processes_naming(text: str) -> list[int]:
         except OSError:  # gone meanwhile
             continue
     return found
+
+
+def listening_inodes(table: str, port: int) -> set[int]:
+    """The socket inodes of a /proc/net/tcp(6) table that listen on `port` (any local address)."""
+    inodes = set()
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        # sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+        if len(fields) > 9 and fields[3] == TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            inodes.add(int(fields[9]))
+    return inodes
+
+
+def session_listens_on(session: int, port: int) -> bool:
+    """Whether processes of `session` hold every socket that listens on TCP `port` (and there is one):
+    the test that what answers on a port is the head a record names (a pid or a session id alone can
+    have been reused by someone else since)."""
+    inodes: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            inodes |= listening_inodes(Path(table).read_text(), port)
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    held = set()
+    for pid in session_members(session):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to look into
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    held.add(os.readlink(fd))
+    return bool(wanted) and wanted <= held
 
 
 def daemon_pids(session: int) -> list[int]:

@@ -83,8 +83,9 @@ class StateDir:
         return True
 
     def ensure_admin_token(self) -> bool:
-        """Make the admin API's bearer token unless a non-empty one exists; True when it was made now."""
-        if self.admin_token.is_file() and self.admin_token.stat().st_size > 0:
+        """Make the admin API's bearer token unless a non-blank one exists (blank is unset, as the admin
+        app reads it); True when it was made now."""
+        if self.admin_token.is_file() and self.admin_token.read_text(encoding="utf-8").strip():
             return False
         _write_secret(self.admin_token, secrets.token_urlsafe(ADMIN_TOKEN_BYTES) + "\n")
         return True

@@ -7,33 +7,50 @@ host's push webhook.
     POST   /admin/indexes/{name}/refresh  {"full"?}
     DELETE /admin/indexes/{name}
     POST   /admin/hooks/git[?index=name]  a push webhook: no bearer token, an HMAC-SHA256 signature of
-                                          the body with `index.hook_secret` instead (GitHub's
-                                          X-Hub-Signature-256: sha256=<hex>); refreshes the named
-                                          indexes and those whose folder's remote is the pushed one
+                                          the whole request (method, path, query, timestamp, delivery
+                                          id, body) with `index.hook_secret` instead, replay-safe
+                                          (serve_apps/hook_auth.py); refreshes the named indexes and
+                                          those whose folder's remote is the pushed one. 404 while
+                                          `index.hook_secret` is unset, before the body is read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from cluster.errors import IndexNotFound, PathRefused, RefNotFound, SamespaceError, original_error
+from cluster.errors import (
+    IndexNotFound,
+    IndexRefused,
+    LimitExceeded,
+    PathRefused,
+    RefNotFound,
+    SamespaceError,
+    original_error,
+)
 from cluster.ingest import remote_urls
-from cluster.settings import SamespaceSettings
+from cluster.settings import SamespaceSettings, limit_name
 from cluster.sync import BuildReport
-from serve_apps.code_search import index_status
+from serve_apps.body_limits import read_capped_body
+from serve_apps.code_search import IndexStatusReader
+from serve_apps.hook_auth import (
+    SIGNATURE_HEADER,
+    DeliveryLedger,
+    DeliveryVerdict,
+    MalformedHookHeaders,
+    parse_hook_headers,
+    signature_valid,
+    signed_message,
+)
 from serve_apps.index_tools import IndexService
 
 HOOK_ROUTE = "/hooks/git"
-SIGNATURE_HEADER = "x-hub-signature-256"
-MAX_HOOK_BODY_BYTES = 1 << 20
 
 
 class IndexRequest(BaseModel):
@@ -49,14 +66,6 @@ class RefreshRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     full: bool = False
-
-
-def hook_signature_valid(secret: str, body: bytes, header: str | None) -> bool:
-    """GitHub's X-Hub-Signature-256: 'sha256=' + hex HMAC-SHA256 of the raw body, compared in constant time."""
-    if not header or not header.startswith("sha256="):
-        return False
-    expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, header.removeprefix("sha256="))
 
 
 def pushed_urls(payload: Any) -> set[str]:
@@ -78,8 +87,10 @@ def normalize_url(url: str) -> str:
 
 
 def _status(error: SamespaceError) -> int:
-    if isinstance(error, PathRefused):
+    if isinstance(error, PathRefused | IndexRefused):
         return 403
+    if isinstance(error, LimitExceeded):
+        return 429
     if isinstance(error, IndexNotFound):
         return 404
     if isinstance(error, RefNotFound):
@@ -96,6 +107,9 @@ async def _answer(call: Any) -> Any:
 
 
 def add_index_routes(app: FastAPI, indexes: IndexService, settings: SamespaceSettings) -> None:
+    status_reader = IndexStatusReader(settings.limits)  # git asked at most once per limits.status_git_period_s
+    deliveries = DeliveryLedger(settings.limits.hook_window_s, settings.limits.max_hook_deliveries, time.time)
+
     @app.get("/indexes")
     async def list_indexes() -> dict[str, Any]:
         """Registrations, the builds the sync actor follows, and every index with its commit and
@@ -104,7 +118,7 @@ def add_index_routes(app: FastAPI, indexes: IndexService, settings: SamespaceSet
 
         registrations = await indexes.registrations()
         builds = await indexes.reports()
-        status = await index_status(await asyncio.to_thread(get_index_actor, settings))
+        status = await status_reader.read(await asyncio.to_thread(get_index_actor, settings))
         return {
             "registrations": [r.model_dump(mode="json") for r in registrations.values()],
             "builds": [b.model_dump(mode="json") for b in builds],
@@ -120,24 +134,22 @@ def add_index_routes(app: FastAPI, indexes: IndexService, settings: SamespaceSet
 
     @app.post("/indexes/{name}/refresh")
     async def refresh(name: str, body: RefreshRequest | None = None) -> BuildReport:
-        report: BuildReport = await _answer(indexes.refresh(name, body.full if body else False))
+        report: BuildReport = await _answer(indexes.refresh(name, body.full if body else False, confined=False))
         return report
 
     @app.delete("/indexes/{name}")
     async def remove(name: str) -> dict[str, Any]:
-        return {"index": name, "builds": await _answer(indexes.remove(name))}
+        return {"index": name, "builds": await _answer(indexes.remove(name, confined=False))}
 
     @app.post(HOOK_ROUTE)
     async def git_hook(request: Request) -> dict[str, Any]:
         secret = settings.index.hook_secret
-        body = await request.body()
-        if secret is None or len(body) > MAX_HOOK_BODY_BYTES:
-            raise HTTPException(404 if secret is None else 413)
-        if not hook_signature_valid(secret.get_secret_value(), body, request.headers.get(SIGNATURE_HEADER)):
-            raise HTTPException(401, "bad or missing signature")
+        if secret is None:
+            raise HTTPException(404)  # off: nothing is read
+        body = await _authenticated_body(request, secret.get_secret_value(), settings, deliveries)
         try:
             urls = pushed_urls(json.loads(body))
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser: no repository named
             urls = set()
         names = set(request.query_params.getlist("index"))
         registrations = await indexes.registrations()
@@ -146,3 +158,32 @@ def add_index_routes(app: FastAPI, indexes: IndexService, settings: SamespaceSet
         ]
         reports = await indexes.hook(folders, sorted(names))
         return {"refreshed": [report.ticket.index for report in reports]}
+
+
+async def _authenticated_body(
+    request: Request, secret: str, settings: SamespaceSettings, deliveries: DeliveryLedger
+) -> bytes:
+    """The body of a delivery that is signed, fresh and new (serve_apps/hook_auth.py), read as a capped
+    stream only once its headers pass; an HTTPException otherwise (401, 400, 413, 409, 429)."""
+    if SIGNATURE_HEADER not in request.headers:
+        raise HTTPException(401, "missing signature")
+    try:
+        headers = parse_hook_headers(request.headers)
+    except MalformedHookHeaders as exc:
+        raise HTTPException(400, str(exc)) from None
+    window = f"timestamp more than {limit_name('hook_window_s')} from now"
+    if not deliveries.fresh(headers.signed_at):
+        raise HTTPException(401, window)
+    body = await read_capped_body(request, settings.limits.max_hook_body_bytes, "max_hook_body_bytes")
+    path, query = request.scope["path"], request.scope.get("query_string", b"")  # as received: prefix, raw query
+    message = signed_message(request.method, path, query, headers.timestamp, headers.delivery, body)
+    if not signature_valid(secret, message, headers.signature):
+        raise HTTPException(401, "bad signature")
+    verdict = deliveries.admit(headers.delivery, headers.signed_at)
+    if verdict is DeliveryVerdict.STALE:
+        raise HTTPException(401, window)
+    if verdict is DeliveryVerdict.REPLAYED:
+        raise HTTPException(409, "delivery already accepted")
+    if verdict is DeliveryVerdict.FULL:
+        raise HTTPException(429, f"too many deliveries within the window: see {limit_name('max_hook_deliveries')}")
+    return body

@@ -163,7 +163,9 @@ class AskService:
         self._assistant = DispatchedChatRole(assistant, Role.CODE_ASSISTANT, reserve=True)
 
     async def ask(self, request: AskRequest, progress: ProgressCallback | None = None) -> AskResult:
-        """The answer; `progress` hears each step as it happens (`cluster/ask/progress.py`)."""
+        """The answer; `progress` hears each step as it happens (`cluster/ask/progress.py`). A `repo` scope
+        over the `limits` caps is refused (LimitExceeded) before anything is asked."""
+        self._service.check_scope(request.repo)
         project = request.repo or DEFAULT_PROJECT
         pipeline = AskPipeline(
             RepoTools(self._service, request.repo),

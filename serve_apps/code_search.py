@@ -7,7 +7,6 @@ maps its errors to tool errors.
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import logging
 import subprocess
 import time
@@ -23,6 +22,7 @@ from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import NoProviderLeft, SamespaceError, UnknownLanguage
 from cluster.index.catalog import definitions_filter, path_prefixes
 from cluster.index.fusion import ALSO_IN
+from cluster.index.globs import Glob, check_glob, compile_glob
 from cluster.index.keywords import query_keywords
 from cluster.index.records import IndexRecord
 from cluster.ingest.git_state import SourceState, Staleness, staleness
@@ -32,13 +32,14 @@ from cluster.ingest.source import SourceLines
 from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.search.query_cache import QueryVectorCache
-from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S
-from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict
+from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S, LimitsSettings
+from cluster.types import Clock, FusionParams, PayloadFilter, ScoredHit, Strict
 
 log = logging.getLogger("samespace.search")
 
 SNIPPET_MAX_LINES = 30
 SNIPPET_MAX_CHARS = 2000
+STATUS_CHECKS_KEPT = 1024  # indexes whose last git check index_status remembers (least recent go first)
 
 
 class CodeHit(Strict):
@@ -97,6 +98,11 @@ class IndexInfo(Strict):
     source: SourceState | None = Field(description="Commit, branch or ref, and dirtiness of the build's files.")
     staleness: Staleness | None = Field(
         description="Files changed and commits made in the folder since the build (None: the folder cannot be read)."
+    )
+    staleness_checked_at: float | None = Field(
+        default=None,
+        description="When git was last asked about the folder (Unix time): at most once per "
+        "limits.status_git_period_s; None: never (no recorded source).",
     )
     embedded: int = Field(description="Rows the last build embedded.")
     reused: int = Field(description="Rows whose vectors the last build reused.")
@@ -196,8 +202,11 @@ class CodeSearchService:
         query_cache: QueryVectorCache[tuple[np.ndarray, Any, str]] | None = None,
         fusion: FusionParams | None = None,
         clock: Callable[[], float] = time.monotonic,
+        limits: LimitsSettings | None = None,
     ) -> None:
         self._index = index
+        self._limits = limits or LimitsSettings()
+        self._status = IndexStatusReader(self._limits)
         self._query_encoder = query_encoder
         self._reranker = reranker
         self._candidates = rerank_candidates
@@ -211,6 +220,12 @@ class CodeSearchService:
         # Nobody served the reranker role at this time: until then a search skips the call that
         # would say so again (the dispatcher's own discovery is reused as long).
         self._no_reranker_until = float("-inf")
+
+    def check_scope(self, repo: str | None) -> None:
+        """LimitExceeded, naming the setting, for a `repo` scope over the `limits` caps: checked where a
+        request enters, before it costs anything (the index actor checks again as it resolves it)."""
+        if repo is not None:
+            check_glob(repo, self._limits)
 
     async def encode_query(self, query: str, project: str) -> tuple[np.ndarray, Any, str]:
         """(vector, encoder identity, provider) of a query, encoded once per cache lifetime."""
@@ -229,6 +244,7 @@ class CodeSearchService:
         """The code-vector, name-vector and keyword candidates scored together (`cluster.index.fusion`,
         DESIGN §10), then the optional rerank of the top candidates, then the cut to k. Filters apply
         to every leg. With no query encoder left, a hybrid search degrades to its keyword leg and says so."""
+        self.check_scope(repo)  # before the query is encoded under `repo` as its project
         project = repo or DEFAULT_PROJECT
         search_filter = build_filter(path_prefix, language)
         vector = identity = encoded_by = degraded = None
@@ -283,10 +299,12 @@ class CodeSearchService:
         return result
 
     async def search_symbols(self, query: str, repo: str | None, limit: int) -> SymbolSearchResult:
+        self.check_scope(repo)
         hits = await self._index.search_symbols.remote(repo, query, limit)
         return SymbolSearchResult(query=query, hits=hits)
 
     async def search_files(self, query: str, repo: str | None, limit: int) -> FileSearchResult:
+        self.check_scope(repo)
         files = await self._index.search_files.remote(repo, query, limit)
         return FileSearchResult(query=query, files=files)
 
@@ -300,50 +318,87 @@ class CodeSearchService:
 
     async def index_status(self, repo: str | None = None) -> IndexStatus:
         """Every index (or those whose name matches `repo`, a name or a glob), how stale each is, and builds."""
-        return await index_status(self._index, repo)
+        return await self._status.read(self._index, repo)
 
 
-async def index_status(index: Any, repo: str | None = None) -> IndexStatus:
-    """Every index of the index actor `index` (or those whose name matches `repo`, a name or a glob),
-    its commit and how stale it is, and the builds: for `index_status` and `GET /admin/indexes`."""
-    status = await index.status.remote()
-    records: list[IndexRecord] = [
-        entry["record"]
-        for entry in status["indexes"]
-        if repo is None or fnmatch.fnmatchcase(entry["record"].name, repo)
-    ]
-    stale = await asyncio.gather(*(asyncio.to_thread(_staleness_of, record) for record in records))
-    indexes = [
-        IndexInfo(
-            repo=record.name,
-            space=record.identity.space_id,
-            encoder=record.identity.model_dump(),
-            points=record.chunks,
-            files=record.files,
-            built_at=record.built_at,
-            build=record.build,
-            repo_root=record.repo_root,
-            folder=record.followed_folder,
-            source=record.source,
-            staleness=staleness_now,
-            embedded=record.embedded,
-            reused=record.reused,
-            providers=record.providers,
-            skipped=record.skipped,
+class IndexStatusReader:
+    """`index_status` and `GET /admin/indexes`: every index of an index actor (or those whose
+    name matches `repo`, a name or a glob, checked against the `limits` caps before any matching), its
+    commit and how stale it is, and the builds. The answer comes from the recorded state; git is asked
+    about an index's build at most once per `limits.status_git_period_s` (concurrent reads share one
+    check; 0: every read asks), and each index says when it last was (`staleness_checked_at`)."""
+
+    def __init__(
+        self,
+        limits: LimitsSettings,
+        clock: Clock = time.time,
+        staleness_of: Callable[[IndexRecord], Staleness | None] = _staleness_of,
+    ) -> None:
+        self._limits = limits
+        self._clock = clock
+        self._staleness_of = staleness_of
+        period_s = limits.status_git_period_s
+        self._checks: QueryVectorCache[tuple[Staleness | None, float]] | None = (
+            QueryVectorCache(ttl_s=period_s, max_entries=STATUS_CHECKS_KEPT, clock=clock) if period_s > 0 else None
         )
-        for record, staleness_now in zip(records, stale, strict=True)
-    ]
-    builds = [
-        BuildInfo(
-            repo=state.index,
-            build=state.build,
-            state=state.state,
-            job_id=state.job_id,
-            started_at=state.started_at,
-            error=state.error,
-            **state.progress.model_dump(),
-        )
-        for state in status["builds"].values()
-        if repo is None or fnmatch.fnmatchcase(state.index, repo)
-    ]
-    return IndexStatus(indexes=indexes, builds=builds)
+
+    async def read(self, index: Any, repo: str | None = None) -> IndexStatus:
+        """The status of the index actor `index`, filtered by `repo`."""
+        wanted: Glob | None = None if repo is None else compile_glob(repo, self._limits)
+        status = await index.status.remote()
+        records: list[IndexRecord] = [
+            entry["record"] for entry in status["indexes"] if wanted is None or wanted.matches(entry["record"].name)
+        ]
+        checked = await asyncio.gather(*(self._freshness(record) for record in records))
+        indexes = [
+            _index_info(record, staleness_now, checked_at)
+            for record, (staleness_now, checked_at) in zip(records, checked, strict=True)
+        ]
+        builds = [
+            BuildInfo(
+                repo=state.index,
+                build=state.build,
+                state=state.state,
+                job_id=state.job_id,
+                started_at=state.started_at,
+                error=state.error,
+                **state.progress.model_dump(),
+            )
+            for state in status["builds"].values()
+            if wanted is None or wanted.matches(state.index)
+        ]
+        return IndexStatus(indexes=indexes, builds=builds)
+
+    async def _freshness(self, record: IndexRecord) -> tuple[Staleness | None, float | None]:
+        """(staleness, when git was asked): from the cache while the build's last check is recent."""
+        if record.source is None or record.built_at is None:
+            return None, None  # nothing recorded to compare with: git is not asked
+
+        async def check() -> tuple[Staleness | None, float]:
+            asked_at = self._clock()
+            return await asyncio.to_thread(self._staleness_of, record), asked_at
+
+        if self._checks is None:
+            return await check()
+        return await self._checks.get_or_compute((record.name, record.build), check)
+
+
+def _index_info(record: IndexRecord, staleness_now: Staleness | None, checked_at: float | None) -> IndexInfo:
+    return IndexInfo(
+        repo=record.name,
+        space=record.identity.space_id,
+        encoder=record.identity.model_dump(),
+        points=record.chunks,
+        files=record.files,
+        built_at=record.built_at,
+        build=record.build,
+        repo_root=record.repo_root,
+        folder=record.followed_folder,
+        source=record.source,
+        staleness=staleness_now,
+        staleness_checked_at=checked_at,
+        embedded=record.embedded,
+        reused=record.reused,
+        providers=record.providers,
+        skipped=record.skipped,
+    )

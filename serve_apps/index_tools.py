@@ -1,9 +1,11 @@
 """Index management behind the MCP tools and the admin routes: index, refresh, remove, follow a build.
 
-The sync actor (actors/sync.py) does the work; this class decides who may ask what. An MCP client may
-index only folders inside `index.allowed_roots` (`cluster.sync.confine`); the admin API (its own token)
-any indexable folder. A caller that wants to watch a build gets its progress until it is done;
-otherwise the ticket comes back at once.
+The sync actor (actors/sync.py) does the work and decides (cluster/sync/claims.py) what each origin may
+ask: an MCP client (`confined=True`) indexes only folders inside `index.allowed_roots`
+(`cluster.sync.confine`), under a name that is free or already its folder's, and refreshes or removes
+only indexes whose folder lies inside them; the admin API (`confined=False`, its own token) any
+indexable folder, under any name. A caller that wants to watch a build gets its progress until it is
+done; otherwise the ticket comes back at once.
 """
 
 from __future__ import annotations
@@ -16,13 +18,18 @@ from pathlib import Path
 
 from ray.actor import ActorHandle
 
-from cluster.config import IndexRegistration
+from cluster.config import IndexOrigin, IndexRegistration
 from cluster.settings import SamespaceSettings
 from cluster.sync import BuildPhase, BuildReport, confine, indexable_folder
 
 FOLLOW_POLL_S = 0.5
 FOLLOW_TIMEOUT_S = 3600.0
 Progress = Callable[[float, float | None, str], Awaitable[None]]
+
+
+def origin_of(confined: bool) -> IndexOrigin:
+    """Who asks: an MCP client is confined, the admin API is not."""
+    return IndexOrigin.MCP if confined else IndexOrigin.ADMIN
 
 
 def default_index_name(folder: Path, ref: str | None) -> str:
@@ -44,16 +51,18 @@ class IndexService:
         """Submit a build of the folder (confined: only inside the allowed roots), or join the running one."""
         folder = confine(path, self._roots, self._home) if confined else indexable_folder(path, self._home)
         report: BuildReport = await self._sync().request.remote(
-            str(folder), name or default_index_name(folder, ref), ref, full
+            str(folder), name or default_index_name(folder, ref), ref, full, origin_of(confined)
         )
         return report
 
-    async def refresh(self, name: str, full: bool) -> BuildReport:
-        report: BuildReport = await self._sync().refresh.remote(name, full)
+    async def refresh(self, name: str, full: bool, *, confined: bool) -> BuildReport:
+        """Reindex an index now (confined: only one whose folder lies inside the allowed roots)."""
+        report: BuildReport = await self._sync().refresh.remote(name, full, origin_of(confined))
         return report
 
-    async def remove(self, name: str) -> list[str]:
-        dropped: list[str] = await self._sync().remove.remote(name)
+    async def remove(self, name: str, *, confined: bool) -> list[str]:
+        """Drop an index and its registration (confined: only one whose folder lies inside the allowed roots)."""
+        dropped: list[str] = await self._sync().remove.remote(name, origin_of(confined))
         return dropped
 
     async def registrations(self) -> dict[str, IndexRegistration]:

@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import StreamingResponse
 from mcp.server.mcpserver import Context
 from pydantic import Field
@@ -30,7 +30,7 @@ from ray.serve import Application
 from cluster.ask.pipeline import AskRequest, AskResult
 from cluster.ask.progress import AskProgress, ProgressCallback
 from cluster.config import ConfigStore
-from cluster.errors import SamespaceError, original_error
+from cluster.errors import LimitExceeded, SamespaceError, original_error
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.source import SourceLines
 from cluster.search.models import Neighbors, RepoOverview
@@ -39,6 +39,7 @@ from cluster.sync import BuildReport
 from cluster.types import Strict
 from serve_apps.admin_app import AdminApi, build_admin_asgi
 from serve_apps.ask_service import AskService, ask_events
+from serve_apps.body_limits import parse_body, read_capped_body
 from serve_apps.code_search import (
     CodeSearchService,
     FileSearchResult,
@@ -248,9 +249,9 @@ def _add_index_tools(mcp: Any, indexes: IndexService) -> None:
         full: Annotated[bool, Field(description="Embed everything again (default: only what changed).")] = False,
     ) -> BuildReport:
         """Index a repository folder (inside the server's allowed roots) and keep it fresh: it is
-        re-indexed on its own when it changes. Returns the Ray job id and build id at once; with a progress
-        token, reports files, chunks, rate, ETA and phase until the build is done. A second request while
-        the index builds joins that build."""
+        re-indexed on its own when it changes. A name another folder (or ref) has taken is refused. Returns
+        the Ray job id and build id at once; with a progress token, reports files, chunks, rate, ETA and
+        phase until the build is done. A second request while the index builds joins that build."""
         report: BuildReport = await _tool_call(
             "index_repository", indexes.index_repository(path, name, ref, full, confined=True)
         )
@@ -262,16 +263,18 @@ def _add_index_tools(mcp: Any, indexes: IndexService) -> None:
         ctx: Context,
         full: Annotated[bool, Field(description="Embed everything again.")] = False,
     ) -> BuildReport:
-        """Re-index an index from the folder (and ref) it follows now; unchanged chunks keep their vectors."""
-        report: BuildReport = await _tool_call("refresh_index", indexes.refresh(name, full))
+        """Re-index an index from the folder (and ref) it follows now (a folder inside the server's allowed
+        roots); unchanged chunks keep their vectors."""
+        report: BuildReport = await _tool_call("refresh_index", indexes.refresh(name, full, confined=True))
         return await indexes.follow(report, ctx.report_progress) if _wants_progress(ctx) else report
 
     @mcp.tool()
     async def remove_index(
         name: Annotated[str, Field(min_length=1, max_length=63, description="An indexed repo (see index_status).")],
     ) -> RemovedIndex:
-        """Remove an index: its searchable rows, its registration (no more syncing), a build in progress."""
-        return RemovedIndex(index=name, builds=await _tool_call("remove_index", indexes.remove(name)))
+        """Remove an index whose folder lies inside the server's allowed roots: its searchable rows, its
+        registration (no more syncing), a build in progress."""
+        return RemovedIndex(index=name, builds=await _tool_call("remove_index", indexes.remove(name, confined=True)))
 
 
 # The tools whose service method is named otherwise (a tool's metrics label is its MCP name).
@@ -333,14 +336,20 @@ def build_asgi_app(
         return {"status": "ok"}
 
     @api.post(ASK_ROUTE, response_model=AskResult)
-    async def rlm_ask(request: AskRequest, http: Request) -> AskResult | StreamingResponse:
-        """The same ask as the MCP tool `ask_code`, over plain HTTP (422 names a bad field). With
-        `Accept: text/event-stream`: server-sent events, `progress` as the steps happen, then one
-        `result` (or `error`)."""
+    async def rlm_ask(http: Request) -> AskResult | StreamingResponse:
+        """The same ask as the MCP tool `ask_code`, over plain HTTP (an `AskRequest` body: 422 names a
+        bad field; read as a capped stream, 413 past `limits.max_ask_body_bytes`; 422 for a `repo` over
+        the glob caps). With `Accept: text/event-stream`: server-sent events, `progress` as the steps
+        happen, then one `result` (or `error`)."""
+        body = await read_capped_body(http, settings.limits.max_ask_body_bytes, "max_ask_body_bytes")
+        request = parse_body(AskRequest, body)
         if EVENT_STREAM in http.headers.get("accept", ""):
             headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
             return StreamingResponse(ask_events(asker, request), media_type=EVENT_STREAM, headers=headers)
-        return await asker.ask(request)
+        try:
+            return await asker.ask(request)
+        except LimitExceeded as exc:
+            raise HTTPException(422, str(original_error(exc))) from exc
 
     if fleet is not None:
         add_sidecar_routes(api, settings, fleet)
@@ -382,6 +391,7 @@ class McpIngress:
                 ttl_s=settings.rlm.query_cache_ttl_s, max_entries=settings.rlm.query_cache_entries, clock=time.monotonic
             ),
             settings.search,
+            limits=settings.limits,
         )
         self._asker = AskService(
             self._service, settings, LazyDispatcher(settings, Role.RLM), LazyDispatcher(settings, Role.CODE_ASSISTANT)

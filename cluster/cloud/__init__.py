@@ -7,6 +7,7 @@ from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot,
 from cluster.cloud.faults import read_json, upstream_faults
 from cluster.cloud.key_readiness import NO_KEY_REASON, local_only_roles, missing_key_message, wait_for_key
 from cluster.cloud.openrouter import OpenRouterClient
+from cluster.cloud.permits import Grants, PermitDesk
 from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_request_tag, set_request_tag
 from cluster.cloud.spend import (
     CallUsage,
@@ -31,10 +32,12 @@ __all__ = [
     "Charge",
     "ChatResult",
     "ContainerState",
+    "Grants",
     "KeyFacts",
     "ModelPrice",
     "OpenRouterClient",
     "Outcome",
+    "PermitDesk",
     "Priority",
     "RequestTag",
     "SpendLedger",

@@ -195,12 +195,15 @@ class OpenRouterClient:
         raise UpstreamError(self.provider_name, f"{where}: model {model!r} is not in the catalogue", 404)
 
     async def model_price(self, model: str) -> ModelPrice | None:
-        """`model`'s listed price per token in credits; None when the catalogue lists none for it."""
+        """`model`'s listed price per token in credits; None when the catalogue lists none for it, or a
+        negative one (OpenRouter lists -1 for a router whose price varies per call): unknown, never 0."""
         for entry in await self._catalogue():
             if model in (entry.id, entry.canonical_slug) and entry.pricing is not None:
-                if entry.pricing.prompt is None and entry.pricing.completion is None:
+                prompt, completion = entry.pricing.prompt, entry.pricing.completion
+                listed = [p for p in (prompt, completion) if p is not None]
+                if not listed or min(listed) < 0:
                     return None
-                return ModelPrice(prompt=entry.pricing.prompt or 0.0, completion=entry.pricing.completion or 0.0)
+                return ModelPrice(prompt=prompt or 0.0, completion=completion or 0.0)
         return None
 
     # -- plumbing ------------------------------------------------------------------------------

@@ -2,9 +2,11 @@
 
 Every OpenRouter response carries `usage.cost`, in credits; that is what a call costs. A response
 without it is charged from its tokens at the model's listed price and marked as an estimate; one
-whose model lists no price is counted as unpriced (0 credits, never hidden). The ledger is pure:
-the clock is injected, the day is the UTC date of `clock()`, and its state is a plain model the
-budget actor writes to disk, so spend survives a restart and starts again at 00:00 UTC.
+whose price is unknown (the lookup failed, or the catalogue does not list the model) is charged
+from its tokens at `UNPRICED_PRICE`, marked as an estimate and counted as unpriced: an unknown price
+never makes a call free, so a cap holds. The ledger is pure: the clock is injected, the day is the
+UTC date of `clock()`, and its state is a plain model the budget actor writes to disk, so spend
+survives a restart and starts again at 00:00 UTC.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from cluster.roles import Role
 from cluster.types import Strict
 
 __all__ = [
+    "ESTIMATE_BASIS",
+    "UNPRICED_PRICE",
     "CallUsage",
     "Charge",
     "ModelPrice",
@@ -51,8 +55,29 @@ class ModelPrice(Strict):
     completion: float = Field(default=0.0, ge=0)
 
 
+# What a call whose price is unknown is charged per token: 150 credits per 1M prompt tokens and 600
+# per 1M completion tokens, o1-pro's listed price, the top of OpenRouter's catalogue when this was
+# written (a frontier chat model lists 1-15 / 4-75, an embedding model 0.01-0.15).
+# Why the top of the whole catalogue and not the top price of the route's kind of model: when the
+# lookup failed there is no catalogue to read, and a model the catalogue does not list can be any
+# kind at any price. An unpriced call is then charged at least what any listed model would charge
+# for its tokens, so the cap holds whatever the route costs; an honest cheap model is overcharged
+# (an embedding route 10^3-10^4 times over), which errs towards the cap, and shows as `unpriced_calls` and
+# `unpriced_credits` with `ESTIMATE_BASIS` in GET /admin/budget.
+UNPRICED_PRICE = ModelPrice(prompt=150e-6, completion=600e-6)
+
+ESTIMATE_BASIS = (
+    "spent is usage.cost as each response reports it; a response without one is charged its tokens x "
+    "the model's listed price (estimated); a call whose price is unknown (the price lookup failed or the "
+    f"catalogue lists no price for the model) is charged its tokens x {UNPRICED_PRICE.prompt * 1e6:g} / "
+    f"{UNPRICED_PRICE.completion * 1e6:g} credits per 1M prompt / completion tokens, the highest listed "
+    "price (unpriced_calls, unpriced_credits; part of estimated)"
+)
+
+
 class Charge(Strict):
-    """What one call is charged: reported by upstream, estimated from tokens, or unpriced (0)."""
+    """What one call is charged: reported by upstream, or estimated from tokens at the listed price,
+    or (unpriced) at `UNPRICED_PRICE`."""
 
     credits: float = Field(ge=0)
     estimated: bool = False
@@ -60,13 +85,13 @@ class Charge(Strict):
 
 
 def charge_for(usage: CallUsage, price: ModelPrice | None) -> Charge:
-    """The response's own cost when it has one; else tokens × the listed price, marked as an estimate."""
+    """The response's own cost when it has one; else tokens × the listed price, marked as an estimate;
+    with no known price, tokens × `UNPRICED_PRICE`, marked as an estimate and as unpriced (never 0)."""
     if usage.cost is not None:
         return Charge(credits=usage.cost)
-    if price is None:
-        return Charge(credits=0.0, estimated=True, unpriced=True)
-    credits = usage.prompt_tokens * price.prompt + usage.completion_tokens * price.completion
-    return Charge(credits=credits, estimated=True)
+    listed = price if price is not None else UNPRICED_PRICE
+    credits = usage.prompt_tokens * listed.prompt + usage.completion_tokens * listed.completion
+    return Charge(credits=credits, estimated=True, unpriced=price is None)
 
 
 def utc_day(now: float) -> str:
@@ -86,7 +111,12 @@ class RoleSpend(Strict):
     spent: float = Field(default=0.0, ge=0, description="Credits charged today, estimates included.")
     estimated: float = Field(default=0.0, ge=0, description="The part of `spent` estimated from tokens × price.")
     calls: int = Field(default=0, ge=0)
-    unpriced_calls: int = Field(default=0, ge=0, description="Calls with no cost and no listed price (0 credits).")
+    unpriced_calls: int = Field(
+        default=0, ge=0, description="Calls with no cost and no known price, charged at UNPRICED_PRICE."
+    )
+    unpriced_credits: float = Field(
+        default=0.0, ge=0, description="The part of `estimated` charged at UNPRICED_PRICE (no known price)."
+    )
     refused: int = Field(default=0, ge=0, description="Calls refused today because the role was at its cap.")
 
 
@@ -108,6 +138,7 @@ class SpendView(Strict):
     day: str
     resets_at: str
     roles: dict[Role, RoleSpendView]
+    basis: str = Field(default=ESTIMATE_BASIS, description="How a call is charged, estimates included.")
 
 
 class SpendLedger:
@@ -138,10 +169,16 @@ class SpendLedger:
 
     def check(self, role: Role) -> None:
         """Raise SpendCapReached when `role` is at its cap (the refusal is counted)."""
+        refusal = self.refusal(role)
+        if refusal is not None:
+            raise refusal
+
+    def refusal(self, role: Role) -> SpendCapReached | None:
+        """The SpendCapReached a call of `role` gets now (the refusal is counted), or None under its cap."""
         if self.state(role) is not SpendState.CAPPED:
-            return
+            return None
         spend = self._add(role, refused=1)
-        raise SpendCapReached(role.value, self._caps[role], spend.spent, self._resets_at())
+        return SpendCapReached(role.value, self._caps[role], spend.spent, self._resets_at())
 
     def charge(self, role: Role, charge: Charge) -> SpendState:
         """Add one call's charge to today's spend; returns the role's state after it."""
@@ -151,6 +188,7 @@ class SpendLedger:
             calls=1,
             estimated=charge.credits if charge.estimated else 0.0,
             unpriced_calls=int(charge.unpriced),
+            unpriced_credits=charge.credits if charge.unpriced else 0.0,
         )
         return self.state(role)
 

@@ -4,11 +4,12 @@ registrations persist to."""
 from __future__ import annotations
 
 from cluster.config.atomic_file import fsync_dir, write_bytes_atomic
-from cluster.config.registrations import IndexRegistration
+from cluster.config.registrations import IndexOrigin, IndexRegistration
 from cluster.config.store import ConfigStore, PersistedConfig, PersistedRole, effective_settings, overlay
 
 __all__ = [
     "ConfigStore",
+    "IndexOrigin",
     "IndexRegistration",
     "PersistedConfig",
     "PersistedRole",

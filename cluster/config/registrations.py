@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import ConfigDict, Field
 
 from cluster.types import Strict
 
-__all__ = ["IndexRegistration"]
+__all__ = ["IndexOrigin", "IndexRegistration"]
+
+
+class IndexOrigin(StrEnum):
+    """Who registered an index: an MCP client (confined to `index.allowed_roots`, re-confined at every
+    build) or the admin API (its token is the authority)."""
+
+    MCP = "mcp"
+    ADMIN = "admin"
 
 
 class IndexRegistration(Strict):
-    """An index the sync actor keeps fresh: the folder (and ref) it follows, and the change signature
-    its last submitted build saw. Survives restarts in the config store; never any file content."""
+    """An index the sync actor keeps fresh: the folder (and ref) it follows, who registered it (the
+    name is bound to that folder and ref), and the change signature its last submitted build saw.
+    Survives restarts in the config store; never any file content."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
@@ -24,3 +35,7 @@ class IndexRegistration(Strict):
         default=None, description="The change signature the last submitted build saw (None: not built yet)."
     )
     submitted_at: float | None = Field(default=None, description="Unix time of the last submitted build.")
+    origin: IndexOrigin = Field(
+        default=IndexOrigin.ADMIN,
+        description="Who registered it; a record stored before origins were kept reads as admin.",
+    )

@@ -90,7 +90,9 @@ class SpotCheckStats(Strict):
     """The spot checks' running cost and findings, per dispatcher (one role)."""
 
     batches_checked: int = Field(default=0, description="Batches with texts re-embedded by the reference.")
-    texts_reembedded: int = Field(default=0, description="The reference's extra work: one text per batch by default.")
+    texts_reembedded: int = Field(
+        default=0, description="The reference's extra work: spot_check_texts texts per checked batch (4 by default)."
+    )
     reference_failures: int = Field(default=0, description="Re-embeds that failed: the batch re-queued, no verdict.")
     mismatches: int = Field(default=0, description="Batches below MIN_COSINE: provider evicted, batch discarded.")
 
@@ -255,7 +257,10 @@ class Gatekeeper:
 
     def _spot_positions(self, key: GateKey, size: int) -> list[int]:
         """Positions of a batch to check: always until one check has passed under the key's current
-        verdict, then with probability `spot_check_rate`; `spot_check_texts` at random positions."""
+        verdict, then with probability `spot_check_rate`; `spot_check_texts` distinct positions drawn
+        uniformly (every k-subset equally likely) from the injected rng, all of them when the batch is
+        smaller. A batch with m of its B rows falsified is then caught with probability
+        1 - C(B-m, k) / C(B, k), and always when m = B."""
         report = self.ledger.get(key)
         passed = self._spot_passed.get(key)
         first = passed is None or passed is not report  # a new verdict starts over

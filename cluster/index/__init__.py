@@ -14,6 +14,7 @@ from cluster.index.catalog import (
     point_payload,
 )
 from cluster.index.fusion import ALSO_IN
+from cluster.index.globs import Glob, check_glob, compile_glob
 from cluster.index.incremental import PlanMode, ReusableRows, full_reason, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords, query_keywords
 from cluster.index.progress import ProgressMeter
@@ -38,13 +39,16 @@ __all__ = [
     "IDENTIFIER",
     "BuildProgress",
     "BuildState",
+    "Glob",
     "IndexCatalog",
     "IndexRecord",
     "PlanMode",
     "PointKey",
     "ProgressMeter",
     "ReusableRows",
+    "check_glob",
     "chunk_keywords",
+    "compile_glob",
     "definitions_filter",
     "embed_hash",
     "export_folder",

@@ -16,7 +16,7 @@ from cluster.ingest.skips import SkipSummary
 from cluster.space import EncoderIdentity
 from cluster.types import Strict
 
-INDEX_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+INDEX_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # matched whole: fullmatch
 BUILD_SEPARATOR = "__b"
 
 
@@ -77,7 +77,7 @@ class BuildState(Strict):
 
 
 def validate_index_name(name: str) -> str:
-    if not INDEX_NAME_PATTERN.match(name) or BUILD_SEPARATOR in name:
+    if not INDEX_NAME_PATTERN.fullmatch(name) or BUILD_SEPARATOR in name:
         raise SamespaceError(
             f"invalid index name {name!r}: use letters, digits, '_', '.', '-' (max 63, not containing "
             f"{BUILD_SEPARATOR!r})"

@@ -1,39 +1,54 @@
 """Which indexes a tool reads: one by name, several by a glob ('api*'), a named group ('@backend',
-configured in `index.groups`), or every index (None)."""
+configured in `index.groups`), or every index (None). Every pattern is checked against the `limits`
+caps before any matching, and matched by `cluster.index.globs` (linear, no regex), so a hostile
+`repo` argument costs at most names x `limits.max_glob_chars` steps."""
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 
-from cluster.errors import IndexNotFound, SamespaceError
+from cluster.errors import IndexNotFound, LimitExceeded, SamespaceError
+from cluster.index.globs import check_glob, compile_glob, is_glob
+from cluster.settings import LimitsSettings, limit_name
 
 __all__ = ["GROUP_PREFIX", "resolve_scope"]
 
 GROUP_PREFIX = "@"
-GLOB_CHARS = frozenset("*?[")
 
 
 def resolve_scope(
-    repo: str | None, list_names: Callable[[], Sequence[str]], groups: Mapping[str, Sequence[str]]
+    repo: str | None,
+    list_names: Callable[[], Sequence[str]],
+    groups: Mapping[str, Sequence[str]],
+    limits: LimitsSettings,
 ) -> list[str]:
     """The index names `repo` stands for, in `list_names()` order (listed only for a glob, a group or
     None: a search by name lists nothing). An exact name is returned as it is (an unknown one fails
-    where it is read, naming the indexes); a glob or group that matches nothing fails here."""
+    where it is read, naming the indexes); a glob or group that matches nothing fails here. A scope
+    over the caps fails with LimitExceeded, naming the setting, before anything is listed."""
     if repo is None:
         return list(list_names())
+    check_glob(repo, limits)
     if repo.startswith(GROUP_PREFIX):
         group = repo[len(GROUP_PREFIX) :]
         if group not in groups:
             known = ", ".join(f"{GROUP_PREFIX}{g}" for g in sorted(groups)) or "none configured (index.groups)"
             raise SamespaceError(f"unknown group {repo!r}; groups: {known}")
         patterns = list(groups[group])
-    elif GLOB_CHARS & set(repo):
+        if len(patterns) > limits.max_scope_patterns:
+            raise LimitExceeded(
+                f"names and globs in group {repo!r}",
+                len(patterns),
+                limits.max_scope_patterns,
+                limit_name("max_scope_patterns"),
+            )
+    elif is_glob(repo):
         patterns = [repo]
     else:
         return [repo]
+    globs = [compile_glob(pattern, limits) for pattern in patterns]
     names = list_names()
-    matched = [name for name in names if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)]
+    matched = [name for name in names if any(glob.matches(name) for glob in globs)]
     if not matched:
         raise IndexNotFound(repo, list(names))
     return matched

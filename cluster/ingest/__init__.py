@@ -1,11 +1,13 @@
 """From a repository on disk to chunks: the walk (ignore files, deny-list, symlinks), the secret scan,
-languages, syntax-aware chunking, generated-file detection, source reads and skip reasons; what git
-says about a folder (commit, branch, dirtiness, staleness) and a ref's tree exported from its objects."""
+languages, syntax-aware chunking, generated-file detection, source reads and skip reasons; which
+repository a folder belongs to (refused when its .git points elsewhere); what git says about a folder
+(commit, branch, dirtiness, staleness) and a ref's tree exported from its objects."""
 
 from __future__ import annotations
 
 from cluster.ingest.chunking import chunk_file
 from cluster.ingest.generated import generated_reason
+from cluster.ingest.git_dir import GIT_DIR_RULE, Repository, find_repository
 from cluster.ingest.git_state import (
     SourceState,
     Staleness,
@@ -23,7 +25,9 @@ from cluster.ingest.source import SourceLines, read_source_lines
 from cluster.ingest.walker import walk_repository, walk_settings
 
 __all__ = [
+    "GIT_DIR_RULE",
     "KNOWN_LANGUAGES",
+    "Repository",
     "SkipLog",
     "SkipReason",
     "SkipSummary",
@@ -33,6 +37,7 @@ __all__ = [
     "change_signature",
     "chunk_file",
     "export_tree",
+    "find_repository",
     "find_secrets",
     "generated_reason",
     "read_source_lines",

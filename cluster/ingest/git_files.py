@@ -1,6 +1,6 @@
-"""git's own files a walk honours: ``.git/info/exclude`` and ``core.excludesFile``, and the small
-bounded file reads they (and the ignore files) need. A tolerant git-config reader: no `git`
-subprocess, a garbled or missing file is simply absent.
+"""git's own files a walk honours: ``.git/info/exclude`` and ``core.excludesFile`` of a checked
+repository (cluster.ingest.git_dir), and the small bounded file reads they (and the ignore files)
+need. A tolerant git-config reader: no `git` subprocess, a garbled or missing file is simply absent.
 """
 
 from __future__ import annotations
@@ -9,32 +9,37 @@ import os
 import stat
 from pathlib import Path
 
-from cluster.ingest.secret_files import GIT_DIR_NAME
+from cluster.ingest.git_dir import Repository
+from cluster.ingest.nofollow import open_file, open_file_below, read_up_to
 
 MAX_IGNORE_FILE_BYTES = 1_000_000  # an ignore file or git config is read up to this size
-
-
-def read_up_to(fd: int, size: int) -> bytes:
-    chunks: list[bytes] = []
-    left = size
-    while left > 0:
-        chunk = os.read(fd, left)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+_FOLLOW_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 def read_small_text(path: Path, *, follow_symlinks: bool) -> str | None:
-    """A small config or ignore file as text, or None when it is missing, unreadable or not a file."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    if not follow_symlinks:
-        flags |= os.O_NOFOLLOW
+    """A small config or ignore file as text, or None when it is missing, unreadable or not a file.
+    Not following symlinks means none on any component of the path (cluster.ingest.nofollow)."""
     try:
-        fd = os.open(path, flags)
+        fd = (
+            os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            if follow_symlinks
+            else open_file(path)
+        )
     except OSError:
         return None
+    return _small_text(fd)
+
+
+def read_small_text_below(dir_fd: int, relative: str) -> str | None:
+    """`read_small_text` of the file `relative` below the folder handle `dir_fd`, no symlink followed."""
+    try:
+        fd = open_file_below(dir_fd, relative)
+    except OSError:
+        return None
+    return _small_text(fd)
+
+
+def _small_text(fd: int) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
@@ -46,29 +51,11 @@ def read_small_text(path: Path, *, follow_symlinks: bool) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
-def git_common_dir(real_root: Path) -> Path | None:
-    """The repository's git folder holding info/ and config: .git itself, or where a .git file
-    (a worktree or submodule) points, following its commondir."""
-    dot_git = real_root / GIT_DIR_NAME
-    if dot_git.is_dir():
-        git_dir = dot_git
-    else:
-        text = read_small_text(dot_git, follow_symlinks=False)
-        if text is None or not text.startswith("gitdir:"):
-            return None
-        git_dir = (real_root / text[len("gitdir:") :].strip()).resolve()
-    common = read_small_text(git_dir / "commondir", follow_symlinks=False)
-    if common is not None and common.strip():
-        return (git_dir / common.strip()).resolve()
-    return git_dir
+def info_exclude(repository: Repository | None) -> Path | None:
+    return None if repository is None else repository.git_dir / "info" / "exclude"
 
 
-def info_exclude(real_root: Path) -> Path | None:
-    common = git_common_dir(real_root)
-    return None if common is None else common / "info" / "exclude"
-
-
-def excludes_file(real_root: Path, home: Path | None, xdg_config_home: Path | None) -> Path | None:
+def excludes_file(repository: Repository | None, home: Path | None, xdg_config_home: Path | None) -> Path | None:
     """core.excludesFile from the repository config, else ~/.gitconfig, else $XDG_CONFIG_HOME/git/config;
     git's default ($XDG_CONFIG_HOME/git/ignore, or ~/.config/git/ignore) when none sets it.
 
@@ -76,9 +63,8 @@ def excludes_file(real_root: Path, home: Path | None, xdg_config_home: Path | No
     """
     xdg = xdg_config_home or (home / ".config" if home else None)
     configs: list[Path] = []
-    common = git_common_dir(real_root)
-    if common is not None:
-        configs.append(common / "config")
+    if repository is not None:
+        configs.append(repository.git_dir / "config")
     if home is not None:
         configs.append(home / ".gitconfig")
     if xdg is not None:
@@ -87,11 +73,11 @@ def excludes_file(real_root: Path, home: Path | None, xdg_config_home: Path | No
         text = read_small_text(config, follow_symlinks=True)
         value = None if text is None else git_config_value(text, "core", "excludesfile")
         if value is not None:
-            return _expand_git_path(value, real_root, home)
+            return _expand_git_path(value, repository, home)
     return None if xdg is None else xdg / "git" / "ignore"
 
 
-def _expand_git_path(value: str, real_root: Path, home: Path | None) -> Path | None:
+def _expand_git_path(value: str, repository: Repository | None, home: Path | None) -> Path | None:
     if not value:
         return None  # an empty value turns the file off
     if value == "~" or value.startswith("~/"):
@@ -99,7 +85,9 @@ def _expand_git_path(value: str, real_root: Path, home: Path | None) -> Path | N
     if value.startswith("~"):
         return None  # ~user/ is not resolved
     path = Path(value)
-    return path if path.is_absolute() else real_root / path
+    if path.is_absolute():
+        return path
+    return None if repository is None else repository.work_tree / path  # git runs at the work tree's top
 
 
 def git_config_value(text: str, section: str, key: str) -> str | None:

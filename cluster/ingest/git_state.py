@@ -11,9 +11,16 @@ ignores submodules. A ref's tree is read object by object (`ls-tree` + `cat-file
 as stored, no smudge filter, no attribute, no checkout, no worktree; symlinks and submodules are not
 exported, nor a path that would leave the folder.
 
-A folder inside a git work tree is a git source (a subfolder of a monorepo too: every path here is
-relative to the folder, and every command is limited to it); anything else is a plain folder, whose
-changes are seen through file modification times.
+A repository is also a place: git follows pointers its content can plant (a `.git` file or
+symlink, `commondir`, object alternates, symlinks in the git folder) to a repository elsewhere.
+So git never discovers a repository itself: cluster.ingest.git_dir finds the folder's repository
+and refuses one whose `.git` is not a real folder of its own, every command names that `.git` and
+its work tree (`--git-dir`, `--work-tree`), a `.git` replaced since fails the command, and an
+export whose git folder changed under it is deleted and refused.
+
+A folder inside a checked work tree is a git source (a subfolder of a monorepo too: every path here
+is relative to the folder, and every command is limited to it); anything else is a plain folder,
+whose changes are seen through file modification times.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -29,8 +37,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from cluster.errors import RefNotFound
-from cluster.ingest.walker import ALWAYS_SKIPPED_DIRS
+from cluster.errors import PathRefused, RefNotFound
+from cluster.ingest.git_dir import GIT_DIR_RULE, check_git_dir, find_repository
+from cluster.ingest.ignore_rules import ALWAYS_SKIPPED_DIRS
 from cluster.types import Strict
 
 GIT_TIMEOUT_S = 60.0
@@ -90,8 +99,12 @@ def source_state(folder: Path, ref: str | None = None) -> SourceState:
 
 
 def remote_urls(folder: Path) -> list[str]:
-    """The URLs of the folder's git remotes (none for a plain folder)."""
-    git = _Git(folder)
+    """The URLs of the folder's git remotes (none for a plain folder, nor for a repository whose `.git`
+    points elsewhere: its remotes would be another repository's)."""
+    try:
+        git = _Git(folder)
+    except PathRefused:
+        return []
     if not git.in_work_tree:
         return []
     listed = git.run("config", "-z", "--get-regexp", r"^remote\..*\.url$", check=False)
@@ -111,7 +124,8 @@ def change_signature(folder: Path) -> str:
     git = _Git(folder)
     if git.in_work_tree:
         digest.update(b"git\0" + git.text("rev-parse", "--verify", "-q", "HEAD").encode())
-        top = Path(git.text("rev-parse", "--show-toplevel"))
+        assert git.repository is not None  # in a work tree
+        top = git.repository.work_tree
         for entry in git.status_entries():
             digest.update(entry.encode(errors="surrogateescape") + b"\0" + _stat_line(top / entry[3:]))
     else:
@@ -170,6 +184,16 @@ def export_tree(folder: Path, commit: str, dest: Path, max_file_bytes: int) -> E
             with open(target, "xb") as out:
                 out.write(data)
             written += 1
+    try:  # nothing in the git folder became a pointer elsewhere while it was read
+        assert git.repository is not None  # git.run refused the folder otherwise
+        check_git_dir(git.repository.git_dir, folder)
+    except PathRefused:
+        for exported in dest.iterdir():
+            if exported.is_dir():
+                shutil.rmtree(exported)
+            else:
+                exported.unlink()
+        raise
     return ExportSummary(files=written, skipped=skipped)
 
 
@@ -177,11 +201,23 @@ def export_tree(folder: Path, commit: str, dest: Path, max_file_bytes: int) -> E
 
 
 class _Git:
-    """git in one folder, with everything the repository could make it run turned off."""
+    """git in one folder of a checked repository (cluster.ingest.git_dir), with everything the
+    repository could make it run turned off. Every command names the repository's own `.git` folder
+    and work tree (`--git-dir`, `--work-tree`), so git never discovers, or follows a pointer to, a
+    repository elsewhere; a `.git` replaced since it was checked fails the command. A folder in no
+    repository runs no git at all. PathRefused (from find_repository) for a repository whose `.git`
+    is not a real folder of its own."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._config = [arg for setting in GIT_SAFE_CONFIG for arg in ("-c", setting)]
+        self._cwd = folder.resolve()
+        self.repository = find_repository(self._cwd)
+        self.in_work_tree = False
+        if self.repository is None:
+            return
+        self._git_dir_identity = _identity(self.repository.git_dir)
+        self._config = [f"--git-dir={self.repository.git_dir}", f"--work-tree={self.repository.work_tree}"]
+        self._config += [arg for setting in GIT_SAFE_CONFIG for arg in ("-c", setting)]
         self._config += [arg for setting in self._filter_overrides() for arg in ("-c", setting)]
         done = self.run("rev-parse", "--is-inside-work-tree", check=False)
         self.in_work_tree = done.returncode == 0 and _text(done) == "true"
@@ -199,18 +235,29 @@ class _Git:
     def run(
         self, *args: str, check: bool = True, stdin: bytes | None = None, timeout: float = GIT_TIMEOUT_S
     ) -> subprocess.CompletedProcess[bytes]:
+        if self.repository is None:
+            raise RefNotFound(str(self.folder), " ".join(args[:2]), "the folder is not inside a git work tree")
+        self._same_git_dir()
         done = subprocess.run(
-            ["git", *self._config, "-C", str(self.folder), *args],
+            ["git", *self._config, "-C", str(self._cwd), *args],
             input=stdin,
             capture_output=True,
             env=_git_env(),
             timeout=timeout,
             check=False,
         )
+        self._same_git_dir()
         if check and done.returncode != 0:
             detail = done.stderr.decode(errors="replace").strip()[:300]
             raise RefNotFound(str(self.folder), " ".join(args[:2]), detail)
         return done
+
+    def _same_git_dir(self) -> None:
+        """PathRefused when the checked `.git` folder was replaced (by a symlink, say) since."""
+        if self.repository is not None and _identity(self.repository.git_dir) != self._git_dir_identity:
+            raise PathRefused(
+                str(self.folder), f"{self.repository.git_dir} was replaced while git read it", GIT_DIR_RULE
+            )
 
     def text(self, *args: str) -> str:
         return _text(self.run(*args, check=False))
@@ -267,6 +314,15 @@ def _git_env() -> dict[str, str]:
         LC_ALL="C",
     )
     return env
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """(device, inode, mode) of a path itself (a symlink is not followed); None when it is gone."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino, info.st_mode
 
 
 def _text(done: subprocess.CompletedProcess[bytes]) -> str:

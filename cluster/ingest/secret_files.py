@@ -16,9 +16,16 @@ GIT_DIR_NAME = ".git"
 
 # The secret deny-list: files and folders that hold credentials far more often than not. Gitignore
 # syntax, matched against repository-relative paths (a pattern without "/" matches at any depth;
-# "**/" anchors a two-part path anywhere). Extend it with settings.ingest.extra_deny; lift one entry
-# for one path with settings.ingest.reinclude (for example ".env.example").
+# "**/" anchors a two-part path anywhere) and regardless of case (.ENV, ID_RSA, Credentials). Extend
+# it with settings.ingest.extra_deny; lift one entry for one path with settings.ingest.reinclude (for
+# example ".env.example"). A name that is also a common source folder ("credentials", "kubeconfig")
+# is followed by "!name/": the file is denied, a folder of that name is walked (what is in it still
+# meets every other pattern, which come after).
 SECRET_DENY: tuple[str, ...] = (
+    "credentials",
+    "!credentials/",
+    "kubeconfig",
+    "!kubeconfig/",
     # environment files: .env, .env.local, .env.production, prod.env, direnv's .envrc
     ".env",
     ".env.*",
@@ -37,20 +44,36 @@ SECRET_DENY: tuple[str, ...] = (
     "*.p8",
     "*.p12",
     "*.pfx",
+    "*.pkcs12",
     "*.jks",
+    "*.jceks",
+    "*.bks",
     "*.keystore",
+    "*.keychain",
+    "*.keychain-db",
     "*.ppk",
     "*.keytab",
     "*.kdbx",
-    # credential folders of common tools
+    # credential folders and files of common tools
     ".ssh/",
     ".aws/",
     ".gnupg/",
     ".azure/",
     "**/.config/gcloud/",
+    "**/.config/gh/hosts.yml",
+    "application_default_credentials.json",
     "**/.docker/config.json",
     ".dockercfg",
     "**/.kube/config",
+    "*.kubeconfig",
+    "kubeconfig.yaml",
+    "kubeconfig.yml",
+    "**/.m2/settings.xml",
+    "settings-security.xml",
+    "**/.gradle/gradle.properties",
+    "**/.cargo/credentials.toml",
+    ".terraformrc",
+    "credentials.tfrc.json",
     # token and password files
     ".npmrc",
     ".pypirc",
@@ -59,11 +82,31 @@ SECRET_DENY: tuple[str, ...] = (
     ".git-credentials",
     ".htpasswd",
     ".pgpass",
+    "pgpass.conf",
     ".my.cnf",
+    ".mylogin.cnf",
     ".s3cfg",
+    ".boto",
     ".vault-token",
-    "credentials.tfrc.json",
-    # Terraform state holds every secret of the resources it manages
+    "wp-config.php",
+    # secrets and credentials under their common names, service-account and OAuth client keys
+    "secrets.json",
+    "secrets.yaml",
+    "secrets.yml",
+    "secrets.toml",
+    "credentials.json",
+    "credentials.yaml",
+    "credentials.yml",
+    "credentials.xml",
+    "*service-account*.json",
+    "*service_account*.json",
+    "*firebase-adminsdk*.json",
+    "client_secret*.json",
+    # shell and database client histories hold the passwords typed at them
+    ".*_history",
+    # Terraform variables and state hold every secret of the resources they manage
+    "*.tfvars",
+    "*.tfvars.json",
     "*.tfstate",
     "*.tfstate.*",
 )
@@ -77,8 +120,11 @@ class DenyList:
     """
 
     def __init__(self, deny: Sequence[str] = SECRET_DENY, reinclude: Sequence[str] = ()) -> None:
-        self._deny = GitIgnoreSpec.from_lines(deny)
-        self._could_deny = _any_positive(self._deny)
+        # Case-insensitive: the lower-cased patterns against the lower-cased path (pathspec has no
+        # such option), or the patterns as written against the path as written (an operator's
+        # "[A-Z]*.secret" keeps its meaning). Either denies; re-includes match as written.
+        self._deny = (GitIgnoreSpec.from_lines(deny), GitIgnoreSpec.from_lines([p.lower() for p in deny]))
+        self._could_deny = tuple(_any_positive(spec) for spec in self._deny)
         self._reinclude = GitIgnoreSpec.from_lines(reinclude)
         self._has_reinclude = bool(reinclude)
 
@@ -88,10 +134,14 @@ class DenyList:
         return DenyList()
 
     def denies(self, rel_path: str) -> bool:
-        """This one path ("a/b" for a file, "a/b/" for a folder) is denied and not re-included."""
-        if self._could_deny is not None and not self._could_deny.match(rel_path):
-            return False  # the common case, decided by one regex instead of one per pattern
-        return bool(self._deny.match_file(rel_path)) and not self.reincluded(rel_path)
+        """This one path ("a/b" for a file, "a/b/" for a folder) is denied, in any case, and not re-included."""
+        paths = (rel_path, rel_path.lower())
+        for spec, could_deny, path in zip(self._deny, self._could_deny, paths, strict=True):
+            if could_deny is not None and not could_deny.match(path):
+                continue  # the common case, decided by one regex instead of one per pattern
+            if spec.match_file(path):
+                return not self.reincluded(rel_path)
+        return False
 
     def reincluded(self, rel_path: str) -> bool:
         return self._has_reinclude and bool(self._reinclude.match_file(rel_path))

@@ -1,14 +1,17 @@
 """Find high-confidence credentials in text, so that no chunk holding one is embedded, stored or sent,
 and no read serves one.
 
-A small rule set of our own (SecretRule). The maintained detector we tried, detect-secrets 1.5.0,
-installs offline but has no rule for Anthropic, OpenRouter, Google API or fine-grained GitHub keys,
-keeps its configuration in process-global state, and its entropy rules flag thousands of lines of
-ordinary code (hashes, base64 test data) in this repository alone.
+Our own rule table (`secret_rules`, `secret_config_rules`: one entry per credential form, each citing
+the gitleaks or GitHub secret scanning rule it follows). The maintained detector we tried,
+detect-secrets 1.5.0, installs offline but has no rule for Anthropic, OpenRouter, Google API or
+fine-grained GitHub keys, keeps its configuration in process-global state, and its entropy rules
+flag thousands of lines of ordinary code (hashes, base64 test data) in this repository alone.
 
-Every rule is linear-time: each regex is anchored on a literal or a short class, every repetition is
-bounded and none is nested, so one 1 MB line costs one pass per rule. Private-key blocks are found
-by a single forward pass over their BEGIN/END lines (no regex spans a whole block).
+Every rule is linear-time (`secret_rules` says how: a literal start, bounded repetitions, none
+nested), so one 1 MB line costs one pass per rule. Private-key blocks are found
+by a single forward pass over their BEGIN/END lines (no regex spans a whole block). A key built by
+concatenating string literals (``"sk_live_" + "..."``, ``'AKIA' '...'``, PHP's ``.``) is found by one
+more pass of the token rules over the stretches around such glue, with the glue removed (`_Joined`).
 
 Nothing here ever returns, logs or raises the matched text: a SecretFinding names its rule and lines
 only, and ``redact`` replaces each match by ``[redacted:<rule>]``, keeping the line count.
@@ -18,28 +21,20 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import Enum
 
+from cluster.ingest.secret_config_rules import CONFIG_RULES
+from cluster.ingest.secret_rules import TOKEN_RULES, ContentRule, Haystack, SecretRule
 
-class SecretRule(str, Enum):
-    PRIVATE_KEY = "private-key"  # PEM/OpenSSH/PGP private-key blocks (RSA, EC, DSA, ENCRYPTED, ...)
-    AWS_ACCESS_KEY_ID = "aws-access-key-id"  # AKIA.../ASIA... (20 characters; up to 28 accepted)
-    AWS_SECRET_KEY = "aws-secret-access-key"  # 40 characters, assigned to an aws..secret / secret_access_key name
-    GITHUB_TOKEN = "github-token"  # ghp_ gho_ ghu_ ghs_ ghr_ github_pat_
-    GITLAB_TOKEN = "gitlab-token"  # glpat- and the other gl*- token kinds
-    OPENROUTER_KEY = "openrouter-key"  # sk-or-v1-...
-    ANTHROPIC_KEY = "anthropic-key"  # sk-ant-...
-    OPENAI_KEY = "openai-key"  # sk-proj-/sk-svcacct-/sk-admin-..., legacy sk-<32+ alphanumerics>
-    SLACK_TOKEN = "slack-token"  # xoxb-/xoxp-/xoxa-/xoxo-/xoxr-/xoxs-, xapp-
-    SLACK_WEBHOOK = "slack-webhook"  # hooks.slack.com/services/T../B../..
-    STRIPE_KEY = "stripe-live-key"  # sk_live_ / rk_live_ (publishable pk_ keys are not secret)
-    GOOGLE_API_KEY = "google-api-key"  # AIza + 35
-    NPM_TOKEN = "npm-token"  # npm_ + 36
-    PYPI_TOKEN = "pypi-token"  # pypi- + a macaroon for pypi.org
-    HUGGINGFACE_TOKEN = "huggingface-token"  # hf_ + 34..40 mixed-case alphanumerics
-    URL_CREDENTIALS = "url-credentials"  # scheme://user:password@host, https://<token>@host
+__all__ = ["CONTENT_RULES", "SecretFinding", "SecretRule", "find_secrets", "has_secret", "redact"]
+
+CONTENT_RULES: tuple[ContentRule, ...] = TOKEN_RULES + CONFIG_RULES
+"""Every single-match rule; private-key blocks are found by `_private_key_spans`."""
+
+_NEWLINE = re.compile("\n")
+_PRECEDENCE = {rule: i for i, rule in enumerate(SecretRule)}  # one span, two rules: the more specific names it
+JOIN_REACH = 512  # characters either side of glue between literals that the joined pass reads
 
 
 @dataclass(frozen=True)
@@ -71,7 +66,7 @@ def has_secret(text: str) -> bool:
 def redact(text: str) -> str:
     """``text`` with each credential replaced by ``[redacted:<rule>]``; line breaks inside a match are
     kept, so line n of the result is line n of the input."""
-    spans = sorted(set(_spans(text)), key=lambda s: (s[0], -s[1]))
+    spans = sorted(set(_spans(text)), key=lambda s: (s[0], -s[1], _PRECEDENCE[s[2]]))
     if not spans:
         return text
     out: list[str] = []
@@ -88,126 +83,80 @@ def redact(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# single-match rules
+# the rule table, on the text and on its string literals joined
 
-_NEWLINE = re.compile("\n")
-_NOT_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
-_NOT_TOKEN_BEFORE = r"(?<![A-Za-z0-9_-])"
-
-
-@dataclass(frozen=True)
-class _Rule:
-    rule: SecretRule
-    needles: tuple[str, ...]  # the regex runs only on text holding one of these (lower-cased text if folded)
-    pattern: re.Pattern[str]
-    accept: Callable[[re.Match[str]], bool] = lambda _: True  # a post-filter against look-alikes
-    folded: bool = False  # needles are looked up in the lower-cased text
-    secret_group: str | None = None  # redact only this group (the value, not the name it is assigned to)
-
-
-def _mixed_case(match: re.Match[str]) -> bool:
-    value = match.group(0)[3:]  # after the lower-case prefix
-    return any(c.isupper() for c in value) and any(c.islower() for c in value)
-
-
-# Passwords that are placeholders, templates or masks, not credentials.
-_PLACEHOLDER_PASSWORDS = frozenset(
-    {"password", "passwd", "pass", "pwd", "secret", "token", "changeme", "example", "redacted", "your-password"}
+# The glue between two string literals whose facing ends are token characters: a closing quote, an
+# operator (+ . .. & ||) or only blanks, at most one line break (with a backslash continuation), and
+# the next literal's opening quote. The look-behind is written after the quote (see starts_with).
+_TOKEN_END = r"[A-Za-z0-9_.+/=-]"
+_LITERAL_GLUE = re.compile(
+    rf"[\"'](?<={_TOKEN_END}[\"'])(?=[ \t\r\n\\+.&|])[ \t]{{0,8}}(?:\+|\.\.?|&|\|\|)?[ \t]{{0,8}}"
+    rf"(?:\\?\r?\n[ \t]{{0,40}})?(?:\+|\.\.?|&|\|\|)?[ \t]{{0,8}}[\"'](?={_TOKEN_END})"
 )
-_TEMPLATE_STARTS = ("$", "{", "<", "%", "*", "(")
 
 
-def _real_password(match: re.Match[str]) -> bool:
-    password = match.group("password")
-    if password.startswith(_TEMPLATE_STARTS) or password.lower() in _PLACEHOLDER_PASSWORDS:
-        return False
-    if len(set(password)) == 1:
-        return False  # xxxx, ****
-    return not (password.isdigit() and len(password) <= 5)  # host:port@, not a password
+def _rule_spans(text: str, rules: tuple[ContentRule, ...] = CONTENT_RULES) -> Iterator[tuple[int, int, SecretRule]]:
+    haystack = Haystack(text)
+    for rule in rules:
+        if rule.applies(haystack):
+            for start, end in rule.spans(text):
+                yield start, end, rule.rule
 
 
-def _token_like(match: re.Match[str]) -> bool:
-    token = match.group("token")
-    return any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
+class _Joined:
+    """``text`` with the glue between adjacent string literals removed, and the way back: a match in
+    the joined text maps to the span of the original that holds it, glue included."""
+
+    def __init__(self, text: str, glue: list[tuple[int, int]]) -> None:
+        pieces: list[str] = []
+        self.at: list[int] = []  # where each removed glue was, in joined positions
+        self.shift: list[int] = []  # characters removed up to and including each glue
+        pos = removed = 0
+        for start, end in glue:
+            pieces.append(text[pos:start])
+            self.at.append(start - removed)
+            removed += end - start
+            self.shift.append(removed)
+            pos = end
+        pieces.append(text[pos:])
+        self.text = "".join(pieces)
+
+    def _removed_before(self, joined_pos: int) -> int:
+        i = bisect_right(self.at, joined_pos)
+        return self.shift[i - 1] if i else 0
+
+    def original(self, start: int, end: int) -> tuple[int, int] | None:
+        """The original span of joined ``[start, end)``; None when it crosses no glue (found already)."""
+        first, last = self._removed_before(start), self._removed_before(end - 1)
+        return None if first == last else (start + first, end + last)
 
 
-_RULES: tuple[_Rule, ...] = (
-    _Rule(
-        SecretRule.AWS_ACCESS_KEY_ID,
-        ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
-        re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16,24}(?![A-Za-z0-9])"),
-    ),
-    _Rule(
-        SecretRule.AWS_SECRET_KEY,
-        ("secret",),
-        re.compile(
-            r"(?i:aws[A-Za-z0-9_.-]{0,20}secret|secret[_.-]?access[_.-]?key)[A-Za-z0-9_.-]{0,20}[\"']?"
-            r"[ \t]{0,4}(?:=>|:=|=|:)[ \t]{0,4}[\"']?(?P<secret>[A-Za-z0-9/+]{40,100})(?![A-Za-z0-9/+=])"
-        ),
-        folded=True,
-        secret_group="secret",
-    ),
-    _Rule(
-        SecretRule.GITHUB_TOKEN,
-        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-        re.compile(
-            _NOT_WORD_BEFORE + r"(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,251})(?![A-Za-z0-9_])"
-        ),
-    ),
-    _Rule(
-        SecretRule.GITLAB_TOKEN,
-        ("glpat-", "glptt-", "gldt-", "glrt-", "glft-", "glcbt-", "glsoat-"),
-        re.compile(_NOT_WORD_BEFORE + r"gl(?:pat|ptt|dt|rt|ft|cbt|soat)-[A-Za-z0-9_.-]{20,250}"),
-    ),
-    _Rule(SecretRule.OPENROUTER_KEY, ("sk-or-v1-",), re.compile(_NOT_TOKEN_BEFORE + r"sk-or-v1-[A-Za-z0-9]{16,250}")),
-    _Rule(SecretRule.ANTHROPIC_KEY, ("sk-ant-",), re.compile(_NOT_TOKEN_BEFORE + r"sk-ant-[A-Za-z0-9_-]{20,250}")),
-    _Rule(
-        SecretRule.OPENAI_KEY,
-        ("sk-",),
-        re.compile(_NOT_TOKEN_BEFORE + r"sk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,250}|[A-Za-z0-9]{32,250})"),
-    ),
-    _Rule(
-        SecretRule.SLACK_TOKEN,
-        ("xox", "xapp-"),
-        re.compile(
-            r"(?<![A-Za-z0-9])(?:xox[abposr]-[A-Za-z0-9]{1,40}-[A-Za-z0-9-]{8,250}|xapp-[0-9]{1,3}-[A-Za-z0-9-]{20,250})"
-        ),
-    ),
-    _Rule(
-        SecretRule.SLACK_WEBHOOK,
-        ("hooks.slack.com/",),
-        re.compile(r"hooks\.slack\.com/services/T[A-Za-z0-9_]{6,20}/B[A-Za-z0-9_]{6,20}/[A-Za-z0-9_]{16,64}"),
-    ),
-    _Rule(SecretRule.STRIPE_KEY, ("k_live_",), re.compile(r"(?<![A-Za-z0-9])[rs]k_live_[A-Za-z0-9]{20,250}")),
-    _Rule(
-        SecretRule.GOOGLE_API_KEY, ("AIza",), re.compile(_NOT_TOKEN_BEFORE + r"AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])")
-    ),
-    _Rule(SecretRule.NPM_TOKEN, ("npm_",), re.compile(_NOT_WORD_BEFORE + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])")),
-    _Rule(SecretRule.PYPI_TOKEN, ("pypi-",), re.compile(r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,250}")),
-    _Rule(
-        SecretRule.HUGGINGFACE_TOKEN,
-        ("hf_",),
-        re.compile(_NOT_WORD_BEFORE + r"hf_[A-Za-z0-9]{34,40}(?![A-Za-z0-9_])"),
-        _mixed_case,
-    ),
-    # scheme://user:password@host (x-access-token:..., oauth2:..., postgres://u:p@...). Anchored on
-    # "://", so git@github.com:org/repo and user@host never match.
-    _Rule(
-        SecretRule.URL_CREDENTIALS,
-        ("://",),
-        re.compile(r"://[^\s/?#@:'\"<>\\\[\]]{0,256}:(?P<password>[^\s/?#@'\"<>\\\[\]]{1,256})@(?=[A-Za-z0-9\[])"),
-        _real_password,
-        secret_group="password",
-    ),
-    # https://<token>@host: a long user part without a password, as `git clone https://TOKEN@github.com/...`
-    _Rule(
-        SecretRule.URL_CREDENTIALS,
-        ("://",),
-        re.compile(r"://(?P<token>[A-Za-z0-9_.~+-]{20,256})@(?=[A-Za-z0-9\[])"),
-        _token_like,
-        secret_group="token",
-    ),
-)
+def _glued_windows(text: str) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+    """Each stretch of ``text`` within JOIN_REACH of glue between literals: (its start, the glue in it,
+    relative to that start). Windows that touch are merged, so a chain of literals is one window."""
+    window: tuple[int, int] | None = None
+    glue: list[tuple[int, int]] = []
+    for match in _LITERAL_GLUE.finditer(text):
+        start, end = match.span()
+        if window is not None and start - JOIN_REACH > window[1]:
+            yield window[0], [(s - window[0], e - window[0]) for s, e in glue]
+            window, glue = None, []
+        window = (window[0] if window else max(0, start - JOIN_REACH), min(len(text), end + JOIN_REACH))
+        glue.append((start, end))
+    if window is not None:
+        yield window[0], [(s - window[0], e - window[0]) for s, e in glue]
+
+
+def _joined_spans(text: str) -> Iterator[tuple[int, int, SecretRule]]:
+    """Tokens that only exist once string literals are joined (``"sk_live_" + "..."``), as spans of
+    the original text. Only the token rules, only near glue: a credential split across literals is a
+    provider key someone hid from a scanner, not a config file."""
+    for offset, glue in _glued_windows(text):
+        joined = _Joined(text[offset : offset + glue[-1][1] + JOIN_REACH], glue)
+        for start, end, rule in _rule_spans(joined.text, TOKEN_RULES):
+            span = joined.original(start, end)
+            if span is not None:
+                yield offset + span[0], offset + span[1], rule
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,15 +248,5 @@ def _line_end(text: str, pos: int) -> int:
 def _spans(text: str) -> Iterator[tuple[int, int, SecretRule]]:
     """(start, end, rule) of every match, lazily (has_secret stops at the first)."""
     yield from _private_key_spans(text)
-    lowered: str | None = None
-    for rule in _RULES:
-        haystack = text
-        if rule.folded:
-            lowered = text.lower() if lowered is None else lowered
-            haystack = lowered
-        if not any(needle in haystack for needle in rule.needles):
-            continue
-        for match in rule.pattern.finditer(text):
-            if rule.accept(match):
-                start, end = match.span(rule.secret_group or 0)
-                yield start, end, rule.rule
+    yield from _rule_spans(text)
+    yield from _joined_spans(text)

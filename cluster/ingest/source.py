@@ -3,21 +3,28 @@
 Lines are numbered as the chunker numbers them (cluster.ingest.chunking.split_lines) and decoded as the
 walker decodes them, so a chunk's line range reads back its own lines. Credentials in the text are
 redacted (cluster.ingest.secret_scan) and a path on the secret deny-list is refused even when asked for
-by name: a file whose clean chunks are indexed never serves its credential line.
+by name: a file whose clean chunks are indexed never serves its credential line. The file is opened
+from the root's handle with no symlink followed on any component, so a folder or file of the path
+replaced by a link after it was indexed (or after the path was checked) is refused, not followed.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 from pydantic import Field
 
 from cluster.errors import ReadRefused
 from cluster.ingest.chunking import split_lines
+from cluster.ingest.nofollow import FileTooLarge, NotRegularFile, open_file_below, open_folder, read_regular
 from cluster.ingest.secret_files import DenyList
 from cluster.ingest.secret_scan import redact
 from cluster.ingest.walker import decode_source
 from cluster.types import Strict
+
+MAX_READ_BYTES = 64 << 20  # a file this large was never indexed: refused rather than read into memory
 
 
 class SourceLines(Strict):
@@ -53,12 +60,7 @@ def read_source_lines(
         raise ReadRefused(repo, path, "path is outside the repository")
     if rules.refuses(Path(path).as_posix()) or rules.refuses(target.relative_to(base).as_posix()):
         raise ReadRefused(repo, path, "a secret file (on the deny-list) or inside .git is never served")
-    if not target.is_file():
-        raise ReadRefused(repo, path, "no such file in the repository")
-    try:
-        data = target.read_bytes()
-    except OSError as exc:
-        raise ReadRefused(repo, path, f"cannot be read ({exc.strerror or type(exc).__name__})") from exc
+    data = _read_confined(repo, path, base, target.relative_to(base).as_posix())
     text = decode_source(data)
     if text is None:
         raise ReadRefused(repo, path, "not a text file")
@@ -75,3 +77,25 @@ def read_source_lines(
         truncated=last < min(end_line, len(lines)),
         text="\n".join(lines[start_line - 1 : last]),
     )
+
+
+def _read_confined(repo: str, path: str, base: Path, relative: str) -> bytes:
+    """The bytes of `relative` below the real folder `base`, opened without following any symlink."""
+    try:
+        root_fd = open_folder(base)
+        try:
+            fd = open_file_below(root_fd, relative)
+        finally:
+            os.close(root_fd)
+        try:
+            return read_regular(fd, MAX_READ_BYTES)
+        finally:
+            os.close(fd)
+    except (FileNotFoundError, NotRegularFile):
+        raise ReadRefused(repo, path, "no such file in the repository") from None
+    except FileTooLarge:
+        raise ReadRefused(repo, path, f"over {MAX_READ_BYTES} bytes") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ReadRefused(repo, path, "a symlink now stands on its path: not followed") from None
+        raise ReadRefused(repo, path, f"cannot be read ({exc.strerror or type(exc).__name__})") from exc

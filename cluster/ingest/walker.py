@@ -12,7 +12,9 @@ Which paths are walked. The first rule that applies decides:
    overrides its parents). Then ``.samespaceignore`` files (same syntax, at the root and in
    subfolders), which have the last word over every git rule: a pattern keeps a path out of the
    index only, and ``!pattern`` re-includes a path git ignores. ``WalkSettings.extra_ignores`` come
-   last of all. An ignored path is skipped silently: ignoring is normal, it is not recorded.
+   last of all. An ignored path is skipped silently: ignoring is normal, it is not recorded. A root
+   below its repository's top folder is under the ignore files of every folder above it too, down
+   from the top, each anchored at its own folder (cluster.ingest.ignore_rules).
 4. The secret deny-list (cluster.ingest.secret_files.SECRET_DENY plus ``settings.ingest.extra_deny``): a
    matching file is never opened and a matching folder never entered; each is recorded as
    SkipReason.SECRET_FILE. A repository's own ``.samespaceignore`` cannot lift it (the repository
@@ -25,31 +27,44 @@ Symlinks. A symlinked folder is never entered. A symlinked file is read only whe
 regular file inside the root whose own repository-relative path passes every rule above (so no
 link reaches into any ``.git/`` folder, out of the root, or into an ignored or denied path); any
 other link is recorded as SkipReason.SYMLINK. In-tree ignore files that are symlinks are not read
-(git does the same since 2.32).
+(git does the same since 2.32). Paths are never followed by name: every folder and file is opened
+relative to its folder's handle with no symlink followed (cluster.ingest.nofollow), so a folder or
+file replaced by a symlink after it was listed is recorded as SYMLINK, never read through.
 
 Files. Over ``max_file_bytes``: TOO_LARGE. A NUL byte, or more than MAX_INVALID_UTF8_SHARE of the
 bytes not UTF-8: BINARY. Fewer bad bytes are decoded with U+FFFD in their place. A file or folder
 that cannot be listed or read: UNREADABLE. Empty files and special files (FIFOs, sockets) are
 skipped silently. A root that is missing, not a folder or cannot be listed raises ScanError, so an
-unmounted root never looks like an empty repository.
+unmounted root never looks like an empty repository; so does a root that is or lies inside a git
+folder, or whose repository's ``.git`` points elsewhere (cluster.ingest.git_dir).
 
 Only paths are recorded, never contents.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
-
-from cluster.errors import ScanError
-from cluster.ingest.git_files import excludes_file, info_exclude, read_small_text, read_up_to
+from cluster.errors import PathRefused, ScanError
+from cluster.ingest.git_dir import Repository, find_repository, git_folder_of, repository_top
+from cluster.ingest.ignore_rules import ALWAYS_SKIPPED_DIRS, Decision, WalkPolicy
+from cluster.ingest.nofollow import (
+    FILE_FLAGS,
+    FOLDER_FLAGS,
+    FileTooLarge,
+    NotRegularFile,
+    identity,
+    open_file_below,
+    open_folder,
+    open_folder_below,
+    read_regular,
+)
 from cluster.ingest.secret_files import SECRET_DENY, DenyList
 from cluster.ingest.skips import SkipLog, SkipReason
 
@@ -58,23 +73,17 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_FILE_BYTES = 1_000_000
 MAX_INVALID_UTF8_SHARE = 0.02  # more undecodable bytes than this share of the file: binary
-GITIGNORE_NAME = ".gitignore"
-SAMESPACEIGNORE_NAME = ".samespaceignore"
-ALWAYS_SKIPPED_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        ".venv",
-        "node_modules",
-        "__pycache__",
-        ".samespace",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".tox",
-    }
-)
+MAX_HELD_FOLDERS = 64  # folder handles a walk keeps open; deeper ones are opened again on the way back
+
+__all__ = [
+    "ALWAYS_SKIPPED_DIRS",
+    "DEFAULT_MAX_FILE_BYTES",
+    "SourceFile",
+    "WalkSettings",
+    "decode_source",
+    "walk_repository",
+    "walk_settings",
+]
 
 
 @dataclass(frozen=True)
@@ -136,8 +145,9 @@ def decode_source(data: bytes) -> str | None:
 def walk_repository(root: Path, settings: WalkSettings, skips: SkipLog | None = None) -> Iterator[SourceFile]:
     """Yield the repository's text files in sorted path order; record refusals in ``skips``.
 
-    Raises ScanError at once (before the first file) when the root is missing, not a folder, or
-    cannot be listed.
+    Raises ScanError at once (before the first file) when the root is missing, not a folder, cannot
+    be listed, is or lies inside a git folder, or belongs to a repository whose ``.git`` points
+    elsewhere (cluster.ingest.git_dir).
     """
     try:
         real_root = root.resolve(strict=True)
@@ -147,99 +157,239 @@ def walk_repository(root: Path, settings: WalkSettings, skips: SkipLog | None = 
         raise ScanError(str(root), "a symlink loop") from exc
     if not real_root.is_dir():
         raise ScanError(str(root), "not a folder")
+    repository = _repository_of(root, real_root)
     try:
-        entries = _list_folder(real_root)
+        fd = open_folder(real_root)
     except OSError as exc:
         raise ScanError(str(root), f"cannot list it ({exc.strerror or type(exc).__name__})") from exc
-    policy = _Policy(real_root, settings)
-    return _walk(policy, entries, settings, SkipLog() if skips is None else skips)
+    try:
+        root_identity = identity(fd)
+        entries = _list_folder(fd)
+    except OSError as exc:
+        raise ScanError(str(root), f"cannot list it ({exc.strerror or type(exc).__name__})") from exc
+    finally:
+        os.close(fd)
+    return _walk(real_root, (root_identity, entries), repository, settings, SkipLog() if skips is None else skips)
+
+
+def _repository_of(root: Path, real_root: Path) -> Repository | None:
+    """The repository whose ignore files apply to the walk (ScanError when it is refused). None for a
+    root inside a junk folder of its repository (a package in node_modules/, the store's exported
+    builds): the repository's own walk never goes there, so it is a folder of its own."""
+    top = repository_top(real_root)
+    in_junk = top is not None and any(part in ALWAYS_SKIPPED_DIRS for part in real_root.relative_to(top).parts)
+    if in_junk and git_folder_of(real_root) is None:
+        return None
+    try:
+        return find_repository(real_root)
+    except PathRefused as refused:
+        raise ScanError(str(root), refused.reason) from None
 
 
 # ---------------------------------------------------------------------------------------------
-# the walk
+# the walk: every folder and file opened relative to its folder's handle, no symlink followed
 
 
-class _Decision(Enum):
-    WALK = "walk"
-    JUNK = "junk"  # ALWAYS_SKIPPED_DIRS
-    IGNORED = "ignored"  # an ignore file or extra_ignores; not recorded
-    DENIED = "denied"  # the secret deny-list; recorded as SECRET_FILE
+class _Kind(Enum):
+    FOLDER = "folder"
+    LINK = "link"
+    FILE = "file"  # or anything else that is not a folder: the read decides
+
+
+@dataclass
+class _Frame:
+    """A folder being walked: its path ('' or 'a/b/'), (device, inode), what is left of its listing,
+    and its handle (None once released: the walk went deeper than MAX_HELD_FOLDERS)."""
+
+    rel: str
+    ident: tuple[int, int]
+    children: Iterator[tuple[str, _Kind]]
+    fd: int | None
 
 
 def _walk(
-    policy: _Policy, root_entries: list[os.DirEntry[str]], settings: WalkSettings, skips: SkipLog
+    real_root: Path,
+    listed: tuple[tuple[int, int], list[tuple[str, _Kind]]],
+    repository: Repository | None,
+    settings: WalkSettings,
+    skips: SkipLog,
+) -> Iterator[SourceFile]:
+    """The walk from the root's listing (its identity and entries, taken when it was checked)."""
+    try:
+        root_fd = open_folder(real_root)
+    except OSError as exc:
+        raise ScanError(str(real_root), f"cannot list it ({exc.strerror or type(exc).__name__})") from exc
+    stack = [_Frame("", listed[0], iter(listed[1]), root_fd)]
+    try:
+        if identity(root_fd) != listed[0]:
+            raise ScanError(str(real_root), "the folder was replaced after it was checked")
+        policy = WalkPolicy(
+            real_root,
+            root_fd,
+            repository,
+            deny=settings.deny_list(),
+            extra_ignores=settings.extra_ignores,
+            home=settings.home,
+            xdg_config_home=settings.xdg_config_home,
+        )
+        yield from _walk_tree(policy, real_root, stack, settings, skips)
+    finally:
+        for frame in stack[1:]:
+            if frame.fd is not None:
+                os.close(frame.fd)
+        os.close(root_fd)
+
+
+def _walk_tree(
+    policy: WalkPolicy, real_root: Path, stack: list[_Frame], settings: WalkSettings, skips: SkipLog
 ) -> Iterator[SourceFile]:
     # Depth-first with an explicit stack, so a deeply nested tree cannot exhaust the recursion limit.
-    stack: list[tuple[str, Iterator[tuple[os.DirEntry[str], bool]]]] = [("", _sorted(root_entries))]
+    # The root's frame stays at the bottom (its handle is _walk's to close).
+    root_fd = stack[0].fd
+    assert root_fd is not None  # the root's handle is never released
     while stack:
-        folder_rel, children = stack[-1]
-        child = next(children, None)
+        frame = stack[-1]
+        child = next(frame.children, None)
         if child is None:
-            stack.pop()
+            if len(stack) == 1:
+                return
+            done = stack.pop()
+            if done.fd is not None:
+                if stack[-1].fd is None:  # released on the way down: its child's ".." is the way back
+                    stack[-1].fd = _parent_of(done.fd, stack[-1].ident)
+                os.close(done.fd)
             continue
-        entry, is_dir = child
-        rel = folder_rel + entry.name
-        decision = policy.decide(entry.name, rel, is_dir, folder_rel)
-        if decision is _Decision.DENIED:
-            skips.add(SkipReason.SECRET_FILE, rel + "/" if is_dir else rel)
-        elif decision is not _Decision.WALK:
+        folder_fd = _held(frame, root_fd, skips)
+        if folder_fd is None:
             continue
-        elif is_dir:
-            try:
-                entries = _list_folder(entry.path)
-            except OSError:
-                skips.add(SkipReason.UNREADABLE, rel + "/")
-                continue
-            stack.append((rel + "/", _sorted(entries)))
+        name, kind = child
+        rel = frame.rel + name
+        decision = policy.decide(name, rel, kind is _Kind.FOLDER, frame.rel, folder_fd)
+        if decision is Decision.DENIED:
+            skips.add(SkipReason.SECRET_FILE, rel + "/" if kind is _Kind.FOLDER else rel)
+            continue
+        if decision is not Decision.WALK:
+            continue
+        if kind is _Kind.FOLDER:
+            entered = _enter(folder_fd, name, rel, skips)
+            if entered is not None:
+                stack.append(entered)
+                _release_far(stack)
         else:
-            source = _read_entry(policy, entry, rel, settings, skips)
+            source = _read_entry(policy, (folder_fd, root_fd), name, rel, kind is _Kind.LINK, settings, skips)
             if source is not None:
-                yield source
+                yield SourceFile(path=rel, abs_path=real_root / rel, text=source[0], size=source[1])
 
 
-def _list_folder(path: Path | str) -> list[os.DirEntry[str]]:
-    with os.scandir(path) as it:
-        return list(it)
+def _list_folder(fd: int) -> list[tuple[str, _Kind]]:
+    """The folder's entries, typed while its handle is open, sorted as full paths sort ("name/" for
+    folders, so the output is in plain sorted order of full paths)."""
+    with os.scandir(fd) as it:
+        listed = [(entry.name, _kind(entry)) for entry in it]
+    listed.sort(key=lambda pair: pair[0] + "/" if pair[1] is _Kind.FOLDER else pair[0])
+    return listed
 
 
-def _sorted(entries: list[os.DirEntry[str]]) -> Iterator[tuple[os.DirEntry[str], bool]]:
-    typed = [(entry, _is_real_dir(entry)) for entry in entries]
-    # Sort "name/" for folders so the output is in plain sorted order of full paths.
-    typed.sort(key=lambda pair: pair[0].name + "/" if pair[1] else pair[0].name)
-    return iter(typed)
-
-
-def _is_real_dir(entry: os.DirEntry[str]) -> bool:
+def _kind(entry: os.DirEntry[str]) -> _Kind:
     try:
-        return entry.is_dir(follow_symlinks=False)
+        if entry.is_symlink():
+            return _Kind.LINK
+        return _Kind.FOLDER if entry.is_dir(follow_symlinks=False) else _Kind.FILE
     except OSError:
-        return False
+        return _Kind.FILE
+
+
+def _enter(parent_fd: int, name: str, rel: str, skips: SkipLog) -> _Frame | None:
+    """The frame of a sub folder, opened relative to its parent's handle; None (recorded) when it
+    cannot be, or is no longer a folder (replaced by a symlink since it was listed)."""
+    try:
+        fd = os.open(name, FOLDER_FLAGS, dir_fd=parent_fd)
+    except OSError as exc:
+        swapped = exc.errno in (errno.ELOOP, errno.ENOTDIR)
+        skips.add(SkipReason.SYMLINK if swapped else SkipReason.UNREADABLE, rel + "/")
+        return None
+    try:
+        return _Frame(rel + "/", identity(fd), iter(_list_folder(fd)), fd)
+    except OSError:
+        os.close(fd)
+        skips.add(SkipReason.UNREADABLE, rel + "/")
+        return None
+
+
+def _release_far(stack: list[_Frame]) -> None:
+    """Close the handle of the frame MAX_HELD_FOLDERS below the top (never the root's)."""
+    far = len(stack) - 1 - MAX_HELD_FOLDERS
+    if far < 1:
+        return
+    frame = stack[far]
+    if frame.fd is not None:
+        os.close(frame.fd)
+        frame.fd = None
+
+
+def _parent_of(fd: int, expected: tuple[int, int]) -> int | None:
+    """The handle of the folder above the handle `fd`, if it is still the folder `expected` names."""
+    try:
+        parent = os.open("..", FOLDER_FLAGS, dir_fd=fd)
+    except OSError:
+        return None
+    if identity(parent) != expected:  # the folder was moved since: the frame is opened from the root
+        os.close(parent)
+        return None
+    return parent
+
+
+def _held(frame: _Frame, root_fd: int, skips: SkipLog) -> int | None:
+    """The frame's handle, opened again from the root (no symlink followed, the same folder as
+    listed) when it was released; None (recorded, the rest of the folder dropped) when it cannot be."""
+    if frame.fd is not None:
+        return frame.fd
+    try:
+        fd = open_folder_below(root_fd, frame.rel.rstrip("/"))
+    except OSError:
+        fd = None
+    if fd is not None and identity(fd) != frame.ident:
+        os.close(fd)
+        fd = None
+    if fd is None:
+        skips.add(SkipReason.UNREADABLE, frame.rel)
+        frame.children = iter(())
+    frame.fd = fd
+    return fd
 
 
 def _read_entry(
-    policy: _Policy, entry: os.DirEntry[str], rel: str, settings: WalkSettings, skips: SkipLog
-) -> SourceFile | None:
-    try:
-        is_link = entry.is_symlink()
-    except OSError:
-        skips.add(SkipReason.UNREADABLE, rel)
-        return None
-    target: Path | str = entry.path
+    policy: WalkPolicy,
+    handles: tuple[int, int],
+    name: str,
+    rel: str,
+    is_link: bool,
+    settings: WalkSettings,
+    skips: SkipLog,
+) -> tuple[str, int] | None:
+    """The text and size of one file of the folder whose handle is ``handles[0]`` (``handles[1]``:
+    the root's), or None (recorded when it is a refusal). A symlink is read as the file it leads to
+    inside the root, opened from the root's handle; anything else relative to its folder's handle."""
+    folder_fd, root_fd = handles
+    target = None
     if is_link:
-        resolved = policy.symlink_target(Path(entry.path))
-        if resolved is None:
+        target = policy.symlink_target(rel)
+        if target is None:
             skips.add(SkipReason.SYMLINK, rel)
             return None
-        target = resolved
     try:
-        data = _read_regular(target, settings.max_file_bytes)
-    except _TooLarge:
+        fd = open_file_below(root_fd, target) if target is not None else os.open(name, FILE_FLAGS, dir_fd=folder_fd)
+        try:
+            data = read_regular(fd, settings.max_file_bytes)
+        finally:
+            os.close(fd)
+    except FileTooLarge:
         skips.add(SkipReason.TOO_LARGE, rel)
         return None
-    except _NotRegular:
+    except NotRegularFile:
         return None
-    except OSError:
-        skips.add(SkipReason.UNREADABLE, rel)
+    except OSError as exc:  # ELOOP: a symlink in its place (or on the way) since it was listed
+        skips.add(SkipReason.SYMLINK if exc.errno == errno.ELOOP else SkipReason.UNREADABLE, rel)
         return None
     if not data:
         return None
@@ -247,158 +397,4 @@ def _read_entry(
     if text is None:
         skips.add(SkipReason.BINARY, rel)
         return None
-    return SourceFile(path=rel, abs_path=Path(entry.path), text=text, size=len(data))
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _NotRegular(Exception):
-    pass
-
-
-def _read_regular(path: Path | str, limit: int) -> bytes:
-    """The bytes of a regular file, opened without following a final symlink and without blocking
-    on a FIFO that replaced it since it was listed."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _NotRegular()
-        if info.st_size > limit:
-            raise _TooLarge()
-        data = read_up_to(fd, limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:  # grew since fstat
-        raise _TooLarge()
-    return data
-
-
-# ---------------------------------------------------------------------------------------------
-# the rules
-
-
-@dataclass(frozen=True)
-class _IgnoreRules:
-    """The patterns of one ignore file, which apply below its folder (``base``, '' or 'a/b/')."""
-
-    base: str
-    spec: GitIgnoreSpec
-
-    def check(self, rel_path: str) -> bool | None:
-        """True: ignored, False: re-included, None: no pattern of this file matches."""
-        return self.spec.check_file(rel_path[len(self.base) :]).include
-
-
-@dataclass(frozen=True)
-class _FolderRules:
-    git: tuple[_IgnoreRules, ...]  # excludesFile, info/exclude, then .gitignore files root first
-    own: tuple[_IgnoreRules, ...]  # .samespaceignore files, root first
-
-
-class _Policy:
-    """Every rule of one walk; the rules of each folder are loaded once, when first needed."""
-
-    def __init__(self, real_root: Path, settings: WalkSettings) -> None:
-        self._root = real_root
-        self._deny = settings.deny_list()
-        self._extra = GitIgnoreSpec.from_lines(settings.extra_ignores)
-        top = tuple(
-            rules
-            for rules in (
-                _load_rules(excludes_file(real_root, settings.home, settings.xdg_config_home), "", in_tree=False),
-                _load_rules(info_exclude(real_root), "", in_tree=False),
-            )
-            if rules is not None
-        )
-        self._folders: dict[str, _FolderRules] = {}
-        self._top = _FolderRules(git=top, own=())
-
-    def folder(self, folder_rel: str) -> _FolderRules:
-        """The rules in force in a folder ('' for the root, else 'a/b/')."""
-        found = self._folders.get(folder_rel)
-        if found is not None:
-            return found
-        # Build the missing ancestors top-down (no recursion: trees can be deep).
-        parts = folder_rel.rstrip("/").split("/") if folder_rel else []
-        rules = self._folders.get("")
-        if rules is None:
-            rules = self._with_own_files(self._top, "")
-            self._folders[""] = rules
-        for i in range(len(parts)):
-            rel = "/".join(parts[: i + 1]) + "/"
-            cached = self._folders.get(rel)
-            if cached is None:
-                cached = self._with_own_files(rules, rel)
-                self._folders[rel] = cached
-            rules = cached
-        return rules
-
-    def _with_own_files(self, parent: _FolderRules, folder_rel: str) -> _FolderRules:
-        folder = self._root / folder_rel
-        gitignore = _load_rules(folder / GITIGNORE_NAME, folder_rel, in_tree=True)
-        own = _load_rules(folder / SAMESPACEIGNORE_NAME, folder_rel, in_tree=True)
-        return _FolderRules(
-            git=parent.git if gitignore is None else (*parent.git, gitignore),
-            own=parent.own if own is None else (*parent.own, own),
-        )
-
-    def decide(self, name: str, rel: str, is_dir: bool, folder_rel: str) -> _Decision:
-        """Rules 1-4 of the module docstring for one entry of the folder ``folder_rel``."""
-        if name in ALWAYS_SKIPPED_DIRS:
-            return _Decision.JUNK
-        path = rel + "/" if is_dir else rel
-        if self._deny.reincluded(path):
-            return _Decision.WALK
-        if self._ignored(path, self.folder(folder_rel)):
-            return _Decision.IGNORED
-        if self._deny.denies(path):
-            return _Decision.DENIED
-        return _Decision.WALK
-
-    def _ignored(self, path: str, rules: _FolderRules) -> bool:
-        verdict = False
-        for layer in (rules.git, rules.own):
-            for rule in layer:
-                result = rule.check(path)
-                if result is not None:
-                    verdict = result
-        return verdict or bool(self._extra.match_file(path))
-
-    def decide_path(self, rel: str) -> _Decision:
-        """The decision for a file anywhere in the tree: each folder above it must be walked too."""
-        parts = rel.split("/")
-        folder_rel = ""
-        for part in parts[:-1]:
-            decision = self.decide(part, folder_rel + part, True, folder_rel)
-            if decision is not _Decision.WALK:
-                return decision
-            folder_rel += part + "/"
-        return self.decide(parts[-1], rel, False, folder_rel)
-
-    def symlink_target(self, link: Path) -> Path | None:
-        """Where a symlinked file leads, when it is a regular file the walk would index; else None."""
-        try:
-            target = link.resolve(strict=True)
-        except (OSError, RuntimeError):  # dangling, a loop, or unreadable on the way
-            return None
-        if target == self._root or not target.is_relative_to(self._root):
-            return None
-        if self.decide_path(target.relative_to(self._root).as_posix()) is not _Decision.WALK:
-            return None
-        try:
-            return target if stat.S_ISREG(target.lstat().st_mode) else None
-        except OSError:
-            return None
-
-
-def _load_rules(path: Path | None, base: str, *, in_tree: bool) -> _IgnoreRules | None:
-    if path is None:
-        return None
-    text = read_small_text(path, follow_symlinks=not in_tree)
-    if text is None:
-        return None
-    return _IgnoreRules(base=base, spec=GitIgnoreSpec.from_lines(text.splitlines()))
+    return text, len(data)

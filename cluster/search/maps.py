@@ -15,6 +15,7 @@ from cluster.index.scope import resolve_scope
 from cluster.search.code_map import CodeMap
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.search.ranking import merge_file_hits, merge_symbol_hits
+from cluster.settings import LimitsSettings
 from cluster.types import PayloadFilter
 
 __all__ = ["CodeMaps"]
@@ -27,9 +28,15 @@ class CodeMaps:
     (superseded or dropped indexes) are dropped on every read. Not thread-safe: one owner.
     """
 
-    def __init__(self, catalog: IndexCatalog, groups: Mapping[str, Sequence[str]] | None = None) -> None:
+    def __init__(
+        self,
+        catalog: IndexCatalog,
+        groups: Mapping[str, Sequence[str]] | None = None,
+        limits: LimitsSettings | None = None,
+    ) -> None:
         self._catalog = catalog
         self._groups = dict(groups or {})
+        self._limits = limits or LimitsSettings()
         self._maps: dict[str, tuple[str, CodeMap]] = {}  # index name → (build, map)
 
     def cached_builds(self) -> dict[str, str]:
@@ -68,7 +75,7 @@ class CodeMaps:
 
     def _targets(self, repo: str | None) -> list[str]:
         """The indexes `repo` stands for: a name, a glob, a group ('@backend'), or every index."""
-        return resolve_scope(repo, self._catalog.names, self._groups)
+        return resolve_scope(repo, self._catalog.names, self._groups, self._limits)
 
     def search_symbols(self, repo: str | None, query: str, limit: int = 10) -> list[SymbolHit]:
         return merge_symbol_hits((self.get(name).search_symbols(query, limit) for name in self._targets(repo)), limit)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from cluster.settings.bearer import MIN_TOKEN_BYTES, configured_token
 from cluster.settings.indexing import ALLOWED_ROOTS_ENV, IndexSettings
+from cluster.settings.limits import LimitsSettings, limit_name
 from cluster.settings.model import SamespaceSettings, load_settings
 from cluster.settings.sections import (
     CONFIG_FILE_ENV,
@@ -50,7 +52,6 @@ from cluster.settings.sections import (
     RoleRoute,
     ServeSettings,
     StoreSettings,
-    configured_token,
 )
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "DEFAULT_WIDTH",
     "DEFAULT_WINDOW_LINES",
     "MAX_HOSTS",
+    "MIN_TOKEN_BYTES",
     "OPENROUTER_BASE_URL",
     "REGISTRY_WRITES_PER_MIN",
     "SPOT_CHECK_RATE",
@@ -94,6 +96,7 @@ __all__ = [
     "GateSettings",
     "IndexSettings",
     "IngestSettings",
+    "LimitsSettings",
     "LlmSettings",
     "RaySettings",
     "RerankerSettings",
@@ -103,5 +106,6 @@ __all__ = [
     "ServeSettings",
     "StoreSettings",
     "configured_token",
+    "limit_name",
     "load_settings",
 ]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from cluster.settings.bearer import bearer_token
 
 ALLOWED_ROOTS_ENV = "SAMESPACE_INDEX__ALLOWED_ROOTS"
 DEFAULT_SYNC_PERIOD_S = 60.0
@@ -32,10 +35,10 @@ class IndexSettings(BaseModel):
         description="Named groups of indexes (names or globs) a tool can read together as repo='@<group>', "
         'e.g. {"backend": ["api", "billing*"]}.',
     )
-    hook_secret: SecretStr | None = Field(
+    hook_secret: Annotated[SecretStr | None, bearer_token("index.hook_secret")] = Field(
         default=None,
         description="Shared secret of POST /admin/hooks/git (a git host's push webhook, HMAC-SHA256 signed); "
-        "None: the hook is off.",
+        "None or blank: the hook is off; under 16 bytes: refused.",
     )
 
     @field_validator("allowed_roots")

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
 from cluster.errors import ConfigError
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
+from cluster.settings.bearer import bearer_token
 from cluster.settings.indexing import IndexSettings
+from cluster.settings.limits import LimitsSettings
 from cluster.settings.sections import (
     CONFIG_FILE_ENV,
     AdminSettings,
@@ -50,6 +52,7 @@ class SamespaceSettings(BaseSettings):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     search: FusionParams = Field(
@@ -63,8 +66,10 @@ class SamespaceSettings(BaseSettings):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     rlm: RlmSettings = Field(default_factory=RlmSettings)
     fleet: FleetSettings = Field(default_factory=FleetSettings)
-    fleet_token: SecretStr | None = Field(
-        default=None, description="Bearer token every sidecar of the fleet presents (SAMESPACE_FLEET_TOKEN)."
+    fleet_token: Annotated[SecretStr | None, bearer_token("fleet_token")] = Field(
+        default=None,
+        description="Bearer token every sidecar of the fleet presents (SAMESPACE_FLEET_TOKEN); blank is unset, "
+        "under 16 bytes refused.",
     )
     policies: dict[Role, Policy] = Field(
         default_factory=dict, description=f"Routing policy per role; a missing role means {DEFAULT_POLICY.value!r}."

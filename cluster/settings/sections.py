@@ -7,11 +7,12 @@ the parsed model, never the environment.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, SecretStr, model_validator
 
 from cluster.roles import CHAT_ROLES, Role
+from cluster.settings.bearer import bearer_token, configured_token, token_file_rule
 
 CONFIG_FILE_ENV = "SAMESPACE_CONFIG_FILE"
 DEFAULT_DATA_DIR = Path("~/.samespace/data").expanduser()
@@ -49,24 +50,15 @@ REGISTRY_WRITES_PER_MIN = 30
 
 # Spot checks: a non-reference provider's batches are checked on their own texts,
 # re-embedded by the reference. The first batch after a verdict always is; then this share of
-# batches, SPOT_CHECK_TEXTS texts each (so by default one reference re-embed per batch).
+# batches, SPOT_CHECK_TEXTS distinct texts each at uniformly random positions (so by default four
+# reference re-embeds per batch). A provider falsifying m of a batch's B texts escapes one check
+# with probability C(B-m, k) / C(B, k): for B = 64, m = 4 that is 0.77 at k = 4, 0.94 at k = 1.
 SPOT_CHECK_RATE = 1.0
-SPOT_CHECK_TEXTS = 1
+SPOT_CHECK_TEXTS = 4
 
 # The query-vector cache
 DEFAULT_TTL_S = 600.0  # peer QUERY_EMBED_TTL_MS: 10 min
 DEFAULT_MAX_ENTRIES = 500  # peer
-
-
-def configured_token(token: SecretStr | None, token_file: Path | None) -> SecretStr | None:
-    """A bearer token from settings: the value itself, else the stripped text of its file (None when
-    neither is set, the file is missing or it is empty)."""
-    if token is not None:
-        return token
-    if token_file is not None and token_file.is_file():
-        text = token_file.read_text(encoding="utf-8").strip()
-        return SecretStr(text) if text else None
-    return None
 
 
 class _Section(BaseModel):
@@ -246,7 +238,11 @@ class GateSettings(_Section):
         "the reference; the first batch after a verdict always is. Never 0: no off switch.",
     )
     spot_check_texts: int = Field(
-        default=SPOT_CHECK_TEXTS, ge=1, le=16, description="Texts of a checked batch, at random positions, re-embedded."
+        default=SPOT_CHECK_TEXTS,
+        ge=1,
+        le=16,
+        description="Distinct texts of a checked batch, at uniformly random positions, re-embedded by the "
+        "reference (a batch with m of B texts falsified is caught with probability 1 - C(B-m, k) / C(B, k)).",
     )
 
 
@@ -265,14 +261,18 @@ class BudgetSettings(_Section):
 class AdminSettings(_Section):
     """The admin API: every route needs this bearer token; without one configured, every call is 401."""
 
-    token: SecretStr | None = Field(default=None, description="Bearer token (SAMESPACE_ADMIN__TOKEN).")
-    token_file: Path | None = Field(default=None, description="A file holding the token (first line).")
+    token: Annotated[SecretStr | None, bearer_token("admin.token")] = Field(
+        default=None, description="Bearer token (SAMESPACE_ADMIN__TOKEN); blank is unset, under 16 bytes refused."
+    )
+    token_file: Annotated[Path | None, token_file_rule("admin.token_file")] = Field(
+        default=None, description="A file holding the token (first line)."
+    )
     config_path: Path = Field(
         default=Path("~/.samespace/config.json").expanduser(), description="The durable config store's file."
     )
 
     def expected_token(self) -> SecretStr | None:
-        return configured_token(self.token, self.token_file)
+        return configured_token(self.token, self.token_file, "admin.token_file")
 
 
 class StoreSettings(_Section):
@@ -355,10 +355,12 @@ class ServeSettings(_Section):
         description="Host names every HTTP route accepts besides loopback (the DNS-rebinding guard): "
         "'name' or 'name:*' on any port, 'name:port' on that port only; Origins are http/https of these.",
     )
-    token: SecretStr | None = Field(
+    token: Annotated[SecretStr | None, bearer_token("serve.token")] = Field(
         default=None, description="Bearer token /mcp and /rlm/ask require when set (SAMESPACE_SERVE__TOKEN)."
     )
-    token_file: Path | None = Field(default=None, description="A file holding that token (first line).")
+    token_file: Annotated[Path | None, token_file_rule("serve.token_file")] = Field(
+        default=None, description="A file holding that token (first line)."
+    )
 
     @model_validator(mode="after")
     def _allowed_hosts_are_host_names(self) -> ServeSettings:
@@ -394,7 +396,7 @@ class ServeSettings(_Section):
 
     def expected_token(self) -> SecretStr | None:
         """The token the guard requires: `token`, else the first line of `token_file`."""
-        return configured_token(self.token, self.token_file)
+        return configured_token(self.token, self.token_file, "serve.token_file")
 
 
 # The fan-out pool (DESIGN §4)

@@ -4,7 +4,7 @@ and the tickets and phases of the builds clients ask for."""
 from __future__ import annotations
 
 from cluster.sync.manager import IndexManager, IndexReader, JobRunner, folder_signature, reindex_entrypoint
-from cluster.sync.roots import NEVER_INDEXED, confine, indexable_folder
+from cluster.sync.roots import NEVER_INDEXED, admit_folder, confine, indexable_folder
 from cluster.sync.tickets import BuildPhase, BuildReport, BuildTicket, phase_of
 from cluster.sync.watch import SyncWatch
 
@@ -17,6 +17,7 @@ __all__ = [
     "IndexReader",
     "JobRunner",
     "SyncWatch",
+    "admit_folder",
     "confine",
     "folder_signature",
     "indexable_folder",

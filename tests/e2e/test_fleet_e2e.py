@@ -29,8 +29,8 @@ from waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-FLEET_TOKEN = "fleet-token-e2e"
-ADMIN_TOKEN = "admin-token-e2e"
+FLEET_TOKEN = "fleet-token-e2e-5c2a"
+ADMIN_TOKEN = "admin-token-e2e-5c2a"
 UPSTREAM_KEY = "sk-upstream-" + "c4n4ry" * 6
 EMBEDDER = "samespace-embedder-cpu0"
 

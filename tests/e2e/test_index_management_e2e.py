@@ -239,7 +239,8 @@ def test_every_refusal_says_why(env: Env) -> None:
         message = env.refused("index_repository", {"path": path})
         assert "outside the allowed roots" in message and "SAMESPACE_INDEX__ALLOWED_ROOTS" in message
     assert "not an absolute path" in env.refused("index_repository", {"path": "shop"})
-    assert "the file system's root" in env.refused("index_repository", {"path": "/"})
+    assert "outside the allowed roots" in env.refused("index_repository", {"path": "/"})
+    assert "inside a git folder" in env.refused("index_repository", {"path": str(inside / ".git")})
     assert "does not resolve" in env.refused("index_repository", {"path": str(inside), "ref": "nope"})
     assert "not a ref name" in env.refused("index_repository", {"path": str(inside), "ref": "-x"})
     assert "invalid index name" in env.refused("index_repository", {"path": str(inside), "name": "a/b"})
@@ -247,11 +248,12 @@ def test_every_refusal_says_why(env: Env) -> None:
 
 
 def test_the_admin_api_and_a_signed_push_webhook_manage_indexes_too(env: Env) -> None:
-    import hashlib
-    import hmac
     import json
+    from urllib.parse import urlsplit
 
     import httpx
+
+    from serve_apps.hook_auth import sign_delivery, signed_message
 
     bearer = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     hooked_repo = indexed(env, "hooked")
@@ -268,14 +270,28 @@ def test_the_admin_api_and_a_signed_push_webhook_manage_indexes_too(env: Env) ->
 
         git(hooked_repo, "remote", "add", "origin", "git@github.com:example/hooked.git")
         repository = {"clone_url": "https://github.com/example/hooked.git"}
-        body = json.dumps({"ref": "refs/heads/main", "repository": repository})
-        signature = "sha256=" + hmac.new(HOOK_SECRET.encode(), body.encode(), hashlib.sha256).hexdigest()
-        unsigned = admin.post("/hooks/git", content=body, headers={"x-hub-signature-256": "sha256=00"})
-        assert unsigned.status_code == 401
-        hooked = admin.post("/hooks/git", content=body, headers={"x-hub-signature-256": signature})
+        body = json.dumps({"ref": "refs/heads/main", "repository": repository}).encode()
+        hook_path = urlsplit(env.admin).path + "/hooks/git"  # as the server receives it, prefix and all
+
+        def signed(query: str, delivery: str) -> dict[str, str]:
+            stamp = str(int(time.time()))
+            message = signed_message("POST", hook_path, query.encode(), stamp, delivery, body)
+            return {
+                "x-samespace-signature": sign_delivery(HOOK_SECRET, message),
+                "x-samespace-timestamp": stamp,
+                "x-samespace-delivery": delivery,
+            }
+
+        wrong = {**signed("", "push-0"), "x-samespace-signature": "sha256=" + "0" * 64}
+        assert admin.post("/hooks/git", content=body, headers=wrong).status_code == 401
+        hooked = admin.post("/hooks/git", content=body, headers=signed("", "push-1"))
         assert hooked.status_code == 200 and hooked.json() == {"refreshed": ["hooked"]}  # matched by its remote
-        named = admin.post("/hooks/git?index=admin-only", content=body, headers={"x-hub-signature-256": signature})
+        unsigned_query = admin.post("/hooks/git?index=admin-only", content=body, headers=signed("", "push-2"))
+        assert unsigned_query.status_code == 401  # the signature covers ?index=
+        push = signed("index=admin-only", "push-3")
+        named = admin.post("/hooks/git?index=admin-only", content=body, headers=push)
         assert set(named.json()["refreshed"]) == {"hooked", "admin-only"}
+        assert admin.post("/hooks/git?index=admin-only", content=body, headers=push).status_code == 409  # a replay
 
         wait_until(lambda: all(b["done"] for b in admin.get("/indexes", headers=bearer).json()["builds"]))
         assert admin.delete("/indexes/admin-only", headers=bearer).json()["index"] == "admin-only"

@@ -148,7 +148,7 @@ def test_the_page_is_served_inside_the_mcp_app_too(tmp_path: Path) -> None:
     from serve_apps.mcp_app import build_asgi_app
 
     settings = SamespaceSettings(
-        admin={"token": TOKEN, "config_path": tmp_path / "config.json"}, serve={"token": "serve-token"}
+        admin={"token": TOKEN, "config_path": tmp_path / "config.json"}, serve={"token": "serve-token-for-the-ui"}
     )
     service, asker = cast(CodeSearchService, object()), cast(AskService, object())  # no tool is called here
     admin = build_admin_asgi(AdminApi(settings), settings, jobs=lambda: JOBS)

@@ -19,7 +19,7 @@ import yaml
 
 from samespace.answers import format_answer
 from samespace.cli import build_parser, main, run_plan
-from samespace.cluster_commands import direct_ingress_fits, reindex_argv, write_serve_config
+from samespace.cluster_commands import direct_ingress_fits, reindex_argv, run, write_serve_config
 from samespace.head import HeadRecord, daemon_pids, ray_start_argv, session_members, stop_session
 from samespace.state import ROOT, StateDir, cluster_env
 
@@ -359,6 +359,34 @@ def test_the_tokens_are_made_once_private_and_never_rewritten(tmp_path: Path) ->
     state.admin_token.write_text("")
     assert state.ensure_admin_token()  # an empty admin token file is made again, as `make run` did
     assert state.admin_token.read_text().strip()
+
+
+@pytest.mark.parametrize("blank", ["\n", "  \n\n"])
+def test_a_blank_admin_token_file_is_made_again(blank: str, tmp_path: Path) -> None:
+    # the admin app reads a blank token file as no token (every call 401): run makes a real one
+    state = StateDir(tmp_path / "state")
+    state.ensure()
+    state.admin_token.write_text(blank)
+    assert state.ensure_admin_token()
+    assert len(state.admin_token.read_text().strip()) >= 16
+
+
+def test_run_refuses_a_short_admin_token_file_before_it_starts_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import samespace.cluster_commands as cluster_commands
+
+    monkeypatch.setattr(cluster_commands, "probe_head", lambda *a: pytest.fail("looked for a head"))
+    monkeypatch.setattr(cluster_commands, "start_head", lambda *a: pytest.fail("started a head"))
+    plan = _plan(tmp_path, "--serve-proxy")
+    plan.state.ensure()
+    canary = "short-canary"
+    plan.state.admin_token.write_text(canary + "\n")
+    with pytest.raises(SystemExit) as refused:
+        run(plan, lambda argv: pytest.fail("talked to the MCP app"))
+    message = str(refused.value.code)
+    assert "admin.token_file (SAMESPACE_ADMIN__TOKEN_FILE)" in message and "is 12 bytes" in message
+    assert canary not in message
 
 
 def test_a_head_record_that_cannot_be_read_is_no_record(tmp_path: Path) -> None:

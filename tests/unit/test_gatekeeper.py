@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections.abc import Callable
 from typing import Any
@@ -149,7 +150,7 @@ def test_there_is_no_setting_that_turns_the_gate_off() -> None:
         [name] = off
         with pytest.raises(ValueError, match=rf"gate\.{name}\n"):
             SamespaceSettings(gate=off)
-    assert GateSettings().spot_check_rate == 1.0 and GateSettings().spot_check_texts == 1  # one text per batch
+    assert GateSettings().spot_check_rate == 1.0 and GateSettings().spot_check_texts == 4  # four texts per batch
 
 
 SIDECAR = ProviderInfo(
@@ -243,24 +244,25 @@ def test_a_provider_exact_on_the_probe_texts_only_passes_the_probe_and_is_evicte
     assert report.verdict is Verdict.VECTOR_INCOMPATIBLE and report.detail.startswith("spot check:")
     assert report.min_cosine is not None and report.min_cosine < 0  # recorded like any verdict, with its cosine
     assert not any(text in str(refused.value) or text in report.line() for text in BATCH)  # never the texts
-    assert len(reference.calls) == 1 and len(reference.calls[0]) == 1 and reference.calls[0][0] in BATCH
+    assert len(reference.calls) == 1 and len(reference.calls[0]) == 4 and set(reference.calls[0]) <= set(BATCH)
     assert gk.spot_stats().mismatches == 1
     with pytest.raises(GateRefused):  # evicted: refused before it is even called
         asyncio.run(guarded(list(BATCH)))
     assert len(cloud.calls) == 1 + 1  # the probe, then the one batch
 
 
-def test_the_checked_text_is_drawn_at_a_random_position_one_per_batch_by_default() -> None:
+def test_the_checked_texts_are_four_distinct_random_positions_of_every_batch_by_default() -> None:
     gk = keeper(seed=7)
     cloud, reference = FakeEmbed(), FakeEmbed()
     admitted_cloud(gk, cloud)
     guarded = gk.guard(CLOUD, cloud, REGIME, LOCAL, reference)
     for _ in range(64):
         asyncio.run(guarded(list(BATCH)))
-    assert all(len(call) == 1 for call in reference.calls) and len(reference.calls) == 64  # one text, every batch
-    positions = {BATCH.index(call[0]) for call in reference.calls}
-    assert len(positions) >= len(BATCH) // 2 and positions != {len(BATCH) - 1}  # spread, not the end
-    assert gk.spot_stats() == gk.spot_stats().model_copy(update={"batches_checked": 64, "texts_reembedded": 64})
+    assert len(reference.calls) == 64  # every batch
+    assert all(len(call) == len(set(call)) == 4 for call in reference.calls)  # four distinct texts each
+    positions = {BATCH.index(text) for call in reference.calls for text in call}
+    assert positions == set(range(len(BATCH)))  # spread over the whole batch, not the ends
+    assert gk.spot_stats() == gk.spot_stats().model_copy(update={"batches_checked": 64, "texts_reembedded": 256})
 
 
 def test_a_provider_wrong_on_a_single_text_is_caught_at_that_position() -> None:
@@ -372,3 +374,90 @@ def test_every_provider_but_the_reference_is_spot_checked_save_our_own_actors_wi
     assert spot_checked(peer.model_copy(update={"identity": other}), reference)
     assert spot_checked(SIDECAR.model_copy(update={"identity": ours}), reference)  # claims it, runs elsewhere
     assert spot_checked(CLOUD.model_copy(update={"identity": ours}), reference)
+
+
+# -- how often a provider that falsifies m of a batch's B texts is caught ---------------------------
+
+WIDE = [f"def handler_{i}(request):\n    return route(request, {i})" for i in range(64)]  # B = 64
+DEFAULT_K = 4  # gate.spot_check_texts by default
+TRIALS = 2000
+
+
+def detection(batch_size: int, falsified: int, k: int) -> float:
+    """1 - C(B-m, k) / C(B, k): the chance that k distinct uniform positions include a falsified one."""
+    return 1 - math.comb(batch_size - falsified, k) / math.comb(batch_size, k)
+
+
+def caught_share(falsified: list[str], trials: int, **spot: Any) -> float:
+    """The share of seeded trials whose first checked batch of WIDE is refused, each trial a fresh
+    gatekeeper (its own rng seed) over the verdict the provider earned at admission."""
+    template = keeper()
+    cloud = ProbeExact(honest=set(WIDE) - set(falsified))
+    admitted_cloud(template, cloud)
+    verdict = template.ledger.get(key_of(CLOUD, REGIME))
+
+    async def trial(seed: int) -> bool:
+        ledger = GateLedger(lambda: 0.0)
+        ledger.record(verdict)
+        gk = Gatekeeper(
+            ledger,
+            expected_width=WIDTH,
+            preferred_reference=None,
+            clock=lambda: 0.0,
+            probe_timeout_s=5.0,
+            rng=random.Random(seed),
+            **spot,
+        )
+        try:
+            await gk.guard(CLOUD, cloud, REGIME, LOCAL, FakeEmbed())(list(WIDE))
+        except GateRefused:
+            return True
+        return False
+
+    async def main() -> int:
+        return sum([await trial(seed) for seed in range(trials)])
+
+    return asyncio.run(main()) / trials
+
+
+@pytest.mark.parametrize(
+    ("falsified", "k"),
+    [(WIDE[:1], None), (WIDE[:4], None), (WIDE[-4:], None), (WIDE[:16], None), (WIDE[::4], 1)],
+    ids=["m1-head", "m4-head", "m4-tail", "m16-head", "m16-spread-k1"],
+)
+def test_a_provider_falsifying_m_of_b_texts_is_caught_with_the_hypergeometric_frequency(
+    falsified: list[str], k: int | None
+) -> None:
+    spot = {} if k is None else {"spot_check_texts": k}
+    expected = detection(len(WIDE), len(falsified), k or DEFAULT_K)
+    share = caught_share(falsified, TRIALS, **spot)
+    tolerance = 4.5 * math.sqrt(expected * (1 - expected) / TRIALS)  # a seeded draw: exact, 4.5 sigma of slack
+    assert abs(share - expected) <= tolerance, (share, expected)
+
+
+@pytest.mark.parametrize("k", [None, 1])
+def test_a_provider_falsifying_every_text_is_caught_by_the_first_check(k: int | None) -> None:
+    assert caught_share(list(WIDE), 200, **({} if k is None else {"spot_check_texts": k})) == 1.0
+
+
+def test_the_checked_positions_are_distinct_uniform_and_drawn_from_the_injected_rng() -> None:
+    def positions(seed: int, batches: int) -> list[list[int]]:
+        gk, cloud, reference = keeper(seed=seed), FakeEmbed(), FakeEmbed()
+        admitted_cloud(gk, cloud)
+        guarded = gk.guard(CLOUD, cloud, REGIME, LOCAL, reference)
+
+        async def main() -> None:
+            for _ in range(batches):
+                await guarded(list(WIDE))
+
+        asyncio.run(main())
+        return [[WIDE.index(text) for text in call] for call in reference.calls]
+
+    drawn = positions(seed=11, batches=2000)
+    assert all(len(set(p)) == len(p) == DEFAULT_K for p in drawn)
+    counts = np.bincount([i for p in drawn for i in p], minlength=len(WIDE))
+    mean = 2000 * DEFAULT_K / len(WIDE)  # 125 per position
+    sigma = math.sqrt(2000 * (DEFAULT_K / len(WIDE)) * (1 - DEFAULT_K / len(WIDE)))
+    assert np.all(np.abs(counts - mean) <= 5 * sigma), counts  # every position, head to tail, equally often
+    assert positions(seed=11, batches=50) == drawn[:50]  # the same seed draws the same positions
+    assert positions(seed=12, batches=50) != drawn[:50]

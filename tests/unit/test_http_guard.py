@@ -327,14 +327,15 @@ def test_the_mcp_app_guards_mcp_rlm_ask_healthz_and_the_sidecar(token: str | Non
 def test_the_admin_app_checks_the_host_before_its_own_token(tmp_path: Path) -> None:
     from serve_apps.admin_app import AdminApi, build_admin_asgi
 
-    settings = SamespaceSettings(admin={"token": "admin-token", "config_path": tmp_path / "config.json"})
+    settings = SamespaceSettings(admin={"token": "admin-token-4821", "config_path": tmp_path / "config.json"})
     client = TestClient(build_admin_asgi(AdminApi(settings), settings), base_url=BASE, root_path="/admin")
     assert client.get("/admin/openrouter", headers={"host": HOSTILE_HOST}).status_code == 421
     assert (
-        client.get("/admin/openrouter", headers={"origin": HOSTILE_ORIGIN, **bearer("admin-token")}).status_code == 403
+        client.get("/admin/openrouter", headers={"origin": HOSTILE_ORIGIN, **bearer("admin-token-4821")}).status_code
+        == 403
     )
     assert client.get("/admin/openrouter").status_code == 401
-    assert client.get("/admin/openrouter", headers=bearer("admin-token")).status_code == 200
+    assert client.get("/admin/openrouter", headers=bearer("admin-token-4821")).status_code == 200
 
 
 # --- raw ASGI helpers ----------------------------------------------------------------------------------
@@ -411,14 +412,18 @@ def test_the_admin_api_in_the_mcp_app_answers_to_its_own_token_and_mcp_to_the_se
     from serve_apps.mcp_app import build_asgi_app
 
     settings = SamespaceSettings(
-        admin={"token": "admin-token", "config_path": tmp_path / "config.json"}, serve={"token": "serve-token"}
+        admin={"token": "admin-token-4821", "config_path": tmp_path / "config.json"},
+        serve={"token": "serve-token-4821"},
     )
     service, asker = cast(CodeSearchService, object()), cast(AskService, object())  # no tool is called here
     app = build_asgi_app(service, asker, settings, admin=build_admin_asgi(AdminApi(settings), settings))
     client = TestClient(app, base_url=BASE)
-    assert client.get("/admin/openrouter", headers=bearer("admin-token")).status_code == 200  # no serve token needed
-    assert client.get("/admin/openrouter", headers=bearer("serve-token")).status_code == 401  # nor taken for its own
+    # no serve token needed, nor taken for the admin's own
+    assert client.get("/admin/openrouter", headers=bearer("admin-token-4821")).status_code == 200
+    assert client.get("/admin/openrouter", headers=bearer("serve-token-4821")).status_code == 401
     assert client.get("/admin/openrouter").status_code == 401
-    assert client.get("/admin/openrouter", headers={"host": HOSTILE_HOST, **bearer("admin-token")}).status_code == 421
-    assert client.post("/mcp/", headers=bearer("admin-token")).status_code == 401  # MCP still needs the serve token
+    assert (
+        client.get("/admin/openrouter", headers={"host": HOSTILE_HOST, **bearer("admin-token-4821")}).status_code == 421
+    )
+    assert client.post("/mcp/", headers=bearer("admin-token-4821")).status_code == 401  # MCP needs the serve token
     assert client.get("/healthz").status_code == 200

@@ -7,13 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakes.sync_jobs import FakeIndex, FakeJobs
 
-from cluster.config import ConfigStore, IndexRegistration
+from cluster.config import ConfigStore, IndexOrigin, IndexRegistration
 from cluster.errors import IndexNotFound, PathRefused
 from cluster.index import BuildProgress, BuildState, IndexRecord
 from cluster.ingest import SourceState
 from cluster.space import EncoderIdentity
 from cluster.sync import BuildPhase, IndexManager, SyncWatch, confine, indexable_folder, phase_of
+
+ADMIN = IndexOrigin.ADMIN
 
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=8, max_seq_length=256)
 
@@ -49,7 +52,8 @@ def test_only_folders_inside_the_allowed_roots_may_be_indexed_from_mcp(home: Pat
     linked_root = tmp_path / "linked-root"
     linked_root.symlink_to(root)  # a root that is itself a symlink counts as its target
     assert confine(str(api), [linked_root], home) == api.resolve()
-    assert confine(str(linked_root / "api"), [root], home) == api.resolve()
+    with pytest.raises(PathRefused, match="outside the allowed roots"):  # lexically outside: refused unread
+        confine(str(linked_root / "api"), [root], home)
 
 
 def test_some_folders_are_never_indexed_whoever_asks(home: Path) -> None:
@@ -101,49 +105,18 @@ def test_the_phase_of_a_build_comes_from_its_job_and_the_index_actor() -> None:
     assert phase_of("RUNNING", state("b1", "failed"), "b1") is BuildPhase.FAILED
 
 
-class Jobs:
-    def __init__(self) -> None:
-        self.submitted: list[tuple[list[str], str]] = []
-        self.states: dict[str, str] = {}
-        self.stopped: list[str] = []
-
-    def submit(self, argv: list[str], submission_id: str) -> str:
-        self.submitted.append((argv, submission_id))
-        self.states[submission_id] = "PENDING"
-        return submission_id
-
-    def status(self, job_id: str) -> str:
-        return self.states[job_id]
-
-    def stop(self, job_id: str) -> None:
-        self.stopped.append(job_id)
-        self.states[job_id] = "STOPPED"
-
-
-class Index:
-    def __init__(self) -> None:
-        self.states: dict[str, BuildState] = {}
-        self.indexed: list[IndexRecord] = []
-        self.removed: list[str] = []
-
-    def builds(self) -> dict[str, BuildState]:
-        return dict(self.states)
-
-    def records(self) -> list[IndexRecord]:
-        return list(self.indexed)
-
-    def remove(self, name: str) -> list[str]:
-        if name not in [r.name for r in self.indexed]:
-            raise IndexNotFound(name, [])
-        self.removed.append(name)
-        return [f"{name}__b1"]
-
-
-def manager(tmp_path: Path, signatures: dict[str, str]) -> tuple[IndexManager, Jobs, Index, list[float]]:
-    jobs, index, now = Jobs(), Index(), [1_700_000_000.0]
+def manager(tmp_path: Path, signatures: dict[str, str]) -> tuple[IndexManager, FakeJobs, FakeIndex, list[float]]:
+    jobs, index, now = FakeJobs(), FakeIndex(), [1_700_000_000.0]
     store = ConfigStore(tmp_path / "config.json")
     made = IndexManager(
-        jobs, index, store, debounce_s=2.0, clock=lambda: now[0], signature=lambda folder, ref: signatures[folder]
+        jobs,
+        index,
+        store,
+        debounce_s=2.0,
+        clock=lambda: now[0],
+        roots=[],
+        home=tmp_path / "home",
+        signature=lambda folder, ref: signatures[folder],
     )
     return made, jobs, index, now
 
@@ -151,7 +124,7 @@ def manager(tmp_path: Path, signatures: dict[str, str]) -> tuple[IndexManager, J
 def test_one_build_per_index_a_second_request_joins_it(tmp_path: Path) -> None:
     signatures = {"/src/api": "s0"}
     made, jobs, index, _ = manager(tmp_path, signatures)
-    first = made.request("/src/api", "api", ref=None, full=False)
+    first = made.request("/src/api", "api", ref=None, full=False, origin=ADMIN)
     argv, job_id = jobs.submitted[0]
     assert argv == ["--repo", "/src/api", "--name", "api", "--build-id", first.ticket.build]
     assert job_id == f"samespace-{first.ticket.build}" == first.ticket.job_id
@@ -160,11 +133,11 @@ def test_one_build_per_index_a_second_request_joins_it(tmp_path: Path) -> None:
     index.states["api"] = state(first.ticket.build, "building").model_copy(
         update={"progress": BuildProgress(chunks_done=5, chunks_total=10)}
     )
-    second = made.request("/src/api", "api", ref=None, full=True)
+    second = made.request("/src/api", "api", ref=None, full=True, origin=ADMIN)
     assert second.joined and second.ticket == first.ticket and len(jobs.submitted) == 1
     assert second.phase is BuildPhase.BUILDING and second.progress is not None and second.progress.chunks_done == 5
     index.states["api"] = state(first.ticket.build, "committed")  # committed; the job has not exited yet
-    third = made.request("/src/api", "api", ref="main", full=False)
+    third = made.request("/src/api", "api", ref="main", full=False, origin=ADMIN)
     assert not third.joined and len(jobs.submitted) == 2
     assert jobs.submitted[1][0][-2:] == ["--ref", "main"]
     stored = ConfigStore(tmp_path / "config.json").read_indexes()["api"]  # durable, for a restart
@@ -175,7 +148,7 @@ def test_a_sync_pass_reindexes_a_settled_change_and_nothing_else(tmp_path: Path)
     signatures = {"/src/api": "s0", "/src/web": "w0"}
     made, jobs, _, now = manager(tmp_path, signatures)
     for folder, name in (("/src/api", "api"), ("/src/web", "web")):
-        made.request(folder, name)
+        made.request(folder, name, origin=ADMIN)
     for job in jobs.states:
         jobs.states[job] = "SUCCEEDED"
     assert made.sync_once() == []  # nothing changed
@@ -193,7 +166,7 @@ def test_a_sync_pass_reindexes_a_settled_change_and_nothing_else(tmp_path: Path)
 def test_refresh_and_remove(tmp_path: Path) -> None:
     made, jobs, index, _ = manager(tmp_path, {"/src/api": "s0", "/old": "o0"})
     with pytest.raises(IndexNotFound):
-        made.refresh("nothing")
+        made.refresh("nothing", origin=ADMIN)
     index.indexed.append(  # indexed before registrations existed: its record says what it follows
         IndexRecord(
             name="old",
@@ -205,14 +178,14 @@ def test_refresh_and_remove(tmp_path: Path) -> None:
             started_at=0.0,
         )
     )
-    report = made.refresh("old")
+    report = made.refresh("old", origin=ADMIN)
     assert jobs.submitted[-1][0][:2] == ["--repo", "/old"] and jobs.submitted[-1][0][-2:] == ["--ref", "v1"]
     jobs.states[report.ticket.job_id] = "RUNNING"
-    assert made.remove("old") == ["old__b1"]
+    assert made.remove("old", origin=ADMIN) == ["old__b1"]
     assert jobs.stopped == [report.ticket.job_id] and "old" not in made.registrations()
-    made.request("/src/api", "api")  # registered, never built (its job failed)
+    made.request("/src/api", "api", origin=ADMIN)  # registered, never built (its job failed)
     jobs.states[jobs.submitted[-1][1]] = "FAILED"
     assert made.report("api") is not None and made.report("api").phase is BuildPhase.FAILED  # type: ignore[union-attr]
-    assert made.remove("api") == [] and "api" not in made.registrations()
+    assert made.remove("api", origin=ADMIN) == [] and "api" not in made.registrations()
     with pytest.raises(IndexNotFound):
-        made.remove("api")
+        made.remove("api", origin=ADMIN)

@@ -17,6 +17,8 @@ from cluster.ingest.secret_scan import SecretRule, find_secrets, has_secret, red
 REPO = Path(__file__).resolve().parents[2]
 ALNUM = "Zq7Xk2Rv9Lm4Tp8Wn3Hs6Jd1Gf5Bc0Ay"  # 32 mixed characters, so no canary looks like a placeholder
 HEX = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+AWS_ID_BODY = "Q3ZK7XRV9LM4TP8W"  # kept apart from its prefix: literals joined by "+" are scanned as one
+SLACK_IDS = "123456789012-1234567890123"
 
 
 def pem(kind: str, body_lines: int = 3) -> str:
@@ -34,8 +36,8 @@ CANARIES: dict[str, tuple[SecretRule, str]] = {
     "pem-pkcs8": (SecretRule.PRIVATE_KEY, pem("")),
     "pem-encrypted": (SecretRule.PRIVATE_KEY, pem("ENCRYPTED")),
     "pgp-block": (SecretRule.PRIVATE_KEY, pem("PGP")),
-    "aws-id": (SecretRule.AWS_ACCESS_KEY_ID, 'key_id = "' + "AK" + "IA" + "Q3ZK7XRV9LM4TP8W" + '"'),
-    "aws-sts-id": (SecretRule.AWS_ACCESS_KEY_ID, "ASI" + "A" + "Q3ZK7XRV9LM4TP8W"),
+    "aws-id": (SecretRule.AWS_ACCESS_KEY_ID, 'key_id = "' + "AK" + "IA" + AWS_ID_BODY + '"'),
+    "aws-sts-id": (SecretRule.AWS_ACCESS_KEY_ID, "ASI" + "A" + AWS_ID_BODY),
     "aws-secret-ini": (SecretRule.AWS_SECRET_KEY, "aws_secret_access_key = " + ALNUM + "wJal/r+U"),
     "aws-secret-env": (SecretRule.AWS_SECRET_KEY, 'export AWS_SECRET_ACCESS_KEY="' + ALNUM + 'wJal/r+U"'),
     "aws-secret-json": (SecretRule.AWS_SECRET_KEY, '{"SecretAccessKey": "' + ALNUM + 'wJal/r+U"}'),
@@ -48,8 +50,8 @@ CANARIES: dict[str, tuple[SecretRule, str]] = {
     "anthropic": (SecretRule.ANTHROPIC_KEY, "sk-" + "ant-api03-" + ALNUM * 2 + ALNUM[:29] + "-AA"),
     "openai-project": (SecretRule.OPENAI_KEY, "sk-" + "proj-" + ALNUM + "_" + ALNUM + "-" + ALNUM),
     "openai-legacy": (SecretRule.OPENAI_KEY, "openai.api_key = '" + "sk-" + ALNUM + ALNUM[:16] + "'"),
-    "slack-bot": (SecretRule.SLACK_TOKEN, "xo" + "xb-" + "123456789012-1234567890123-" + ALNUM[:24]),
-    "slack-user": (SecretRule.SLACK_TOKEN, "xo" + "xp-" + "123456789012-1234567890123-1234567890123-" + ALNUM),
+    "slack-bot": (SecretRule.SLACK_TOKEN, "xo" + "xb-" + SLACK_IDS + "-" + ALNUM[:24]),
+    "slack-user": (SecretRule.SLACK_TOKEN, "xo" + "xp-" + SLACK_IDS + "-" + SLACK_IDS[:13] + "-" + ALNUM),
     "slack-webhook": (
         SecretRule.SLACK_WEBHOOK,
         "https://hooks.slack" + ".com/services/" + "T01ABCDEF/" + "B02GHIJKL/" + ALNUM[:24],
@@ -218,6 +220,13 @@ ADVERSARIAL = {
     "url-long-user": "://" + "a" * ONE_MB,
     "url-long-passwords": ("://a:" + "b" * 250) * (ONE_MB // 255),
     "url-ats": "://a:b" + "@" * ONE_MB,
+    "jwt-prefixes": ("eyJ" + "a" * 20 + ".") * (ONE_MB // 24),
+    "password-lines": ("password: " + "a1" * 200 + "\n") * (ONE_MB // 411),
+    "yaml-token-lines": ("  token: " + "a1" * 30 + " x\n") * (ONE_MB // 72),
+    "secret-key-quotes": ("SECRET_KEY = '" + "a1" * 10) * (ONE_MB // 34),
+    "literal-glue": "'ab' + " * (ONE_MB // 7),
+    "docker-auth": ('"auth": "' + "QUJD" * 50) * (ONE_MB // 209),
+    "pgpass-fields": "pgpass " + "a:1:b:c:" * (ONE_MB // 8),
     "plain": "a" * ONE_MB,
 }
 

@@ -12,7 +12,18 @@ from fakes.openrouter_fake import FakeConfig, FakeState, KeyConfig, ModelEntry, 
 from pydantic import SecretStr, ValidationError
 
 from cluster.cloud.openrouter import OpenRouterClient
-from cluster.cloud.spend import CallUsage, Charge, ModelPrice, SpendLedger, SpendRecord, SpendState, charge_for, utc_day
+from cluster.cloud.spend import (
+    ESTIMATE_BASIS,
+    UNPRICED_PRICE,
+    CallUsage,
+    Charge,
+    ModelPrice,
+    SpendLedger,
+    SpendRecord,
+    SpendState,
+    charge_for,
+    utc_day,
+)
 from cluster.config.store import ConfigStore, PersistedConfig, effective_settings
 from cluster.errors import SpendCapReached
 from cluster.roles import Role
@@ -49,9 +60,48 @@ def test_without_a_cost_the_charge_is_tokens_times_the_listed_price_and_says_it_
     assert charge.credits == pytest.approx(1000 * 0.001 + 10 * 0.01)
 
 
-def test_without_a_cost_or_a_price_the_call_is_counted_as_unpriced() -> None:
-    charge = charge_for(CallUsage(model="m", prompt_tokens=50), None)
-    assert charge == Charge(credits=0.0, estimated=True, unpriced=True)
+def test_without_a_cost_or_a_price_the_call_is_charged_the_unpriced_estimate_never_zero() -> None:
+    charge = charge_for(CallUsage(model="m", prompt_tokens=50, completion_tokens=7), None)
+    assert charge.estimated and charge.unpriced
+    assert charge.credits > 0
+    assert charge.credits == pytest.approx(50 * UNPRICED_PRICE.prompt + 7 * UNPRICED_PRICE.completion)
+
+
+# Listed prices per 1M tokens (prompt, completion) of models across the catalogue: an embedding model,
+# a small and a frontier chat model, and the top of the catalogue.
+LISTED_PER_M = [(0.02, 0.0), (0.15, 0.6), (15.0, 75.0), (150.0, 600.0)]
+
+
+@pytest.mark.parametrize(("prompt_per_m", "completion_per_m"), LISTED_PER_M)
+def test_an_unpriced_call_is_charged_at_least_what_a_listed_model_charges_for_its_tokens(
+    prompt_per_m: float, completion_per_m: float
+) -> None:
+    usage = CallUsage(model="m", prompt_tokens=12_345, completion_tokens=678)
+    listed = charge_for(usage, ModelPrice(prompt=prompt_per_m / 1e6, completion=completion_per_m / 1e6))
+    assert charge_for(usage, None).credits >= listed.credits > 0
+
+
+def test_unpriced_calls_reach_the_cap_and_the_report_says_what_was_estimated_and_on_what_basis() -> None:
+    ledger = SpendLedger({EMBED: 1.0}, clock=at("2026-12-02T10:00:00"))
+    ledger.charge(EMBED, Charge(credits=0.25))  # reported by upstream
+    ledger.charge(EMBED, charge_for(CallUsage(model="e", prompt_tokens=1000), ModelPrice(prompt=1e-4)))  # listed
+    for _ in range(4):  # the price lookup failed: 2000 tokens each at the unpriced default
+        ledger.charge(EMBED, charge_for(CallUsage(model="e", prompt_tokens=2000), None))
+    assert ledger.state(EMBED) is SpendState.CAPPED  # unpriced calls used to cost 0: the cap never held
+    view = ledger.view()
+    embed = view.roles[EMBED]
+    unpriced = 4 * 2000 * UNPRICED_PRICE.prompt
+    assert (embed.calls, embed.unpriced_calls) == (6, 4)
+    assert embed.unpriced_credits == pytest.approx(unpriced)
+    assert embed.estimated == pytest.approx(0.1 + unpriced) and embed.spent == pytest.approx(0.35 + unpriced)
+    assert view.basis == ESTIMATE_BASIS and "per 1M" in view.basis and "unpriced" in view.basis
+    assert view.model_dump(mode="json")["roles"]["code-embedding"]["unpriced_credits"] == pytest.approx(unpriced)
+
+
+def test_a_spend_file_written_before_unpriced_credits_existed_still_loads() -> None:
+    old = '{"day": "2026-12-02", "roles": {"rlm": {"spent": 1.0, "estimated": 0.0, "calls": 2, "unpriced_calls": 1}}}'
+    record = SpendRecord.model_validate_json(old)
+    assert record.roles[Role.RLM].unpriced_credits == 0.0 and record.roles[Role.RLM].unpriced_calls == 1
 
 
 # -- the ledger ----------------------------------------------------------------------------------
@@ -193,6 +243,30 @@ async def test_without_usage_cost_the_listener_gets_the_tokens_and_the_price_mak
     assert usage.cost is None and usage.prompt_tokens == 3
     charge = charge_for(usage, price)
     assert charge.estimated and charge.credits == pytest.approx(3 * 0.001)
+
+
+@pytest.mark.parametrize(
+    "pricing",
+    [{"prompt": "-1", "completion": "-1"}, {"prompt": None, "completion": None}, None],
+    ids=["variable-price-router", "no-prices", "no-pricing"],
+)
+async def test_a_price_the_catalogue_does_not_give_is_unknown_not_zero(pricing: dict[str, str | None] | None) -> None:
+    import httpx
+
+    def catalogue(request: httpx.Request) -> httpx.Response:
+        entries = [{"id": "openrouter/auto", "pricing": pricing}, {"id": "free/model", "pricing": {"prompt": "0"}}]
+        return httpx.Response(200, json={"data": entries})
+
+    client = OpenRouterClient(
+        provider_name="p",
+        key=SecretStr("sk-or-v1-spend"),
+        base_url="http://fake.test/api/v1",
+        transport=httpx.MockTransport(catalogue),
+    )
+    async with client:
+        assert await client.model_price("openrouter/auto") is None  # charged the unpriced estimate
+        assert await client.model_price("not/listed") is None
+        assert await client.model_price("free/model") == ModelPrice(prompt=0.0, completion=0.0)  # listed free
 
 
 async def test_a_failing_usage_listener_never_fails_the_call() -> None:

@@ -219,15 +219,66 @@ def test_git_info_exclude_is_honoured_and_ignored_files_are_not_recorded(tmp_pat
     assert skips.summary().counts == {}
 
 
-def test_a_worktree_git_file_leads_to_the_common_dirs_info_exclude(tmp_path: Path) -> None:
+def test_a_worktree_git_file_is_refused_and_the_folder_it_points_to_is_never_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     main_git = tmp_path / "main" / ".git"
     write(main_git, "info/exclude", "local.txt\n")
     write(main_git, "worktrees/wt/commondir", "../..\n")
     repo = tmp_path / "wt"
     write(repo, ".git", f"gitdir: {main_git / 'worktrees' / 'wt'}\n")
-    write(repo, "local.txt", "mine\n")
     write(repo, "app.py")
-    assert walked(repo) == ["app.py"]
+    opened = spy_opens(monkeypatch)
+    with pytest.raises(ScanError, match="is a file pointing to a git folder elsewhere"):
+        walk_repository(repo, WalkSettings())
+    assert not any(path.startswith(str(tmp_path / "main")) for path in opened)
+
+
+def test_a_subfolder_walk_honours_every_ignore_file_from_the_repository_top_down(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    write(repo, ".git/info/exclude", "local-notes.md\n")
+    write(repo, ".gitignore", "*.secret.py\n/sub/private/\n/top-only.py\ndocs/*.md\n")
+    write(repo, ".samespaceignore", "sub/generated/\n")
+    write(repo, "sub/.gitignore", "/anchored-here.py\n")
+    write(repo, "sub/app.py")
+    write(repo, "sub/key.secret.py")  # no slash in the top's pattern: it matches at any depth
+    write(repo, "sub/private/notes.py")  # anchored at the top: /sub/private/
+    write(repo, "sub/generated/out.py")  # the top's .samespaceignore
+    write(repo, "sub/local-notes.md")  # .git/info/exclude
+    write(repo, "sub/anchored-here.py")  # sub's own pattern, anchored at sub/
+    write(repo, "sub/deeper/anchored-here.py")
+    write(repo, "sub/top-only.py")  # anchored at the top: only /top-only.py is ignored
+    write(repo, "sub/docs/guide.md")  # docs/*.md holds a slash: relative to the top, not to sub/
+    expected = [".gitignore", "app.py", "deeper/anchored-here.py", "docs/guide.md", "top-only.py"]
+    assert walked(repo / "sub") == expected
+
+
+def test_a_root_its_repository_ignores_is_ignored_whole_and_a_root_in_a_junk_folder_is_its_own(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    write(repo, ".git/info/exclude", "")
+    write(repo, ".gitignore", "build/\nnode_modules/\n*.js\n")
+    write(repo, "build/gen/out.py")
+    write(repo, "node_modules/pkg/index.js")
+    write(repo, "node_modules/pkg/.gitignore", "dist/\n")
+    write(repo, "node_modules/pkg/dist/bundle.js")
+    assert walked(repo / "build" / "gen") == []  # git ignores build/ and all in it
+    assert walked(repo / "build" / "gen", WalkSettings(reinclude=("out.py",))) == ["out.py"]  # the operator's word
+    # The repository's walk never enters node_modules/: a package there is a folder of its own.
+    assert walked(repo / "node_modules" / "pkg") == [".gitignore", "index.js"]
+
+
+def test_an_exported_build_in_the_store_is_walked_as_a_folder_of_its_own(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write(home, ".git/info/exclude", "")
+    write(home, ".gitignore", "*\n")  # a dotfiles repository at home ignores all it does not track
+    export = home / ".samespace" / "data" / "exports" / "api.b1"  # inside a junk folder of that repository
+    write(export, "app.py")
+    assert walked(export) == ["app.py"]
+    (home / ".git").rename(home / "dotfiles.git")
+    write(home, ".git", f"gitdir: {home / 'dotfiles.git'}\n")  # not even read: git's walk never goes there
+    assert walked(export) == ["app.py"]
 
 
 def test_core_excludes_file_from_the_repository_config_expands_the_injected_home(tmp_path: Path) -> None:
@@ -419,7 +470,7 @@ def test_an_unreadable_subfolder_is_recorded_and_the_walk_goes_on(
     real_scandir = os.scandir
 
     def scandir(path: Any) -> Any:
-        if os.fspath(path) == locked:
+        if opened_path(path, {}) == locked:
             raise PermissionError(13, "Permission denied", locked)
         return real_scandir(path)
 
@@ -435,7 +486,7 @@ def test_an_unreadable_file_is_recorded_and_the_walk_goes_on(tmp_path: Path, mon
     real_open = os.open
 
     def guarded(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if os.fspath(path).endswith("/a.py"):
+        if opened_path(path, kwargs).endswith("/a.py"):
             raise PermissionError(13, "Permission denied", os.fspath(path))
         return real_open(path, flags, *args, **kwargs)
 
@@ -457,7 +508,7 @@ def test_a_missing_root_a_file_root_and_an_unlistable_root_raise_scan_error(
     root = tmp_path.resolve()
 
     def scandir(path: Any) -> Any:
-        if os.fspath(path) == str(root):
+        if opened_path(path, {}) == str(root):
             raise PermissionError(13, "Permission denied", str(root))
         return real_scandir(path)
 
@@ -577,13 +628,24 @@ def test_the_deny_lists_one_regex_pre_check_agrees_with_gitignore_matching() -> 
     assert sum(rules.denies(p) for p in paths) > 15
 
 
+def opened_path(path: Any, kwargs: dict[str, Any]) -> str:
+    """The full path an os.open or os.scandir call names: a name below a folder handle (dir_fd), a
+    folder handle itself, or a path."""
+    if isinstance(path, int):
+        return os.readlink(f"/proc/self/fd/{path}")
+    dir_fd = kwargs.get("dir_fd")
+    if dir_fd is None:
+        return os.fspath(path)
+    return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), os.fspath(path))
+
+
 def spy_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every path os.open is asked for while the test runs (the walker opens files only this way)."""
+    """Every full path os.open is asked for while the test runs (the walker opens files only this way)."""
     opened: list[str] = []
     real_open = os.open
 
     def spy(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        opened.append(os.fspath(path))
+        opened.append(opened_path(path, kwargs))
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", spy)
