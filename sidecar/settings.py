@@ -67,7 +67,7 @@ class ServeSpec(_Strict):
     @field_validator("role")
     @classmethod
     def _role_slug(cls, value: str) -> str:
-        if not _ROLE_PATTERN.match(value):
+        if not _ROLE_PATTERN.fullmatch(value):
             raise ValueError(f"role must be a lowercase slug like 'code-embedding', got {value!r}")
         return value
 

@@ -263,7 +263,7 @@ class _Git:
         return _text(self.run(*args, check=False))
 
     def resolve(self, ref: str) -> str:
-        if not REF_PATTERN.match(ref) or ".." in ref:
+        if not REF_PATTERN.fullmatch(ref) or ".." in ref:
             raise RefNotFound(
                 str(self.folder), ref, "not a ref name (letters, digits and _ . / ~ ^ @ { } + -, no '..')"
             )

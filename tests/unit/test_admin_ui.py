@@ -238,3 +238,16 @@ def test_recent_jobs_clips_what_it_shows() -> None:
 )
 def test_route_path_is_the_path_below_the_root(path: str, root: str, expected: str) -> None:
     assert route_path({"path": path, "root_path": root}) == expected
+
+
+def test_a_token_file_rewritten_short_while_serving_fails_closed(tmp_path: Path) -> None:
+    token_file = tmp_path / "admin-token"
+    token_file.write_text(TOKEN)
+    settings = SamespaceSettings(admin={"token_file": token_file, "config_path": tmp_path / "config.json"})
+    client = TestClient(
+        build_admin_asgi(AdminApi(settings), settings, jobs=lambda: JOBS), base_url=BASE, root_path="/admin"
+    )
+    assert client.get("/admin/jobs", headers=bearer(TOKEN)).status_code == 200
+    token_file.write_text("short")
+    response = client.get("/admin/jobs", headers=bearer("short"))
+    assert response.status_code == 401 and b"short" not in response.content

@@ -77,7 +77,7 @@ def test_refs_resolve_to_commits_and_anything_else_is_refused(repo: Path) -> Non
     state = source_state(repo, "main")
     assert (state.commit, state.branch, state.ref, state.dirty) == (second, "main", "main", False)
     assert source_state(repo, "v1").branch is None
-    for bad in ("-c", "--output=/tmp/x", "main..v1", "main:pkg/a.py", "$(touch x)", "a b", ""):
+    for bad in ("-c", "--output=/tmp/x", "main..v1", "main:pkg/a.py", "$(touch x)", "a b", "", "main\n"):
         with pytest.raises(RefNotFound, match="not a ref name"):
             resolve_commit(repo, bad)
     with pytest.raises(RefNotFound, match="does not resolve"):

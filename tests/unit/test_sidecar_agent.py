@@ -733,6 +733,8 @@ def test_parse_serve_and_urls() -> None:
     for bad in ["code-embedding", "=http://x", "a=ftp://x", "a=http://x,modle=y", "Bad Role=http://x"]:
         with pytest.raises(SettingsError, match="--serve"):
             parse_serve(bad)
+    with pytest.raises(ValueError, match="lowercase slug"):
+        ServeSpec(role="code-embedding\n", base_url="http://127.0.0.1:9201/v1")  # `$` matched before a newline
     settings = make_settings("https://master.example:8443/api/", ["a=http://127.0.0.1:1/v1"])
     assert settings.ws_url == "wss://master.example:8443/api/sidecar"
     assert settings.http_url("poll") == "https://master.example:8443/api/sidecar/poll"
