@@ -25,6 +25,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 from ray import serve
 from ray.actor import ActorHandle
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 from ray.serve import Application
 
 from cluster.ask.pipeline import AskRequest, AskResult
@@ -295,8 +296,19 @@ async def _tool_call(tool: str, call: Any) -> Any:
         if isinstance(exc, ToolError):
             raise
         raise ToolError(str(original_error(exc))) from exc
+    except RayError as exc:  # an actor restarting, gone or too slow: a named error, never a traceback
+        raise ToolError(cluster_unavailable(exc)) from exc
     finally:
         record_tool(tool, outcome, time.perf_counter() - began)
+
+
+def cluster_unavailable(exc: RayError) -> str:
+    """What a client reads when an actor behind a tool is restarting, dead or too slow (named by Ray's
+    error class; retrying is the cure), or raised something unexpected (named by its class only)."""
+    if isinstance(exc, ActorUnavailableError | RayActorError | GetTimeoutError):
+        return f"{type(exc).__name__}: a part of the cluster is restarting or unreachable; retry in a few seconds"
+    cause = getattr(exc, "cause", None)
+    return f"{type(cause or exc).__name__} in a cluster actor (see the server's log)"
 
 
 def build_asgi_app(

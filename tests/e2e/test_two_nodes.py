@@ -6,9 +6,6 @@ resource `fake_gpu` standing in for a GPU.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,45 +14,13 @@ import numpy as np
 import pytest
 import ray
 from conftest import RayCluster
+from second_node import SecondNode
 from waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NAMESPACE = "two-nodes"
-ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [f"def step_{i}(state):\n    return transition(state, {i}) + cost_{i % 7}" for i in range(900)]
-
-
-class SecondNode:
-    def __init__(self, gcs_address: str, log: Path) -> None:
-        self._log = log.open("w")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.fakes.ray_worker_node",
-                "--address",
-                gcs_address,
-                "--num-cpus",
-                "1",
-                "--resources",
-                '{"fake_gpu": 1}',
-            ],
-            cwd=ROOT,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        self._log.close()
 
 
 def alive_nodes() -> list[dict[str, Any]]:
