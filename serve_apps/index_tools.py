@@ -20,7 +20,7 @@ from ray.actor import ActorHandle
 
 from cluster.config import IndexOrigin, IndexRegistration
 from cluster.settings import SamespaceSettings
-from cluster.sync import BuildPhase, BuildReport, confine, indexable_folder
+from cluster.sync import BuildPhase, BuildReport, admit_folder
 
 FOLLOW_POLL_S = 0.5
 FOLLOW_TIMEOUT_S = 3600.0
@@ -49,7 +49,7 @@ class IndexService:
         self, path: str, name: str | None, ref: str | None, full: bool, *, confined: bool
     ) -> BuildReport:
         """Submit a build of the folder (confined: only inside the allowed roots), or join the running one."""
-        folder = confine(path, self._roots, self._home) if confined else indexable_folder(path, self._home)
+        folder = admit_folder(path, self._roots, self._home, confined=confined)
         report: BuildReport = await self._sync().request.remote(
             str(folder), name or default_index_name(folder, ref), ref, full, origin_of(confined)
         )
