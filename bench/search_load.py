@@ -70,6 +70,7 @@ __all__ = [
     "main",
     "markdown_table",
     "memory_table",
+    "package_corpus",
     "parse_smaps_rollup",
     "process_name",
     "run_env",
@@ -680,6 +681,17 @@ async def _search(session: Any, query: str) -> dict[str, Any]:
 # The run.
 
 
+def package_corpus(package: str, work: Path) -> tuple[Path, list[str], dict[str, Any]]:
+    """The stripped copy of an installed package under `work`, its docstring queries and its facts
+    (version, files), printed."""
+    from bench.quality_corpus import build_corpus, corpus_dir, read_facts
+
+    queries = [q.query for q in build_corpus((package,), work / "eval")]
+    facts = read_facts(work / "eval")
+    print(f"corpus: {package} {facts['packages'][package]}, {facts['files']} files, {len(queries)} queries")
+    return corpus_dir(work / "eval"), queries, facts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.search_load")
     parser.add_argument("--clients", type=int, nargs="+", default=list(DEFAULT_CLIENTS), help="client counts")
@@ -689,14 +701,10 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.clients) < 1 or args.seconds <= 0:
         parser.error("client counts must be at least 1 and --seconds positive")
 
-    from bench.quality_corpus import build_corpus, corpus_dir, read_facts
     from cluster.settings import load_settings
 
     work = Path(tempfile.mkdtemp(prefix="samespace-load-"))
-    queries = [q.query for q in build_corpus((args.package,), work / "eval")]
-    corpus = corpus_dir(work / "eval")
-    facts = read_facts(work / "eval")
-    print(f"corpus: {args.package} {facts['packages'][args.package]}, {facts['files']} files, {len(queries)} queries")
+    corpus, queries, facts = package_corpus(args.package, work)
     samespace = SamespaceCluster(
         state_dir=work / "state",
         temp_dir=Path(tempfile.mkdtemp(prefix="ssl-", dir="/tmp")),  # Ray's socket paths must stay short

@@ -56,6 +56,7 @@ from bench.search_load import (
     ProcessMemory,
     SamespaceCluster,
     aggregate_by_name,
+    package_corpus,
     read_process,
 )
 from samespace.head import free_port
@@ -673,14 +674,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.minutes < 1 or not 0 <= args.baseline_minute < args.minutes or args.clients < 1:
         parser.error("need --minutes >= 1, 0 <= --baseline-minute < --minutes and --clients >= 1")
 
-    from bench.quality_corpus import build_corpus, corpus_dir, read_facts
     from cluster.settings import load_settings
 
     work = Path(tempfile.mkdtemp(prefix="samespace-soak-"))
-    queries = [q.query for q in build_corpus((args.package,), work / "eval")]
-    corpus = corpus_dir(work / "eval")
-    facts = read_facts(work / "eval")
-    print(f"corpus: {args.package} {facts['packages'][args.package]}, {facts['files']} files, {len(queries)} queries")
+    corpus, queries, facts = package_corpus(args.package, work)
     cluster = SoakCluster(
         state_dir=work / "state",
         temp_dir=Path(tempfile.mkdtemp(prefix="sso-", dir="/tmp")),  # Ray's socket paths must stay short

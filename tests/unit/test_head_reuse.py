@@ -194,12 +194,18 @@ def test_a_foreign_listener_on_the_gcs_port_is_refused_and_never_asked_anything(
         return httpx.Response(200)
 
     client = httpx.Client(transport=httpx.MockTransport(answer))
-    # a record naming this test's own session: alive, but no GCS or raylet in it, and not the one on the port
-    record = HeadRecord(session=os.getsid(0), gcs_address=spec.gcs_address, dashboard_url=spec.dashboard_url)
-    for recorded in (None, record):
-        probe = probe_head(spec, recorded, client)
-        assert probe.gcs_port_taken and not probe.recorded_alive and not probe.recorded_holds_ports
-        assert decide_head(spec, recorded, probe).action is HeadAction.REFUSE
+    # a record naming a session of its own: alive, but no GCS or raylet in it, and not the one on the port
+    # (not this test's session: the suite's own Ray may run in it)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        record = HeadRecord(session=other.pid, gcs_address=spec.gcs_address, dashboard_url=spec.dashboard_url)
+        for recorded in (None, record):
+            probe = probe_head(spec, recorded, client)
+            assert probe.gcs_port_taken and not probe.recorded_alive and not probe.recorded_holds_ports
+            assert decide_head(spec, recorded, probe).action is HeadAction.REFUSE
+    finally:
+        other.kill()
+        other.wait()
     assert asked == []
 
 
