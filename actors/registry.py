@@ -135,18 +135,19 @@ def ensure_virtual_containers(settings: SamespaceSettings) -> list[ActorHandle]:
 def ensure_cloud_containers(settings: SamespaceSettings) -> list[CloudContainer]:
     """`ensure_virtual_containers` with each container's name and role (no call to the actors).
 
-    Started from the settings with the durable config over them: pushed routes get containers
-    too, and a new container starts with the pushed route, policy and base URL.
+    The durable config over the settings says which roles get containers (pushed routes too). A
+    container is started from the configured settings alone and lays the store over them itself,
+    at each (re)start: a push in force when it was created never outlives the store's copy of it.
     """
     from cluster.config.store import effective_settings
 
-    settings = effective_settings(settings)
-    cloud = settings.cloud
+    effective = effective_settings(settings)
+    cloud = effective.cloud
     if not cloud.enabled:
         return []
     containers: list[CloudContainer] = []
     seen_hosts: set[str] = set()
-    for node in alive_nodes(settings):
+    for node in alive_nodes(effective):
         if node.host in seen_hosts:  # one PC, one container per role, however many Ray nodes it runs
             continue
         seen_hosts.add(node.host)
@@ -155,8 +156,8 @@ def ensure_cloud_containers(settings: SamespaceSettings) -> list[CloudContainer]
             handle = VirtualContainerActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
                 name=name,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=True),
-                **_detached(settings),
-            ).remote(name, role, route, settings, settings.policy(role))
+                **_detached(effective),
+            ).remote(name, role, settings.cloud.routes.get(role, route), settings, settings.policy(role))
             containers.append(CloudContainer(name=name, role=role, handle=handle))
     return containers
 

@@ -406,6 +406,32 @@ def test_a_pushed_base_url_reaches_the_running_containers(admin: dict[str, Any],
             assert call(admin, "POST", "/openrouter", restore).json()["ok"]
 
 
+def test_a_container_started_under_a_push_forgets_it_when_the_store_does(
+    admin: dict[str, Any], fake_openrouter: Any, no_key_anywhere: None
+) -> None:
+    """A container created while a base URL was pushed is started from the configured settings,
+    not from that push: once the store is reset, a restart brings it back with the configured URL
+    (it once came back with the old push, which the admin API then reported as a disagreement)."""
+    from actors.registry import ensure_cloud_containers
+
+    pushed = fake_openrouter.base_url + "/"
+    for container in ensure_cloud_containers(admin["settings"]):  # gone for good: the next push creates them
+        ray.kill(container.handle, no_restart=True)
+    try:
+        assert call(admin, "POST", "/openrouter", {"api_key": CANARY_KEY, "base_url": pushed}).json()["ok"]
+        assert {c["base_url"] for c in containers_of(call(admin, "GET", "/openrouter").json())} == {pushed}
+    finally:
+        from cluster.config.store import ConfigStore, PersistedConfig
+
+        ConfigStore(admin["settings"].admin.config_path).write(PersistedConfig())  # nothing pushed any more
+        assert call(admin, "POST", "/openrouter/repush").json()["ok"]
+    restart_code_embedding_containers(admin)
+    state = call(admin, "GET", "/openrouter").json()
+    held = containers_of(state)
+    assert held and {c["base_url"] for c in held} == {fake_openrouter.base_url}, state
+    assert state["disagreements"] == []
+
+
 def test_health_and_status_say_once_that_a_restart_lost_the_key(
     admin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
