@@ -120,7 +120,7 @@ class PointKey(Strict):
                 return None
             return cls.model_validate(
                 {
-                    **row.model_dump(include=_KEY_FIELDS | {"symbol", "file_hash"}),
+                    **row.model_dump(include={*_KEY_FIELDS, "symbol", "file_hash"}),
                     "id": point_id,
                     "embed_hash": row.embed_hash or embed_hash(row.chunk()),
                     "complete": not row.lacks(PAYLOAD_FIELDS),
@@ -311,8 +311,9 @@ class IndexCatalog:
         each with the commit and ref (or branch) of its build, and why each index skipped was. The
         one index a scope names exactly refuses a query from another space (EncoderMismatch); of
         several, such an index is skipped."""
+        refused: list[EncoderMismatch] = []
         if query.scope is not None and list(names) == [query.scope]:
-            hits, refused = self.search(query.scope, query), []
+            hits = self.search(query.scope, query)
         else:
             hits, refused = self.search_all(query, names)
         return [self._sourced(hit) for hit in hits], [str(exc) for exc in refused]

@@ -72,7 +72,7 @@ class RowPayload(BaseModel):
 
     def stored(self) -> Payload:
         """The payload as a row stores it (no hit keys)."""
-        return self.model_dump(exclude=HIT_FIELDS)
+        return self.model_dump(exclude=set(HIT_FIELDS))
 
     def lacks(self, fields: frozenset[str]) -> bool:
         """True when the stored payload this was read from had none of some of `fields`."""

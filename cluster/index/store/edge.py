@@ -107,10 +107,9 @@ def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
 
 def _edge_query(leg: Leg) -> qe.Query:
     """A leg as Qdrant Edge's query: nearest to its dense vector or its sparse keyword terms."""
-    vector = leg.vector
-    if not isinstance(vector, list):
-        vector = qe.SparseVector(list(vector.indices), list(vector.values))
-    return qe.Query.Nearest(vector, using=leg.using or None)
+    if isinstance(leg.vector, list):
+        return qe.Query.Nearest(leg.vector, using=leg.using or None)
+    return qe.Query.Nearest(qe.SparseVector(list(leg.vector.indices), list(leg.vector.values)), using=leg.using)
 
 
 def _ids_and_scores(leg: Leg, limit: int, where: qe.Filter | None) -> qe.QueryRequest:
