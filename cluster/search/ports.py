@@ -16,7 +16,9 @@ from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.space import EncoderIdentity
 from cluster.types import ScoredHit
 
-__all__ = ["IndexStatusSource", "QueryEncoder", "Reranker", "SearchIndex"]
+__all__ = ["IndexStatusSource", "QueryEncoder", "QueryVector", "Reranker", "SearchIndex"]
+
+QueryVector = tuple[np.ndarray, EncoderIdentity, str]  # a query's vector, the space it lives in, the provider
 
 
 class IndexStatusSource(Protocol):
@@ -45,7 +47,7 @@ class QueryEncoder(Protocol):
     """A query's vector: `actors.query_path.QueryPath` (one hop to a local embedder, else the
     dispatcher), and whether any provider serves reranking."""
 
-    async def encode_query(self, text: str, project: str) -> tuple[np.ndarray, EncoderIdentity, str]: ...
+    async def encode_query(self, text: str, project: str) -> QueryVector: ...
 
     async def rerankers(self) -> bool: ...
 

@@ -20,7 +20,7 @@ from cluster.index import RowPayload, SearchMode, SearchQuery, check_glob, query
 from cluster.ingest.source import SourceLines
 from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
-from cluster.search.ports import QueryEncoder, Reranker, SearchIndex
+from cluster.search.ports import QueryEncoder, QueryVector, Reranker, SearchIndex
 from cluster.search.query_cache import QueryVectorCache
 from cluster.search.status import IndexStatus, IndexStatusReader
 from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S, LimitsSettings
@@ -33,8 +33,6 @@ log = logging.getLogger("samespace.search")
 
 SNIPPET_MAX_LINES = 30
 SNIPPET_MAX_CHARS = 2000
-
-QueryVector = tuple[np.ndarray, EncoderIdentity, str]  # the vector, the space it lives in, the provider
 
 
 class CodeHit(Strict):
