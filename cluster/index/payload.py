@@ -75,7 +75,7 @@ class RowPayload(BaseModel):
         return self.model_dump(exclude=set(HIT_FIELDS))
 
     def lacks(self, fields: frozenset[str]) -> bool:
-        """True when the stored payload this was read from had none of some of `fields`."""
+        """True when the payload this was read from lacked any of `fields` (an older row)."""
         return not fields <= self.model_fields_set
 
     @property

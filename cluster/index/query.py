@@ -8,10 +8,10 @@ each index's encoder space and asks the store for every leg's candidates.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from cluster.errors import UnknownLanguage
 from cluster.index.keywords import identifier_query, query_keywords
@@ -44,18 +44,13 @@ class SearchQuery(Strict):
     limit: int = Field(description="Hits after fusion (the reranker's pool when one re-scores them).")
     fusion: FusionParams = Field(default_factory=FusionParams, description="How the legs' scores are summed.")
 
-    @field_validator("vector", mode="before")
-    @classmethod
-    def _as_list(cls, value: Any) -> Any:
-        return value.tolist() if isinstance(value, np.ndarray) else value
-
     @classmethod
     def of_text(
         cls,
         text: str,
         mode: SearchMode,
         *,
-        vector: Any,
+        vector: np.ndarray | None,
         identity: EncoderIdentity | None,
         scope: str | None,
         filter: PayloadFilter | None,
@@ -65,7 +60,7 @@ class SearchQuery(Strict):
         """The query `mode` asks for: keyword terms unless dense, the definition leg when hybrid."""
         return cls(
             scope=scope,
-            vector=vector,
+            vector=None if vector is None else vector.tolist(),
             identity=identity,
             keywords=query_keywords(text) if mode != "dense" else None,
             definitions=definitions_filter(text) if mode == "hybrid" else None,

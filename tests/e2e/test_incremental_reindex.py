@@ -68,7 +68,7 @@ class Env:
 
         vector, identity = ray.get(self.embedder.encode_query.remote(text))
         where = PayloadFilter(equals=filters) if filters else None
-        search = SearchQuery(scope=name, vector=vector, identity=identity, limit=limit, filter=where)
+        search = SearchQuery(scope=name, vector=vector.tolist(), identity=identity, limit=limit, filter=where)
         hits, _ = ray.get(self.index.search.remote(search))
         return list(hits)
 
@@ -230,7 +230,7 @@ def test_queries_during_an_incremental_update_never_fail(env: Env) -> None:
     repo = write_repo(env.tmp.mktemp("live") / "shop", TOPICS)
     old, _ = env.reindex(repo, "live")
     vector, identity = ray.get(env.embedder.encode_query.remote("validate the payment record"))
-    search = SearchQuery(scope="live", vector=vector, identity=identity, limit=5)
+    search = SearchQuery(scope="live", vector=vector.tolist(), identity=identity, limit=5)
     seen: list[set[str]] = []
     errors: list[BaseException] = []
     stop = threading.Event()
