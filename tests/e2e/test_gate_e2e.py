@@ -89,7 +89,8 @@ def route(settings: Any, handle: Any, upstream: str | None, policy: str) -> None
 
 def use(settings: Any, policy: str, **containers: str | None) -> Any:
     """Put `policy` in force and point the named containers at upstreams; return the dispatcher."""
-    from actors.dispatcher import get_dispatcher, push_policy
+    from actors.config_push import push_policy
+    from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
 
     push_policy(settings, Role.CODE_EMBEDDING, policy)

@@ -68,7 +68,8 @@ def spend(
 
     from actors import ensure_embedders, ensure_virtual_containers
     from actors.budget import get_budget_actor
-    from actors.dispatcher import get_dispatcher, push_policy
+    from actors.config_push import push_policy
+    from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
     from cluster.settings import SamespaceSettings
 
@@ -186,7 +187,7 @@ def test_a_cap_crossed_mid_reindex_switches_the_rest_to_local_with_nothing_lost(
     assert rows == chunks == record.chunks, report
 
     # Under `cloud` there is no local lane to carry on: the call fails, saying why.
-    from actors.dispatcher import push_policy
+    from actors.config_push import push_policy
     from cluster.errors import NoProviderLeft
     from cluster.roles import Role
 
