@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.actor import ActorHandle
 
+from actors.handles import get_or_start
 from actors.metrics import forget_index, publish_progress, record_commit
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.index.catalog import IndexCatalog, PointKey
@@ -26,6 +28,7 @@ from cluster.ingest.git_state import SourceState
 from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
 from cluster.ingest.walker import walk_settings
+from cluster.naming import INDEX_ACTOR_NAME
 from cluster.search.maps import CodeMaps
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.settings import SamespaceSettings
@@ -185,3 +188,12 @@ class IndexActor:
         """Every index (record, serving point count) and every build this actor has seen."""
         indexes = [{"record": record, "space": record.identity.space_id} for record in self.records()]
         return {"indexes": indexes, "builds": self._catalog.builds()}
+
+
+HEAD_NODE_RESOURCE = "node:__internal_head__"
+
+
+def get_index_actor(settings: SamespaceSettings) -> ActorHandle:
+    """The index actor, started on first use. An embedded store lives on the head node's disk."""
+    placement = {"resources": {HEAD_NODE_RESOURCE: 0.001}} if settings.store.kind == "embedded" else {}
+    return get_or_start(IndexActor, settings, INDEX_ACTOR_NAME, settings, **placement)
