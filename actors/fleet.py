@@ -17,10 +17,10 @@ import numpy as np
 import ray
 from ray.actor import ActorHandle
 
-from cluster.cloud.wire import ChatResult
+from cluster.cloud import ChatResult
 from cluster.config.store import ConfigStore
+from cluster.fleet import HostView
 from cluster.fleet.hub import Answer, FleetHub
-from cluster.fleet.registry import HostView
 from cluster.naming import FLEET_ACTOR_NAME
 from cluster.providers import ProviderInfo
 from cluster.settings import SamespaceSettings

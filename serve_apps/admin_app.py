@@ -239,8 +239,8 @@ class AdminApi:
         """The fleet: each host, when it was last seen, its transport, and per role the provider it
         is, whether it serves, and the gate's verdict on it (embedding roles)."""
         from actors.fleet import find_fleet_actor
-        from cluster.fleet.providers import sidecar_providers
-        from cluster.fleet.registry import Fleet, HostView
+        from cluster.fleet.agent_registry import Fleet, HostView
+        from cluster.fleet.sidecar_providers import sidecar_providers
         from cluster.naming import sidecar_provider_name
 
         fleet = await asyncio.to_thread(find_fleet_actor, self._settings)

@@ -28,8 +28,8 @@ from ray.actor import ActorHandle
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 from ray.serve import Application
 
+from cluster.ask.ask_progress import AskProgress, ProgressCallback
 from cluster.ask.pipeline import AskRequest, AskResult
-from cluster.ask.progress import AskProgress, ProgressCallback
 from cluster.config import ConfigStore
 from cluster.errors import LimitExceeded, SamespaceError, original_error
 from cluster.ingest.languages import KNOWN_LANGUAGES

@@ -34,9 +34,9 @@ from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from ray.actor import ActorHandle
 
+from cluster.fleet.frames import AGENT_ID_HEADER, CREDENTIAL_HEADER, MAX_FRAME_BYTES, MAX_RESULT_BYTES, error_frame
 from cluster.fleet.hub import CLOSE_SOCKET
 from cluster.fleet.identity import credential_digest
-from cluster.fleet.protocol import AGENT_ID_HEADER, CREDENTIAL_HEADER, MAX_FRAME_BYTES, MAX_RESULT_BYTES, error_frame
 from cluster.settings import MAX_HOSTS, SamespaceSettings
 from serve_apps.auth import bearer_matches
 

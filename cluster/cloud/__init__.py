@@ -6,6 +6,7 @@ from __future__ import annotations
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
 from cluster.cloud.faults import read_json, upstream_faults
 from cluster.cloud.key_readiness import NO_KEY_REASON, local_only_roles, missing_key_message, wait_for_key
+from cluster.cloud.openai_wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
 from cluster.cloud.openrouter import OpenRouterClient
 from cluster.cloud.permits import Grants, PermitDesk
 from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_request_tag, set_request_tag
@@ -20,7 +21,6 @@ from cluster.cloud.spend import (
     charge_for,
 )
 from cluster.cloud.state import ContainerState, disagreements
-from cluster.cloud.wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
 
 __all__ = [
     "DEFAULT_PROJECT",

@@ -13,8 +13,8 @@ from typing import Any, cast
 import pytest
 from starlette.testclient import TestClient
 
+from cluster.ask.ask_progress import AskProgress, ProgressCallback
 from cluster.ask.pipeline import AskRequest, AskResult, AskTrace, Citation
-from cluster.ask.progress import AskProgress, ProgressCallback
 from cluster.errors import IndexNotFound
 from cluster.settings import SamespaceSettings
 from serve_apps.ask_service import AskService, ask_events

@@ -9,8 +9,8 @@ from typing import Any, cast
 
 from fakes.asgi import drive
 
+from cluster.ask.ask_progress import ProgressCallback
 from cluster.ask.pipeline import AskRequest, AskResult, AskTrace
-from cluster.ask.progress import ProgressCallback
 from cluster.settings import SamespaceSettings
 from serve_apps.ask_service import AskService
 
