@@ -77,7 +77,7 @@ class CitingAssistant:
 
 async def run_asks(service: Any, settings: Any, questions: list[str], embedder: Any) -> dict[str, Any]:
     from cluster.ask.pipeline import AskPipeline, AskRequest
-    from serve_apps.ask_service import RepoTools
+    from serve_apps.mcp import RepoTools
 
     samples: list[float] = []
     encodes = 0

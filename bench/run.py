@@ -236,7 +236,7 @@ async def _mcp_latency(settings: Any, n: int) -> list[float]:
     from ray import serve
 
     from samespace.head import free_port
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})

@@ -63,7 +63,7 @@ def master(
     from ray import serve
 
     from cluster.settings import SamespaceSettings
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     settings = SamespaceSettings(
         ray={"namespace": NAMESPACE},

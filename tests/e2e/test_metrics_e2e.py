@@ -35,7 +35,7 @@ from cluster.telemetry import (
     REINDEX_DURATION_SECONDS,
     REINDEX_LAST_DURATION_SECONDS,
 )
-from serve_apps.mcp_client import call_tool, result_text
+from samespace.clients import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

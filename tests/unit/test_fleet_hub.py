@@ -21,7 +21,7 @@ from cluster.fleet.agent_registry import BAD_CREDENTIAL, UNKNOWN_AGENT
 from cluster.fleet.hub import CLOSE_SOCKET, FleetHub
 from cluster.fleet.identity import credential_digest
 from cluster.settings import SamespaceSettings
-from serve_apps.sidecar_routes import BODY_LIMITS, frame_too_large
+from serve_apps.mcp._sidecar_routes import BODY_LIMITS, frame_too_large
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_URL = "http://ws-7:8098"
