@@ -80,7 +80,7 @@ def _ask_progress(ctx: Context) -> ProgressCallback:
     return report
 
 
-def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: IndexService | None = None) -> Any:
+def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: IndexService | None = None) -> MCPServer:
     """The MCP server of one replica: the code tools over `service`, `ask_code` over `asker`, and the index
     tools when `indexes` is given."""
     # WARNING: at INFO the SDK logs every stateless request ("Terminating session") through rich,
@@ -94,7 +94,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
     return mcp
 
 
-def _add_search_tools(mcp: Any, service: CodeSearchService) -> None:
+def _add_search_tools(mcp: MCPServer, service: CodeSearchService) -> None:
     """search_code, read_code, index_status."""
 
     @mcp.tool()
@@ -151,7 +151,7 @@ def _add_search_tools(mcp: Any, service: CodeSearchService) -> None:
         return await _tool_call("index_status", service.index_status(repo))
 
 
-def _add_ask_tool(mcp: Any, asker: AskService) -> None:
+def _add_ask_tool(mcp: MCPServer, asker: AskService) -> None:
     @mcp.tool()
     async def ask_code(
         question: Annotated[
@@ -174,7 +174,7 @@ def _add_ask_tool(mcp: Any, asker: AskService) -> None:
         return await _tool_call("ask_code", asker.ask(AskRequest(question=question, repo=repo, deep=deep), progress))
 
 
-def _add_map_tools(mcp: Any, service: CodeSearchService) -> None:
+def _add_map_tools(mcp: MCPServer, service: CodeSearchService) -> None:
     """search_symbols, search_files, neighbors, repo_overview: the code map of each serving build."""
 
     @mcp.tool()
@@ -218,7 +218,7 @@ def _add_map_tools(mcp: Any, service: CodeSearchService) -> None:
         return await _tool_call("repo_overview", service.repo_overview(repo))
 
 
-def _add_index_tools(mcp: Any, indexes: IndexService) -> None:
+def _add_index_tools(mcp: MCPServer, indexes: IndexService) -> None:
     @mcp.tool()
     async def index_repository(
         path: Annotated[str, Field(min_length=1, max_length=4096, description="Absolute path of the folder.")],
