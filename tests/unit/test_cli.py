@@ -6,17 +6,15 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import yaml
+from fakes.admin_stub import ADMIN_TOKEN, AdminStub, serve_admin_stub
 
 from samespace.answers import format_answer
 from samespace.cli import build_parser, main, run_plan
@@ -27,8 +25,6 @@ from samespace.state import ROOT, StateDir, cluster_env
 COMMANDS = ["run", "stop", "reindex", "search", "ask", "mcp-config", "status", "push-key", "set-policy", "sidecar"]
 COMMANDS += ["index", "refresh", "remove", "indexes"]
 KEY = "sk-or-v1-" + "7" * 48
-ADMIN_TOKEN = "admin-token-for-the-test"
-RECORDED_STATUS = json.loads((ROOT / "tests" / "fakes" / "admin_status.json").read_text(encoding="utf-8"))
 
 
 # --- parsing and help ------------------------------------------------------------------------------------
@@ -90,47 +86,10 @@ def test_the_addresses_default_to_the_local_serve_and_dashboard(tmp_path: Path) 
 # --- push-key: the key from stdin, never argv ------------------------------------------------------------
 
 
-class _AdminStub(BaseHTTPRequestHandler):
-    """A real HTTP server on 127.0.0.1 standing in for the admin app: it records what arrives, and answers
-    the status routes with a recorded status (tests/fakes/admin_status.json) when the token is the admin's."""
-
-    received: ClassVar[list[tuple[str, str, dict[str, Any]]]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.received.append((self.path, self.headers.get("Authorization", ""), body))
-        self._reply(200, {"pushed": True})
-
-    def do_GET(self) -> None:
-        if self.headers.get("Authorization") != f"Bearer {ADMIN_TOKEN}":
-            self._reply(401, None)
-            return
-        self._reply(200, RECORDED_STATUS[self.path.removeprefix("/admin/")])
-
-    def _reply(self, status: int, answer: Any) -> None:
-        reply = json.dumps(answer).encode() if answer is not None else b""
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: no request lines on stderr
-        pass
-
-
 @pytest.fixture
 def admin_stub() -> Iterator[str]:
-    _AdminStub.received = []
-    server = HTTPServer(("127.0.0.1", 0), _AdminStub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve_admin_stub() as url:
+        yield url
 
 
 def test_push_key_reads_the_key_from_stdin_and_starts_no_child_process(
@@ -149,7 +108,7 @@ def test_push_key_reads_the_key_from_stdin_and_starts_no_child_process(
 
     monkeypatch.setattr(subprocess.Popen, "__init__", recording_init)
     assert main(["push-key", "--address", admin_stub, "--state-dir", str(tmp_path)]) == 0
-    assert _AdminStub.received == [("/admin/openrouter", f"Bearer {ADMIN_TOKEN}", {"api_key": KEY})]
+    assert AdminStub.received == [("/admin/openrouter", f"Bearer {ADMIN_TOKEN}", {"api_key": KEY})]
     assert children == []  # so no child's argv or environment can hold the key
     assert KEY not in capsys.readouterr().out
 
@@ -158,7 +117,7 @@ def test_push_key_refuses_a_key_on_the_command_line(admin_stub: str, capsys: pyt
     with pytest.raises(SystemExit) as exited:
         main(["push-key", "--address", admin_stub, KEY])
     assert exited.value.code == 2
-    assert _AdminStub.received == []
+    assert AdminStub.received == []
     capsys.readouterr()
 
 
@@ -169,73 +128,8 @@ def test_set_policy_posts_the_policy_to_the_admin_api(
     token_file.write_text(ADMIN_TOKEN)
     monkeypatch.setenv("SAMESPACE_ADMIN__TOKEN_FILE", str(token_file))
     assert main(["set-policy", "reranker", "local", "--address", admin_stub + "/"]) == 0
-    assert _AdminStub.received == [("/admin/openrouter", f"Bearer {ADMIN_TOKEN}", {"policies": {"reranker": "local"}})]
+    assert AdminStub.received == [("/admin/openrouter", f"Bearer {ADMIN_TOKEN}", {"policies": {"reranker": "local"}})]
     assert json.loads(capsys.readouterr().out) == {"pushed": True}
-
-
-# --- status: a table for a person, --json for the raw answers ----------------------------------------------
-
-
-def _status(admin_stub: str, tmp_path: Path, *flags: str) -> int:
-    token_file = tmp_path / "admin-token"
-    token_file.write_text(ADMIN_TOKEN)
-    return main(["status", *flags, "--address", admin_stub, "--state-dir", str(tmp_path)])
-
-
-def test_status_prints_the_tables_a_person_reads(
-    admin_stub: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert _status(admin_stub, tmp_path) == 0
-    printed = (ROOT / "tests" / "fakes" / "admin_status.txt").read_text(encoding="utf-8")
-    assert capsys.readouterr().out == printed
-
-
-def test_status_json_prints_the_raw_answers_as_before(
-    admin_stub: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert _status(admin_stub, tmp_path, "--json") == 0
-    raw = {"providers": RECORDED_STATUS["providers"], "budget": RECORDED_STATUS["budget"]}
-    (problem,) = RECORDED_STATUS["health"]["problems"]
-    assert capsys.readouterr().out == json.dumps(raw, indent=2) + f"\n\n{problem}\n"
-
-
-# --- a failing command: one line that says what to do -----------------------------------------------------
-
-
-def _refused_port() -> int:
-    with socket.socket() as probe:  # bound, never listening: a connection to it is refused
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _one_line_failure(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    assert main(argv) == 1
-    printed = capsys.readouterr()
-    assert printed.err.count("\n") == 1 and "Traceback" not in printed.err, printed.err
-    return printed.err
-
-
-def test_an_unreachable_cluster_is_one_line_naming_samespace_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    address = f"http://127.0.0.1:{_refused_port()}"
-    (tmp_path / "admin-token").write_text(ADMIN_TOKEN)
-    for command in (["status"], ["search", "where is the retry"]):
-        state = ["--state-dir", str(tmp_path)] if command == ["status"] else []
-        line = _one_line_failure([*command, "--address", address, *state], capsys)
-        assert line.startswith(f"samespace {command[0]}: cannot reach {address}/") and "`samespace run`" in line
-
-
-def test_a_refused_or_missing_admin_token_is_one_line_saying_where_the_token_is(
-    admin_stub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.delenv("SAMESPACE_ADMIN__TOKEN", raising=False)
-    (tmp_path / "admin-token").write_text("not-the-admin-token")
-    line = _one_line_failure(["status", "--address", admin_stub, "--state-dir", str(tmp_path)], capsys)
-    assert "refused the token (401)" in line and "--state-dir" in line and "not-the-admin-token" not in line
-    empty = tmp_path / "empty"
-    line = _one_line_failure(["status", "--address", admin_stub, "--state-dir", str(empty)], capsys)
-    assert f"no admin token ({empty / 'admin-token'} does not exist)" in line and "`samespace run`" in line
 
 
 # --- what run, stop and reindex would run ----------------------------------------------------------------
