@@ -252,6 +252,16 @@ class QdrantServerStore:
         )
         return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
 
+    def retrieve_points(self, collection_or_alias: str, ids: Sequence[str]) -> list[StoredPoint]:
+        wanted = [canonical_id(point_id) for point_id in ids]
+        with self._call("retrieve_points", collection_or_alias):
+            records = (
+                self._client.retrieve(collection_or_alias, wanted, with_payload=True, with_vectors=True)
+                if wanted
+                else []
+            )
+        return [stored_point(record.id, record.vector, record.payload) for record in records]
+
     def _scroll(
         self,
         operation: str,
