@@ -102,12 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     import ray
 
     from actors import get_index_actor
+    from actors.build_ports import run_reindex
     from actors.dispatcher import get_dispatcher
     from actors.query_path import QueryPath
     from cluster.roles import Role
     from cluster.search.query_cache import QueryVectorCache
     from cluster.settings import SamespaceSettings
-    from jobs.reindex import run_reindex
     from serve_apps.code_search import CodeSearchService
 
     work = Path(tempfile.mkdtemp(prefix="samespace-bench-ask-"))

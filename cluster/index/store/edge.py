@@ -294,7 +294,7 @@ class EdgeStore:
         return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
 
     def retrieve_points(self, collection_or_alias: str, ids: Sequence[str]) -> list[StoredPoint]:
-        wanted = [canonical_id(point_id) for point_id in ids]
+        wanted: list[int | uuid.UUID | str] = [canonical_id(point_id) for point_id in ids]
         with self._lock:
             self._check_open()
             shard = self._shard(self._resolve(collection_or_alias))
