@@ -20,7 +20,7 @@ from ray.actor import ActorHandle
 from actors import get_index_actor
 from actors.dispatcher import get_dispatcher
 from actors.registry import key_problem
-from cluster.build import BUILD_ROLE, BuildPorts, BuildRequest, Reindex
+from cluster.build import BUILD_ROLE, BuildPorts, BuildRequest, BuildTarget, Reindex
 from cluster.cloud import Priority
 from cluster.gate import GateReport
 from cluster.index import BuildProgress, CarriedRow, CarryResult, IndexRecord, PointKey
@@ -62,23 +62,19 @@ class ActorIndex:
     def update_source(self, name: str, source: SourceState) -> IndexRecord:
         return _get(self._handle.update_source.remote(name, source))
 
-    def begin_build(
-        self,
-        name: str,
-        identity: EncoderIdentity,
-        repo_root: str,
-        probe_vectors: list[list[float]],
-        *,
-        build: str,
-        origin: str,
-        source: SourceState,
-    ) -> str:
+    def begin_build(self, target: BuildTarget, probe_vectors: list[list[float]], source: SourceState) -> str:
         job_id = ray.get_runtime_context().get_job_id()
-        return _get(
-            self._handle.begin_build.remote(
-                name, identity, repo_root, job_id, probe_vectors, build=build, origin=origin, source=source
-            )
+        call: Any = self._handle.begin_build.remote(
+            target.name,
+            target.reference,
+            str(target.files_root),
+            job_id,
+            probe_vectors,
+            build=target.build,
+            origin=str(target.folder),
+            source=source,
         )
+        return _get(call)
 
     def carry_rows(self, base: str, build: str, rows: Sequence[CarriedRow]) -> CarryResult:
         return _get(self._handle.carry_rows.remote(base, build, rows))

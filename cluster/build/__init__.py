@@ -8,7 +8,7 @@ from cluster.build.baseline import await_reference
 from cluster.build.collect import RepoChunks, collect_chunks, collect_repository, report_skips
 from cluster.build.ports import BUILD_ROLE, BuildEncoders, BuildIndex, BuildPorts, Emit
 from cluster.build.reindexing import Reindex
-from cluster.build.request import BuildRequest
+from cluster.build.request import BuildRequest, BuildTarget
 from cluster.build.shrink import check_shrink
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "BuildIndex",
     "BuildPorts",
     "BuildRequest",
+    "BuildTarget",
     "Emit",
     "Reindex",
     "RepoChunks",

@@ -13,6 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
+from cluster.build.request import BuildTarget
 from cluster.cloud import Priority
 from cluster.gate import GateReport
 from cluster.index import BuildProgress, CarriedRow, CarryResult, IndexRecord, PointKey
@@ -50,18 +51,8 @@ class BuildIndex(Protocol):
         """Record that the serving build's files are those of `source`."""
         ...
 
-    def begin_build(
-        self,
-        name: str,
-        identity: EncoderIdentity,
-        repo_root: str,
-        probe_vectors: list[list[float]],
-        *,
-        build: str,
-        origin: str,
-        source: SourceState,
-    ) -> str:
-        """Create the build's empty collection, recording the space, folders and source state."""
+    def begin_build(self, target: BuildTarget, probe_vectors: list[list[float]], source: SourceState) -> str:
+        """Create the build's empty collection, recording its space, its folders and the source state."""
         ...
 
     def carry_rows(self, base: str, build: str, rows: Sequence[CarriedRow]) -> CarryResult:

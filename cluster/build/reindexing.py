@@ -136,15 +136,7 @@ class Reindex:
         if plan.plan.mode is PlanMode.UP_TO_DATE:
             assert serving[0] is not None  # an up-to-date plan was made against a serving build
             return self._keep_serving(serving[0], source, len(found.chunks))
-        index.begin_build(
-            target.name,
-            target.reference,
-            str(target.files_root),
-            probe_vectors,
-            build=target.build,
-            origin=str(target.folder),
-            source=source,
-        )
+        index.begin_build(target, probe_vectors, source)
         emit(f"building {target.build}")
         return self._write_and_commit(target, found, plan)
 

@@ -126,12 +126,11 @@ class BuildWriter:
             row = paired.row
             point = chunk_point(
                 target.name,
-                found.chunks[row],
-                target.reference,
-                paired.writer,
-                paired.provider,
                 target.build,
+                target.reference,
+                found.chunks[row],
                 paired.vectors,
+                (paired.provider, paired.writer),
                 file_hash=found.file_hashes[found.owners[row]],
                 hashed=self._plan.hashes[row],
             )

@@ -49,18 +49,18 @@ class CarryResult(Strict):
 
 def chunk_point(
     repo: str,
-    chunk: Chunk,
-    space: EncoderIdentity,
-    writer: EncoderIdentity | dict[str, Any],
-    provider: str,
     build: str,
+    space: EncoderIdentity,
+    chunk: Chunk,
     vectors: tuple[np.ndarray, np.ndarray],
+    written_by: tuple[str, EncoderIdentity | dict[str, Any]],
     *,
     file_hash: str | None,
     hashed: str,
 ) -> StoredPoint:
-    """The row of `chunk` in a build of `repo`: its code and name vectors, its provenance payload
-    (`point_payload`; `writer` and `provider` wrote the vectors) and its keyword terms."""
+    """The row of `chunk` in `build` of index `repo`: its code and name vectors, written by `written_by`
+    (the provider and its encoder), its provenance payload (`point_payload`) and its keyword terms."""
+    provider, writer = written_by
     return StoredPoint.model_construct(  # built from validated parts: skip re-validating 384+ floats per row
         id=point_id(repo, chunk),
         vector=vectors[0].tolist(),
@@ -95,10 +95,18 @@ def carry_rows(catalog: IndexCatalog, base: str, build: str, rows: Sequence[Carr
             continue
         provider, writer = found.writers[found.writer_of[i]]
         vectors = (found.vectors[i], found.name_vectors[i])
-        point = chunk_point(
-            repo, row.chunk, space, writer or space, provider, build, vectors, file_hash=row.file_hash, hashed=hashed
+        points.append(
+            chunk_point(
+                repo,
+                build,
+                space,
+                row.chunk,
+                vectors,
+                (provider, writer or space),
+                file_hash=row.file_hash,
+                hashed=hashed,
+            )
         )
-        points.append(point)
         providers[provider] += 1
     catalog.write(build, points)
     return CarryResult(providers=dict(providers), missing=missing)

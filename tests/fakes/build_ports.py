@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cluster.build import BuildPorts, BuildRequest, Reindex
+from cluster.build import BuildPorts, BuildRequest, BuildTarget, Reindex
 from cluster.cloud import Priority
 from cluster.errors import IndexNotFound, NoProviderLeft, StoreError
 from cluster.gate import GateReport
@@ -79,20 +79,11 @@ class CatalogIndex:
     def update_source(self, name: str, source: SourceState) -> IndexRecord:
         return self.catalog.update_source(name, source)
 
-    def begin_build(
-        self,
-        name: str,
-        identity: EncoderIdentity,
-        repo_root: str,
-        probe_vectors: list[list[float]],
-        *,
-        build: str,
-        origin: str,
-        source: SourceState,
-    ) -> str:
+    def begin_build(self, target: BuildTarget, probe_vectors: list[list[float]], source: SourceState) -> str:
         self.calls.append(("begin_build", 0))
+        root, folder = str(target.files_root), str(target.folder)
         return self.catalog.begin_build(
-            name, identity, repo_root, None, probe_vectors, build=build, origin=origin, source=source
+            target.name, target.reference, root, None, probe_vectors, build=target.build, origin=folder, source=source
         )
 
     def carry_rows(self, base: str, build: str, rows: Sequence[CarriedRow]) -> CarryResult:

@@ -27,12 +27,11 @@ def serving_build(catalog: IndexCatalog, chunks: list[Chunk]) -> str:
     points = [
         chunk_point(
             "old",
-            c,
-            IDENTITY,
-            CLOUD if i % 2 else IDENTITY,
-            f"p{i % 2}",
             build,
+            IDENTITY,
+            c,
             (text_vector(c.text), text_vector(c.text, "name")),
+            (f"p{i % 2}", CLOUD if i % 2 else IDENTITY),
             file_hash="f",
             hashed=embed_hash(c),
         )
