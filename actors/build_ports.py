@@ -17,9 +17,9 @@ import numpy as np
 import ray
 from ray.actor import ActorHandle
 
-from actors import get_index_actor
+from actors.config_push import key_problem
 from actors.dispatcher import get_dispatcher
-from actors.registry import key_problem
+from actors.index_actor import get_index_actor
 from cluster.build import BUILD_ROLE, BuildPorts, BuildRequest, BuildTarget, Reindex
 from cluster.cloud import Priority
 from cluster.gate import GateReport

@@ -28,10 +28,10 @@ from pydantic import BaseModel
 
 from cluster.build import collect_chunks
 from cluster.local import LocalEncoder
+from cluster.search import snippet_of
 from cluster.settings import EmbeddingSettings, SamespaceSettings
 from cluster.space import embedding_text
 from cluster.types import Chunk
-from serve_apps.code_search import snippet_of
 
 __all__ = ["Hit", "SearchResult", "VectorIndex", "build_app", "main"]
 
