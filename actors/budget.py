@@ -16,21 +16,24 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TypeVar
 
 import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 
+from actors.discovery import discover_providers
+from actors.handles import get_or_start
 from actors.metrics import budget_metrics_loop
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
 from cluster.cloud.permits import PermitDesk
 from cluster.cloud.request_tag import current_request_tag
-from cluster.cloud.spend import Charge, SpendLedger, SpendRecord, SpendView
-from cluster.config import write_bytes_atomic
+from cluster.cloud.spend import Charge, SpendLedger, SpendView
+from cluster.cloud.spend_file import read_spend, spend_path
+from cluster.config import effective_settings, write_bytes_atomic
 from cluster.errors import BudgetUnavailable, RateLimited
 from cluster.naming import BUDGET_ACTOR_NAME
+from cluster.providers import ProviderKind
 from cluster.roles import Role
 from cluster.settings import SamespaceSettings
 
@@ -38,38 +41,16 @@ log = logging.getLogger("samespace.budget")
 
 T = TypeVar("T")
 
-SPEND_FILE = "spend.json"
 SPEND_WRITE_INTERVAL_S = 1.0
-
-
-def spend_path(settings: SamespaceSettings) -> Path:
-    """Where the budget actor keeps today's spend: beside the embedded store, on the head."""
-    return Path(settings.store.data_dir) / SPEND_FILE
-
-
-def read_spend(path: Path) -> SpendRecord | None:
-    """The persisted spend; None when there is none or it cannot be read (logged: spend starts at 0)."""
-    try:
-        return SpendRecord.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except ValueError as exc:
-        log.warning("spend file %s unreadable, today's spend starts again from 0: %s", path, exc)
-        return None
-
-
-def budget_limits(settings: SamespaceSettings) -> BudgetLimits:
-    return BudgetLimits(override=settings.budget.override, window_s=settings.budget.window_s)
 
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class BudgetActor:
     def __init__(self, settings: SamespaceSettings) -> None:
-        from cluster.config.store import effective_settings
-
         settings = effective_settings(settings)  # the operator's override survives a restart
         self._settings = settings
-        self._controller = BudgetController(budget_limits(settings), clock=time.monotonic, random=random.random)
+        limits = BudgetLimits.from_settings(settings.budget)
+        self._controller = BudgetController(limits, clock=time.monotonic, random=random.random)
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._discovery: asyncio.Task[None] | None = None
@@ -140,9 +121,6 @@ class BudgetActor:
 
     async def discover(self) -> BudgetSnapshot:
         """Read the key's limits through a virtual container (this actor never holds the key)."""
-        from actors.registry import discover_providers
-        from cluster.providers import ProviderKind
-
         for live in await discover_providers(self._settings):
             if live.handle is None or live.info.kind is not ProviderKind.CLOUD or not live.info.eligible:
                 continue
@@ -235,12 +213,7 @@ class BudgetActor:
 
 
 def get_budget_actor(settings: SamespaceSettings) -> ActorHandle:
-    return BudgetActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
-        name=BUDGET_ACTOR_NAME,
-        namespace=settings.ray.namespace,
-        lifetime="detached",
-        get_if_exists=True,
-    ).remote(settings)
+    return get_or_start(BudgetActor, settings, BUDGET_ACTOR_NAME, settings)
 
 
 async def with_permit(

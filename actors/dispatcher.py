@@ -12,29 +12,32 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import replace as dc_replace
 from typing import Any
 
 import numpy as np
 import ray
-from ray import ObjectRef
 from ray.actor import ActorHandle
 
+from actors.discovery import LiveProvider, discover_providers
+from actors.handles import get_or_start
 from actors.metrics import gate_metrics_loop, metered_embed, record_landed
 from actors.query_path import DirectRoute
-from actors.registry import LiveProvider, discover_providers, ensure_providers
+from actors.registry import ensure_providers
 from actors.transports import TRANSPORTS, RayActorTransport
 from cluster.cloud.budget import Priority
 from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, set_request_tag
+from cluster.config import effective_settings
 from cluster.gate.admission import Gatekeeper, SpotCheckStats
 from cluster.gate.ledger import GateLedger
 from cluster.gate.probe import GateReport
 from cluster.gate.sentinel import sentinel_loop
-from cluster.providers import ProviderInfo, ProviderView, provider_views
+from cluster.naming import dispatcher_actor_name
+from cluster.providers import ProviderView, provider_views
 from cluster.roles import Policy, Role
 from cluster.routing.dispatch import Dispatcher, EmbedOutcome, LandedBatch, Provider
-from cluster.settings import RoleRoute, SamespaceSettings
+from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity
 
 
@@ -47,13 +50,8 @@ def _calls(live: LiveProvider, role: Role) -> Provider:
     provider = transport(live.handle).provider(live.info)
     if provider.embed is None:
         return provider
-    embed = metered_embed(provider.embed, role.value, live.info.name, _provider_kind(live.info))
+    embed = metered_embed(provider.embed, role.value, live.info.name, live.info.lane_kind)
     return dc_replace(provider, embed=embed)
-
-
-def _provider_kind(info: ProviderInfo) -> str:
-    """The metrics' `provider_kind`: local, cloud, or sidecar (a local kind hosted by a sidecar)."""
-    return "sidecar" if info.hosted == "sidecar" else info.kind.value
 
 
 log = logging.getLogger("samespace.dispatch")
@@ -62,8 +60,6 @@ log = logging.getLogger("samespace.dispatch")
 @ray.remote(num_cpus=0, max_restarts=-1)
 class DispatcherActor:
     def __init__(self, settings: SamespaceSettings, role: Role) -> None:
-        from cluster.config.store import effective_settings
-
         settings = effective_settings(settings)  # a restarted dispatcher keeps the pushed policy
         self._settings = settings
         self._role = role
@@ -99,7 +95,7 @@ class DispatcherActor:
     async def _discover(self) -> list[Provider]:
         ensure_providers(self._settings)
         self._live = await discover_providers(self._settings)
-        self._kinds = {live.info.name: _provider_kind(live.info) for live in self._live}
+        self._kinds = {live.info.name: live.info.lane_kind for live in self._live}
         return [_calls(live, self._role) for live in self._live]
 
     async def _sentinel_loop(self) -> None:
@@ -223,14 +219,7 @@ class DispatcherActor:
 
 
 def get_dispatcher(settings: SamespaceSettings, role: Role) -> ActorHandle:
-    from cluster.naming import dispatcher_actor_name
-
-    return DispatcherActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
-        name=dispatcher_actor_name(role),
-        namespace=settings.ray.namespace,
-        lifetime="detached",
-        get_if_exists=True,
-    ).remote(settings, role)
+    return get_or_start(DispatcherActor, settings, dispatcher_actor_name(role), settings, role)
 
 
 class LazyDispatcher:
@@ -249,39 +238,3 @@ class LazyDispatcher:
         if self._handle is None:
             self._handle = get_dispatcher(self._settings, self._role)
         return getattr(self._handle, method)
-
-
-def push_cloud_config(
-    settings: SamespaceSettings,
-    *,
-    routes: Mapping[Role, RoleRoute] | None = None,
-    policies: Mapping[Role, Policy | str] | None = None,
-    base_url: str | None = None,
-) -> list[ObjectRef]:
-    """Put pushed routes, policies and a base URL in force: each named role's dispatcher takes its
-    policy, and every virtual container merges what changed for its role into what it holds.
-
-    Validated first: a bad policy changes nothing anywhere. Returns the calls' refs: await them in
-    async code (the admin API), `ray.get` them in a driver. Nothing is persisted here; the admin
-    API writes the config store first, so a container restarting meanwhile reads the same values.
-    """
-    from actors.registry import apply_to_containers, ensure_cloud_containers
-
-    checked = {Role(role): Policy(policy) for role, policy in (policies or {}).items()}
-    refs = [get_dispatcher(settings, role).set_policy.remote(policy) for role, policy in checked.items()]
-    containers = ensure_cloud_containers(settings)
-    return refs + apply_to_containers(containers, routes=routes, policies=checked, base_url=base_url)
-
-
-def forget_discoveries(settings: SamespaceSettings, roles: Iterable[Role]) -> list[ObjectRef]:
-    """After a pushed route landed: each role's dispatcher drops the discovery its single calls
-    reuse (up to 2 s), which still names the old model and pin. Returns the calls' refs."""
-    return [get_dispatcher(settings, role).forget_discovery.remote() for role in roles]
-
-
-def push_policy(settings: SamespaceSettings, role: Role, policy: Policy | str) -> Policy:
-    """Put a policy in force for a role, from a driver: its dispatcher and every virtual container
-    of the role (each keeps the route and base URL it holds). Not persisted (the admin API is)."""
-    policy = Policy(policy)
-    ray.get(push_cloud_config(settings, policies={role: policy}))
-    return policy

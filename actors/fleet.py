@@ -17,6 +17,7 @@ import numpy as np
 import ray
 from ray.actor import ActorHandle
 
+from actors.handles import find_actor, get_or_start
 from cluster.cloud.wire import ChatResult
 from cluster.config.store import ConfigStore
 from cluster.fleet.hub import Answer, FleetHub
@@ -88,14 +89,9 @@ class FleetActor:
 
 
 def get_fleet_actor(settings: SamespaceSettings) -> ActorHandle:
-    return FleetActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
-        name=FLEET_ACTOR_NAME, namespace=settings.ray.namespace, lifetime="detached", get_if_exists=True
-    ).remote(settings)
+    return get_or_start(FleetActor, settings, FLEET_ACTOR_NAME, settings)
 
 
 def find_fleet_actor(settings: SamespaceSettings) -> ActorHandle | None:
     """The fleet actor if a sidecar ever reached this cluster; discovery never starts one."""
-    try:
-        return ray.get_actor(FLEET_ACTOR_NAME, namespace=settings.ray.namespace)
-    except ValueError:
-        return None
+    return find_actor(settings, FLEET_ACTOR_NAME)

@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.actor import ActorHandle
 
+from actors.handles import get_or_start
 from actors.metrics import forget_index, publish_progress, record_commit
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.index.catalog import IndexCatalog, PointKey
 from cluster.index.incremental import ReusableRows, reusable_rows
+from cluster.index.query import SearchQuery
 from cluster.index.records import BuildProgress, BuildState, IndexRecord, export_folder, index_of
 from cluster.index.scope import resolve_scope
 from cluster.index.store.engines import open_vector_store
@@ -25,17 +28,16 @@ from cluster.ingest.git_state import SourceState
 from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
 from cluster.ingest.walker import walk_settings
+from cluster.naming import INDEX_ACTOR_NAME
 from cluster.search.maps import CodeMaps
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity
-from cluster.types import FusionParams, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
+from cluster.types import ScoredHit, StoredPoint
 
 # The store's files hold source text. New files 0600 and folders 0700; the store
 # itself makes its data dir 0700 and tightens what an earlier run left behind.
 STORE_UMASK = 0o077
-SOURCE_COMMIT = "commit"  # payload keys a hit gains from its build's record (not stored per row)
-SOURCE_REF = "ref"
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
@@ -143,37 +145,10 @@ class IndexActor:
     def names(self) -> list[str]:
         return self._catalog.names()
 
-    def search(
-        self,
-        name: str | None,
-        vector: Sequence[float] | None,
-        identity: EncoderIdentity | None,
-        limit: int,
-        filter: PayloadFilter | None,
-        keywords: SparseTerms | None = None,
-        fusion: FusionParams | None = None,
-        definitions: PayloadFilter | None = None,
-    ) -> tuple[list[ScoredHit], list[str]]:
+    def search(self, query: SearchQuery) -> tuple[list[ScoredHit], list[str]]:
         """Hits best-first (dense, keyword, or fused), plus a message for each index refused."""
-        names = resolve_scope(name, self._catalog.names, self._settings.index.groups, self._settings.limits)
-        if name is not None and names == [name]:  # one index by name: another space is an error, not a skip
-            hits = self._catalog.search(name, vector, identity, limit, filter, keywords, fusion, definitions)
-            return self._with_source(hits), []
-        hits, refused = self._catalog.search_all(
-            vector, identity, limit, filter, keywords, fusion, definitions, names=names
-        )
-        return self._with_source(hits), [str(exc) for exc in refused]
-
-    def _with_source(self, hits: list[ScoredHit]) -> list[ScoredHit]:
-        """Each hit with the commit and ref (or branch) its build was made from."""
-        sourced = []
-        for hit in hits:
-            source = self._catalog.source_of(str(hit.payload.get("build", "")))
-            if source is not None:
-                where = {SOURCE_COMMIT: source.commit, SOURCE_REF: source.ref or source.branch}
-                hit = hit.model_copy(update={"payload": {**hit.payload, **where}})
-            sourced.append(hit)
-        return sourced
+        names = resolve_scope(query.scope, self._catalog.names, self._settings.index.groups, self._settings.limits)
+        return self._catalog.search_scope(query, names)
 
     def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
         record = self._catalog.record(repo)
@@ -213,3 +188,12 @@ class IndexActor:
         """Every index (record, serving point count) and every build this actor has seen."""
         indexes = [{"record": record, "space": record.identity.space_id} for record in self.records()]
         return {"indexes": indexes, "builds": self._catalog.builds()}
+
+
+HEAD_NODE_RESOURCE = "node:__internal_head__"
+
+
+def get_index_actor(settings: SamespaceSettings) -> ActorHandle:
+    """The index actor, started on first use. An embedded store lives on the head node's disk."""
+    placement = {"resources": {HEAD_NODE_RESOURCE: 0.001}} if settings.store.kind == "embedded" else {}
+    return get_or_start(IndexActor, settings, INDEX_ACTOR_NAME, settings, **placement)

@@ -21,41 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from cluster.telemetry import (
-    ASK_FALLBACKS,
-    ASK_ROUNDS,
-    ASK_SECONDS,
-    ASKS,
-    BUDGET_CEILING_PERMITS,
-    BUDGET_COOLDOWN_SECONDS,
-    BUDGET_EFFECTIVE_PERMITS,
-    BUDGET_IN_FLIGHT,
-    BUDGET_PERMITS_GRANTED,
-    BUDGET_RATE_LIMITED,
-    BUDGET_STATE,
-    BUDGET_WAITING,
-    BUDGET_WINDOW_RPM,
-    CATALOG,
-    CLOUD_SPEND_CAP_CREDITS,
-    CLOUD_SPEND_CREDITS,
-    EMBED_BATCH_SECONDS,
-    EMBED_BATCHES,
-    EMBED_FAILURES,
-    EMBED_TEXTS,
-    GATE_VERDICT,
-    MCP_TOOL_CALLS,
-    MCP_TOOL_SECONDS,
-    REINDEX_CHUNKS,
-    REINDEX_CHUNKS_DONE,
-    REINDEX_CHUNKS_PLANNED,
-    REINDEX_DURATION_SECONDS,
-    REINDEX_LAST_DURATION_SECONDS,
-    MetricKind,
-    MetricSpec,
-    OneHot,
-    failure_kind,
-    fallback_stage,
-)
+from cluster.telemetry import CATALOG, Metric, MetricKind, MetricSpec, OneHot, failure_kind, fallback_stage
 
 if TYPE_CHECKING:
     import numpy as np
@@ -109,11 +75,12 @@ def _refresh_period_s() -> float:
 def _build(spec: MetricSpec) -> Any:
     from ray.util import metrics
 
+    name = str(spec.name)  # a `Metric` member is a str; Ray is given the plain one
     if spec.kind is MetricKind.COUNTER:
-        return metrics.Counter(spec.name, spec.description, spec.tag_keys)
+        return metrics.Counter(name, spec.description, spec.tag_keys)
     if spec.kind is MetricKind.GAUGE:
-        return metrics.Gauge(spec.name, spec.description, spec.tag_keys)
-    return metrics.Histogram(spec.name, spec.description, list(spec.boundaries), spec.tag_keys)
+        return metrics.Gauge(name, spec.description, spec.tag_keys)
+    return metrics.Histogram(name, spec.description, list(spec.boundaries), spec.tag_keys)
 
 
 class MetricsRecorder:
@@ -241,8 +208,8 @@ def record_landed(
 ) -> None:
     """`batches` batches, of `texts` rows in all, landed from `provider`."""
     tags = {"role": role, "provider": provider, "provider_kind": provider_kind, "policy": policy, "project": project}
-    count(EMBED_TEXTS, texts, **tags)
-    count(EMBED_BATCHES, batches, **tags)
+    count(Metric.EMBED_TEXTS, texts, **tags)
+    count(Metric.EMBED_BATCHES, batches, **tags)
 
 
 def metered_embed(
@@ -256,9 +223,9 @@ def metered_embed(
         try:
             rows = await embed(texts)
         except Exception as exc:
-            count(EMBED_FAILURES, 1, **lane, kind=failure_kind(exc))
+            count(Metric.EMBED_FAILURES, 1, **lane, kind=failure_kind(exc))
             raise
-        observe(EMBED_BATCH_SECONDS, time.perf_counter() - began, **lane)
+        observe(Metric.EMBED_BATCH_SECONDS, time.perf_counter() - began, **lane)
         return rows
 
     return call
@@ -278,7 +245,7 @@ def publish_gate(role: str, reports: Iterable[GateReport]) -> None:
         for provider, report in latest.items():
             key = {"role": role, "provider": provider}
             for verdict, value in _verdicts.move(key, report.verdict.value):
-                set_gauge(GATE_VERDICT, value, **key, verdict=verdict)
+                set_gauge(Metric.GATE_VERDICT, value, **key, verdict=verdict)
     except Exception as exc:  # noqa: BLE001 - metrics never fail the caller
         log.warning("gate verdicts not published: %r", exc)
 
@@ -314,24 +281,24 @@ class BudgetPublisher:
 
         if snapshot.requests < self._requests or snapshot.rate_limited < self._rate_limited:
             self._requests = self._rate_limited = 0  # a new controller counts from 0 again
-        count(BUDGET_PERMITS_GRANTED, snapshot.requests - self._requests)
-        count(BUDGET_RATE_LIMITED, snapshot.rate_limited - self._rate_limited)
+        count(Metric.BUDGET_PERMITS_GRANTED, snapshot.requests - self._requests)
+        count(Metric.BUDGET_RATE_LIMITED, snapshot.rate_limited - self._rate_limited)
         self._requests, self._rate_limited = snapshot.requests, snapshot.rate_limited
-        set_gauge(BUDGET_IN_FLIGHT, snapshot.in_flight)
-        set_gauge(BUDGET_CEILING_PERMITS, snapshot.ceiling)
-        set_gauge(BUDGET_EFFECTIVE_PERMITS, snapshot.effective)
+        set_gauge(Metric.BUDGET_IN_FLIGHT, snapshot.in_flight)
+        set_gauge(Metric.BUDGET_CEILING_PERMITS, snapshot.ceiling)
+        set_gauge(Metric.BUDGET_EFFECTIVE_PERMITS, snapshot.effective)
         for priority in Priority:
             waiting = sum(by_priority.get(priority.value, 0) for by_priority in snapshot.waiting.values())
-            set_gauge(BUDGET_WAITING, waiting, priority=priority.value)
+            set_gauge(Metric.BUDGET_WAITING, waiting, priority=priority.value)
         left = 0.0 if snapshot.cooldown_until is None else max(0.0, snapshot.cooldown_until - now)
-        set_gauge(BUDGET_COOLDOWN_SECONDS, left)
+        set_gauge(Metric.BUDGET_COOLDOWN_SECONDS, left)
         source = snapshot.source.value
         if self._source is not None and (self._source != source or snapshot.window_rpm is None):
-            set_gauge(BUDGET_WINDOW_RPM, None, source=self._source)
+            set_gauge(Metric.BUDGET_WINDOW_RPM, None, source=self._source)
         self._source = source if snapshot.window_rpm is not None else None
-        set_gauge(BUDGET_WINDOW_RPM, snapshot.window_rpm, source=source)
+        set_gauge(Metric.BUDGET_WINDOW_RPM, snapshot.window_rpm, source=source)
         for state, value in self._state.move({}, snapshot.state.value):
-            set_gauge(BUDGET_STATE, value, state=state)
+            set_gauge(Metric.BUDGET_STATE, value, state=state)
 
 
 async def budget_metrics_loop(
@@ -352,8 +319,8 @@ async def budget_metrics_loop(
 
 def publish_spend(role: str, credits: float, cap: float | None) -> None:
     """A role's cloud spend today and its daily cap, in credits (None: no cap, and no cap series)."""
-    set_gauge(CLOUD_SPEND_CREDITS, credits, role=role)
-    set_gauge(CLOUD_SPEND_CAP_CREDITS, cap, role=role)
+    set_gauge(Metric.CLOUD_SPEND_CREDITS, credits, role=role)
+    set_gauge(Metric.CLOUD_SPEND_CAP_CREDITS, cap, role=role)
 
 
 # ---- reindex (the index actor and the job's driver) ----------------------------------------------
@@ -361,28 +328,28 @@ def publish_spend(role: str, credits: float, cap: float | None) -> None:
 
 def publish_progress(index: str, done: int, total: int) -> None:
     """Chunks written to the index's latest build, and how many it will hold."""
-    set_gauge(REINDEX_CHUNKS_DONE, done, index=index)
-    set_gauge(REINDEX_CHUNKS_PLANNED, total, index=index)
+    set_gauge(Metric.REINDEX_CHUNKS_DONE, done, index=index)
+    set_gauge(Metric.REINDEX_CHUNKS_PLANNED, total, index=index)
 
 
 def record_commit(index: str, embedded: int, reused: int, seconds: float | None) -> None:
     """A build committed: its chunks by source, its progress complete, how long it took."""
-    count(REINDEX_CHUNKS, embedded, index=index, source="embedded")
-    count(REINDEX_CHUNKS, reused, index=index, source="reused")
+    count(Metric.REINDEX_CHUNKS, embedded, index=index, source="embedded")
+    count(Metric.REINDEX_CHUNKS, reused, index=index, source="reused")
     publish_progress(index, embedded + reused, embedded + reused)
     if seconds is not None:
-        set_gauge(REINDEX_LAST_DURATION_SECONDS, seconds, index=index)
+        set_gauge(Metric.REINDEX_LAST_DURATION_SECONDS, seconds, index=index)
 
 
 def forget_index(index: str) -> None:
     """An index was removed: stop exporting its gauges."""
-    for name in (REINDEX_CHUNKS_DONE, REINDEX_CHUNKS_PLANNED, REINDEX_LAST_DURATION_SECONDS):
+    for name in (Metric.REINDEX_CHUNKS_DONE, Metric.REINDEX_CHUNKS_PLANNED, Metric.REINDEX_LAST_DURATION_SECONDS):
         set_gauge(name, None, index=index)
 
 
 def record_reindex(index: str, seconds: float, ok: bool) -> None:
     """A reindex job's run ended (the driver records it; Ray flushes it as the driver exits)."""
-    observe(REINDEX_DURATION_SECONDS, seconds, index=index, outcome="ok" if ok else "failed")
+    observe(Metric.REINDEX_DURATION_SECONDS, seconds, index=index, outcome="ok" if ok else "failed")
 
 
 # ---- the MCP replicas ------------------------------------------------------------------------------
@@ -390,18 +357,18 @@ def record_reindex(index: str, seconds: float, ok: bool) -> None:
 
 def record_tool(tool: str, outcome: str, seconds: float) -> None:
     """One MCP tool call: `outcome` ok, error (answered as a tool error) or failed (raised)."""
-    count(MCP_TOOL_CALLS, 1, tool=tool, outcome=outcome)
-    observe(MCP_TOOL_SECONDS, seconds, tool=tool, outcome=outcome)
+    count(Metric.MCP_TOOL_CALLS, 1, tool=tool, outcome=outcome)
+    observe(Metric.MCP_TOOL_SECONDS, seconds, tool=tool, outcome=outcome)
 
 
 def record_ask(result: AskResult) -> None:
     """One answered ask: its mode, its rounds, each fallback's stage, its time."""
     try:
         produced = result.produced
-        count(ASKS, 1, mode=produced.mode)
-        count(ASK_ROUNDS, produced.rounds)
+        count(Metric.ASKS, 1, mode=produced.mode)
+        count(Metric.ASK_ROUNDS, produced.rounds)
         for fallback in produced.fallbacks:
-            count(ASK_FALLBACKS, 1, stage=fallback_stage(fallback))
-        observe(ASK_SECONDS, produced.timings.total_ms / 1000.0, mode=produced.mode)
+            count(Metric.ASK_FALLBACKS, 1, stage=fallback_stage(fallback))
+        observe(Metric.ASK_SECONDS, produced.timings.total_ms / 1000.0, mode=produced.mode)
     except Exception as exc:  # noqa: BLE001 - metrics never fail the caller
         log.warning("ask metrics not recorded: %r", exc)

@@ -21,7 +21,8 @@ from typing import Any
 import ray
 from ray.actor import ActorHandle
 
-from actors import get_index_actor
+from actors.handles import find_actor, get_or_start
+from actors.index_actor import get_index_actor
 from cluster.config import ConfigStore, IndexOrigin, IndexRegistration
 from cluster.index import BuildState, IndexRecord
 from cluster.naming import SYNC_ACTOR_NAME
@@ -161,13 +162,8 @@ class SyncActor:
 
 
 def get_sync_actor(settings: SamespaceSettings) -> ActorHandle:
-    return SyncActor.options(  # type: ignore[attr-defined]  # .options comes from @ray.remote
-        name=SYNC_ACTOR_NAME, namespace=settings.ray.namespace, lifetime="detached", get_if_exists=True
-    ).remote(settings)
+    return get_or_start(SyncActor, settings, SYNC_ACTOR_NAME, settings)
 
 
 def find_sync_actor(settings: SamespaceSettings) -> ActorHandle | None:
-    try:
-        return ray.get_actor(SYNC_ACTOR_NAME, namespace=settings.ray.namespace)
-    except ValueError:
-        return None
+    return find_actor(settings, SYNC_ACTOR_NAME)

@@ -16,58 +16,30 @@ import numpy as np
 import ray
 from pydantic import SecretStr
 
+from actors.budget import get_budget_actor, with_permit
 from cluster.cloud.budget import KeyFacts, Priority
+from cluster.cloud.container import cloud_identity, read_key_facts, starting_config
 from cluster.cloud.key_readiness import NO_KEY_REASON
+from cluster.cloud.openrouter import OpenRouterClient
 from cluster.cloud.request_tag import RequestTag, current_request_tag, set_request_tag
 from cluster.cloud.spend import CallUsage, Charge, ModelPrice, charge_for
 from cluster.cloud.state import ContainerState
+from cluster.config import effective_settings
 from cluster.errors import AuthFailed, MissingPin, UpstreamError
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Policy, Role
 from cluster.settings import RoleRoute, SamespaceSettings
-from cluster.space import EncoderIdentity
 
 log = logging.getLogger("samespace.cloud")
-
-
-def requests_per_minute(requests: float | None, interval: str | float | None) -> float | None:
-    """OpenRouter's legacy `rate_limit {requests, interval}` as requests per minute ('10s', '1m', '1h')."""
-    if requests is None or requests <= 0 or interval is None:
-        return None
-    if isinstance(interval, int | float):
-        seconds = float(interval)
-    else:
-        text = interval.strip().lower()
-        units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-        unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), "s")
-        try:
-            seconds = float(text.removesuffix(unit)) * units[unit]
-        except ValueError:
-            return None
-    return requests / seconds * 60.0 if seconds > 0 else None
-
-
-def cloud_identity(route: RoleRoute, width: int) -> EncoderIdentity:
-    """The encoder space of a pinned cloud route: model slug, pinned upstream, width, token cap."""
-    return EncoderIdentity(
-        model=f"openrouter:{route.model}",
-        weights_sha256=f"upstream:{route.upstream}",
-        width=width,
-        normalized=True,
-        max_seq_length=route.max_input_tokens,
-    )
 
 
 @ray.remote(num_cpus=0, max_restarts=-1)
 class VirtualContainerActor:
     def __init__(self, name: str, role: Role, route: RoleRoute, settings: SamespaceSettings, policy: Policy) -> None:
-        from cluster.config.store import effective_settings
-
         # The durable config over the settings, read now: a restarted container comes back with the
         # pushed route, policy and base URL (never the static settings over them), and no key.
         settings = effective_settings(settings)
-        route = settings.cloud.routes.get(role, route)
-        policy = settings.policy(role) if role in settings.policies else policy
+        route, policy = starting_config(settings, role, route, policy)
         cloud = settings.cloud
         self._name = name
         self._role = role
@@ -98,8 +70,6 @@ class VirtualContainerActor:
         self._key = key
         await self._close_client()
         if key is not None:  # a pushed key is the moment to learn its limits (DESIGN §7)
-            from actors.budget import get_budget_actor
-
             get_budget_actor(self._settings).discover.remote()
 
     async def apply(
@@ -202,21 +172,16 @@ class VirtualContainerActor:
         """What the key says about its limits and funding (read for the BudgetActor, which holds no key)."""
         client = self._require_client()
         info = await client.key_info()
-        rpm = None
-        if info.rate_limit is not None:
-            rpm = requests_per_minute(info.rate_limit.requests, info.rate_limit.interval)
-        remaining = info.limit_remaining
+        credits: float | None = None
         with contextlib.suppress(UpstreamError):  # /credits needs a management key; the key's own limit still tells
-            remaining = (await client.credits()).remaining
-        return KeyFacts(rpm=rpm, is_free_tier=bool(info.is_free_tier), credits_remaining=remaining)
+            credits = (await client.credits()).remaining
+        return read_key_facts(info, credits)
 
     # ---- internals --------------------------------------------------------------------------
     def _require_client(self) -> Any:
         if self._key is None:
             raise AuthFailed(self._name, f"{NO_KEY_REASON}; not sending an unauthenticated request")
         if self._client is None:
-            from cluster.cloud.openrouter import OpenRouterClient
-
             self._client = OpenRouterClient(
                 provider_name=self._name,
                 key=self._key,
@@ -230,8 +195,6 @@ class VirtualContainerActor:
         """One cloud call under a key-wide permit (DESIGN §7), counted for `describe()`; its cost goes
         back with the permit, booked to the role's spend today before the permit is freed (a role at
         its daily cap is refused before any request)."""
-        from actors.budget import with_permit
-
         if project is not None or priority is not None:
             default = current_request_tag()
             set_request_tag(RequestTag(project or default.project, Priority(priority or default.priority)))

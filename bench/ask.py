@@ -104,20 +104,21 @@ def main(argv: list[str] | None = None) -> int:
     from actors import get_index_actor
     from actors.dispatcher import get_dispatcher
     from actors.query_path import QueryPath
+    from actors.search_ports import IndexActorPort, RerankerPort
     from cluster.roles import Role
+    from cluster.search import CodeSearchService
     from cluster.search.query_cache import QueryVectorCache
     from cluster.settings import SamespaceSettings
     from jobs.reindex import run_reindex
-    from serve_apps.code_search import CodeSearchService
 
     work = Path(tempfile.mkdtemp(prefix="samespace-bench-ask-"))
     settings = SamespaceSettings(store={"data_dir": work / "data"}, ray={"address": "local", "namespace": "bench-ask"})
     ray.init(address="local", namespace="bench-ask", include_dashboard=False, log_to_driver=False)
     try:
         run_reindex(settings, args.repo.resolve(), "bench", emit=lambda line: None)
-        index = get_index_actor(settings)
+        index = IndexActorPort(get_index_actor(settings))
         encoder = QueryPath(get_dispatcher(settings, Role.CODE_EMBEDDING))
-        reranker = get_dispatcher(settings, Role.RERANKER)
+        reranker = RerankerPort(get_dispatcher(settings, Role.RERANKER))
         embedder = ray.get_actor("samespace-embedder-cpu0", namespace="bench-ask")
 
         def service(ttl_s: float) -> CodeSearchService:

@@ -27,11 +27,11 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from cluster.local import LocalEncoder
+from cluster.search import snippet_of
 from cluster.settings import EmbeddingSettings, SamespaceSettings
 from cluster.space import embedding_text
 from cluster.types import Chunk
 from jobs.reindex import collect_chunks
-from serve_apps.code_search import snippet_of
 
 __all__ = ["Hit", "SearchResult", "VectorIndex", "build_app", "main"]
 

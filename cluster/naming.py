@@ -12,6 +12,7 @@ CHAT_ENDPOINT_PREFIX = "samespace-chat"
 FLEET_ACTOR_NAME = "samespace-fleet"
 SYNC_ACTOR_NAME = "samespace-sync"
 SIDECAR_PREFIX = "sidecar"
+VIRTUAL_CONTAINER_MARK = "-OR-"  # between a virtual container's PC name and its role (DESIGN §4)
 
 
 def embedder_actor_name(node_id: str | None, slot: int, device: str, prefix: str = EMBEDDER_PREFIX) -> str:
@@ -37,7 +38,18 @@ def pc_name(host_name: str) -> str:
 
 def virtual_container_name(host_name: str, role: Role) -> str:
     """`<PCName>-OR-<Role>` (DESIGN §4), e.g. 'BASWS35-OR-CodeEmbedding'."""
-    return f"{pc_name(host_name)}-OR-{role.label}"
+    return f"{pc_name(host_name)}{VIRTUAL_CONTAINER_MARK}{role.label}"
+
+
+def is_virtual_container_name(name: str) -> bool:
+    return VIRTUAL_CONTAINER_MARK in name
+
+
+def is_provider_name(name: str) -> bool:
+    """Whether a named actor is a provider discovery asks: an embedder, a reranker, a chat endpoint
+    or a virtual container (a sidecar's providers are the fleet actor's, never actors of their own)."""
+    prefixes = (EMBEDDER_PREFIX, RERANKER_PREFIX, CHAT_ENDPOINT_PREFIX)
+    return name.startswith(prefixes) or is_virtual_container_name(name)
 
 
 def sidecar_provider_name(agent_url: str, agent_id: str, role: Role) -> str:

@@ -1,7 +1,7 @@
 """Providers of a role, as discovered, and which of them serve under a policy (DESIGN §3, §4).
 
 A provider is a local actor or a virtual container. Discovery asks the actors themselves
-(actors/registry.py); this module only describes and selects.
+(actors/discovery.py); this module only describes and selects.
 """
 
 from __future__ import annotations
@@ -48,6 +48,26 @@ class ProviderInfo(Strict):
     served: int = 0
     failures: int = 0
     last_error: str | None = None
+
+    @property
+    def lane_kind(self) -> str:
+        """The metrics' `provider_kind`: local, cloud, or sidecar (a local kind hosted by a sidecar)."""
+        return "sidecar" if self.hosted == "sidecar" else self.kind.value
+
+
+def not_answering(name: str, kind: ProviderKind, fault: str) -> ProviderInfo:
+    """A provider actor that did not describe itself (`fault`: why, e.g. the exception's class):
+    reported as ineligible for every role, never left out of the list."""
+    return ProviderInfo(
+        name=name,
+        kind=kind,
+        roles=list(Role),
+        node_id="",
+        host="",
+        model="",
+        eligible=False,
+        reason=f"{NOT_ANSWERING}: {fault}",
+    )
 
 
 class ProviderView(Strict):

@@ -229,7 +229,7 @@ def run_reindex(
     if not repo.is_dir():
         raise ScanError(str(repo), "not a folder (missing, unmounted, or a file)")
     if settings.cloud.enabled:  # after a restart a durable cloud policy may have lost its key: say so, once
-        from actors.registry import key_problem
+        from actors.config_push import key_problem
 
         missing = wait_for_key(
             lambda: key_problem(settings, (ROLE,)),

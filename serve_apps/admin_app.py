@@ -53,7 +53,7 @@ from serve_apps.index_tools import IndexService
 log = logging.getLogger("samespace.admin")
 
 # How long a status route waits for one actor. A dispatcher's `providers()` asks every provider
-# with a 10 s deadline of its own (actors.registry.DESCRIBE_TIMEOUT_S), so this leaves room for that.
+# with a 10 s deadline of its own (actors.discovery.DESCRIBE_TIMEOUT_S), so this leaves room for that.
 STATUS_TIMEOUT_S = 30.0
 ANSWERED = RoleAnswer(status=RoleStatus.OK)
 
@@ -112,7 +112,7 @@ class AdminApi:
         try:
             value = await asyncio.wait_for(getattr(handle, method).remote(), timeout_s or self._status_timeout_s)
         except (RayActorError, TimeoutError) as exc:  # GetTimeoutError is a TimeoutError too
-            from actors.registry import actor_state
+            from actors.handles import actor_state
 
             answer = role_answer(name, _failure(exc), actor_state(handle), error=type(exc).__name__, restartable=True)
             log.warning("status read %s: %s", method, answer.detail)
@@ -289,7 +289,8 @@ class AdminApi:
 
     async def _container_states(self) -> tuple[list[ContainerState], list[str]]:
         """What every virtual container holds, asked now; and, in words, those that did not answer."""
-        from actors.registry import DESCRIBE_TIMEOUT_S, ensure_cloud_containers
+        from actors.discovery import DESCRIBE_TIMEOUT_S
+        from actors.registry import ensure_cloud_containers
 
         containers = await asyncio.to_thread(ensure_cloud_containers, self._settings)
         reads = await asyncio.gather(*(self._read(c.name, c.handle, "state", DESCRIBE_TIMEOUT_S) for c in containers))
@@ -321,7 +322,7 @@ class AdminApi:
         }
 
     async def push(self, body: OpenRouterPush) -> dict[str, Any]:
-        """Persist what is safe, then put all of it in force (`actors.registry.put_in_force`). A
+        """Persist what is safe, then put all of it in force (`actors.config_push.put_in_force`). A
         container that restarts meanwhile reads the same values from the store."""
         async with self._push_lock:
             stored = await asyncio.to_thread(self._store.read)
@@ -340,7 +341,7 @@ class AdminApi:
 
     async def _put_in_force(self, plan: PushPlan, body: OpenRouterPush | None) -> dict[str, Any]:
         """Send the plan, then ask the containers what they hold: what did not land is an issue."""
-        from actors.registry import put_in_force
+        from actors.config_push import put_in_force
 
         key = body.api_key if body is not None else None
         containers, issues = await put_in_force(self._settings, plan, key)

@@ -35,10 +35,10 @@ from cluster.errors import (
     original_error,
 )
 from cluster.ingest import remote_urls
+from cluster.search import IndexStatusReader
 from cluster.settings import SamespaceSettings, limit_name
 from cluster.sync import BuildReport
 from serve_apps.body_limits import read_capped_body
-from serve_apps.code_search import IndexStatusReader
 from serve_apps.hook_auth import (
     SIGNATURE_HEADER,
     DeliveryLedger,
@@ -115,10 +115,11 @@ def add_index_routes(app: FastAPI, indexes: IndexService, settings: SamespaceSet
         """Registrations, the builds the sync actor follows, and every index with its commit and
         freshness (what `index_status` answers an MCP client)."""
         from actors import get_index_actor
+        from actors.search_ports import IndexActorPort
 
         registrations = await indexes.registrations()
         builds = await indexes.reports()
-        status = await status_reader.read(await asyncio.to_thread(get_index_actor, settings))
+        status = await status_reader.read(IndexActorPort(await asyncio.to_thread(get_index_actor, settings)))
         return {
             "registrations": [r.model_dump(mode="json") for r in registrations.values()],
             "builds": [b.model_dump(mode="json") for b in builds],

@@ -23,9 +23,9 @@ from cluster.ask.rlm import ChatOutcome
 from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import NoProviderLeft, SamespaceError, original_error
 from cluster.roles import Role
+from cluster.search import CodeHit, CodeSearchService
 from cluster.search.models import CodeEntry, FileHit, RepoOverview, SymbolHit, snippet
 from cluster.settings import SamespaceSettings
-from serve_apps.code_search import CodeHit, CodeSearchService
 
 log = logging.getLogger("samespace.ask")
 

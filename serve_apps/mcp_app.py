@@ -32,8 +32,10 @@ from cluster.ask.pipeline import AskRequest, AskResult
 from cluster.ask.progress import AskProgress, ProgressCallback
 from cluster.config import ConfigStore
 from cluster.errors import LimitExceeded, SamespaceError, original_error
+from cluster.index import SearchMode
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.source import SourceLines
+from cluster.search import CodeSearchService, FileSearchResult, IndexStatus, SearchResult, SymbolSearchResult
 from cluster.search.models import Neighbors, RepoOverview
 from cluster.settings import SamespaceSettings, load_settings
 from cluster.sync import BuildReport
@@ -41,14 +43,6 @@ from cluster.types import Strict
 from serve_apps.admin_app import AdminApi, build_admin_asgi
 from serve_apps.ask_service import AskService, ask_events
 from serve_apps.body_limits import parse_body, read_capped_body
-from serve_apps.code_search import (
-    CodeSearchService,
-    FileSearchResult,
-    IndexStatus,
-    SearchMode,
-    SearchResult,
-    SymbolSearchResult,
-)
 from serve_apps.http_guard import HttpGuard
 from serve_apps.index_tools import IndexService
 from serve_apps.progress_router import ProgressRouter
@@ -390,14 +384,15 @@ class McpIngress:
         from actors import get_index_actor
         from actors.dispatcher import LazyDispatcher, get_dispatcher
         from actors.query_path import QueryPath
+        from actors.search_ports import IndexActorPort, RerankerPort
         from cluster.roles import Role
         from cluster.search.query_cache import QueryVectorCache
 
         self._settings = settings
         self._service = CodeSearchService(
-            get_index_actor(settings),
+            IndexActorPort(get_index_actor(settings)),
             QueryPath(get_dispatcher(settings, Role.CODE_EMBEDDING)),
-            LazyDispatcher(settings, Role.RERANKER),
+            RerankerPort(LazyDispatcher(settings, Role.RERANKER)),
             settings.reranker.candidates,
             QueryVectorCache(
                 ttl_s=settings.rlm.query_cache_ttl_s, max_entries=settings.rlm.query_cache_entries, clock=time.monotonic

@@ -15,16 +15,14 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
+from sidecar._link import AgentLink
 from sidecar._tasks import CommandTasks, run_all_or_fail
 from sidecar.errors import AuthRejected, ConnectionLost, MasterRejected
 from sidecar.wire import FrameType
-
-if TYPE_CHECKING:
-    from sidecar.agent import Agent
 
 __all__ = ["HttpSession"]
 
@@ -51,7 +49,7 @@ class HttpSession:
     """One HTTP fallback session. `run(until_s)` returns after until_s (auto mode: time to retry
     WebSocket), having let the commands in flight finish; otherwise it raises why it ended."""
 
-    def __init__(self, agent: Agent, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, agent: AgentLink, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._agent = agent
         self._settings = agent.settings
         self._transport = transport

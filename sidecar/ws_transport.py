@@ -5,17 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from sidecar._link import AgentLink
 from sidecar._tasks import CommandTasks, run_all_or_fail
 from sidecar.errors import AuthRejected, ConnectionLost, MasterRejected
 from sidecar.wire import MAX_RESULT_BYTES, FrameType
-
-if TYPE_CHECKING:
-    from sidecar.agent import Agent
 
 __all__ = ["WsSession", "decode_frame"]
 
@@ -47,7 +45,7 @@ class WsSession:
     """One WebSocket connection. `run` raises why it ended: MasterRejected / AuthRejected (the handshake
     was answered with a status) or ConnectionLost (refused, reset, closed by the master, no 'registered')."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: AgentLink) -> None:
         self._agent = agent
         self._settings = agent.settings
         self._registered = asyncio.Event()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from cluster.environment import set_local_env_defaults
+from samespace.head import free_port
 
 # Before any test module is imported: whatever they import reads these defaults.
 set_local_env_defaults()
@@ -54,12 +54,6 @@ def _environment_restored() -> Iterator[None]:
     """Whatever a test does to `os.environ`, the next test starts from the environment before it."""
     with environment({}):
         yield
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

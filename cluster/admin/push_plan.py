@@ -2,7 +2,7 @@
 
 Pure: no Ray, no file I/O, no clock of its own. The admin API validates the body (`OpenRouterPush`),
 asks `key_check_needed` whether to look for a held key before refusing, persists `merged` through
-the config store, then hands a `PushPlan` to the actors (`actors.registry.put_in_force`).
+the config store, then hands a `PushPlan` to the actors (`actors.config_push.put_in_force`).
 
     stored = store.read()
     if key_check_needed(push, stored) and not any_key_held:

@@ -1,9 +1,10 @@
-"""OpenRouter: the wire, the client, the key-wide budget, spend against daily caps, request tags,
-key readiness and cloud state."""
+"""OpenRouter: the wire, the client, the key-wide budget, spend against daily caps (and its file),
+request tags, key readiness, a virtual container's values and cloud state."""
 
 from __future__ import annotations
 
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
+from cluster.cloud.container import cloud_identity, read_key_facts, requests_per_minute, starting_config
 from cluster.cloud.faults import read_json, upstream_faults
 from cluster.cloud.key_readiness import NO_KEY_REASON, local_only_roles, missing_key_message, wait_for_key
 from cluster.cloud.openrouter import OpenRouterClient
@@ -19,12 +20,14 @@ from cluster.cloud.spend import (
     SpendView,
     charge_for,
 )
+from cluster.cloud.spend_file import SPEND_FILE, read_spend, spend_path
 from cluster.cloud.state import ContainerState, disagreements
 from cluster.cloud.wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
 
 __all__ = [
     "DEFAULT_PROJECT",
     "NO_KEY_REASON",
+    "SPEND_FILE",
     "BudgetController",
     "BudgetLimits",
     "BudgetSnapshot",
@@ -47,13 +50,19 @@ __all__ = [
     "ToolCall",
     "charge_for",
     "chat_request_body",
+    "cloud_identity",
     "current_request_tag",
     "disagreements",
     "local_only_roles",
     "missing_key_message",
     "parse_chat_result",
     "read_json",
+    "read_key_facts",
+    "read_spend",
+    "requests_per_minute",
     "set_request_tag",
+    "spend_path",
+    "starting_config",
     "upstream_faults",
     "wait_for_key",
 ]

@@ -168,6 +168,38 @@ def compare(candidate_vectors: np.ndarray, reference_vectors: np.ndarray) -> tup
     return float(cosines.min()), float(cosines.mean())
 
 
+@dataclass(frozen=True)
+class _Reporter:
+    """Makes the reports of one probe: who was probed, against whom, for which width, when."""
+
+    key: GateKey
+    reference: str | None
+    expected_width: int
+    clock: Clock
+
+    def __call__(
+        self,
+        verdict: Verdict,
+        detail: str,
+        *,
+        coverage: Coverage | None = None,
+        width: int | None = None,
+        cosines: tuple[float, float] | None = None,
+    ) -> GateReport:
+        return GateReport(
+            key=self.key,
+            verdict=verdict,
+            coverage=coverage,
+            reference=self.reference,
+            min_cosine=cosines[0] if cosines else None,
+            mean_cosine=cosines[1] if cosines else None,
+            width=width,
+            expected_width=self.expected_width,
+            checked_at=self.clock(),
+            detail=detail,
+        )
+
+
 async def probe(
     candidate: ProbeTarget,
     reference: ProbeTarget | None,
@@ -183,40 +215,35 @@ async def probe(
     With stored vectors no reference is embedded; `reference`, if also given, only names them.
     With neither, the candidate is checked on pin and width only.
     """
-    key = GateKey.of(candidate, regime)
     ref_name = reference.name if reference is not None else None
     if ref_name is None and reference_vectors is not None:
         ref_name = STORED_REFERENCE
-
-    def report(
-        verdict: Verdict,
-        detail: str,
-        *,
-        coverage: Coverage | None = None,
-        width: int | None = None,
-        cosines: tuple[float, float] | None = None,
-    ) -> GateReport:
-        return GateReport(
-            key=key,
-            verdict=verdict,
-            coverage=coverage,
-            reference=ref_name,
-            min_cosine=cosines[0] if cosines else None,
-            mean_cosine=cosines[1] if cosines else None,
-            width=width,
-            expected_width=expected_width,
-            checked_at=clock(),
-            detail=detail,
-        )
+    report = _Reporter(GateKey.of(candidate, regime), ref_name, expected_width, clock)
 
     # 1. upstream pin: an unpinned cloud embedding route is never even probed (DESIGN §6)
     if candidate.needs_pin and not candidate.upstream:
         return report(Verdict.NO_PROVIDER_PIN, "no pinned upstream: not probed")
 
     # 2. reference embeds the probes (unless stored vectors stand in for it)
+    ref_vectors = await _reference_vectors(reference, reference_vectors, report, timeout_s)
+    if isinstance(ref_vectors, GateReport):
+        return ref_vectors
+
+    # 3. candidate embeds
+    vectors = await _candidate_vectors(candidate, report, timeout_s)
+    if isinstance(vectors, GateReport):
+        return vectors
+    return _verdict(vectors, ref_vectors, report)
+
+
+async def _reference_vectors(
+    reference: ProbeTarget | None, stored: np.ndarray | None, report: _Reporter, timeout_s: float
+) -> np.ndarray | GateReport | None:
+    """The reference's probe vectors (stored ones stand in for it), None with no reference, or the
+    failed probe's report when the reference timed out, failed or returned unusable rows."""
     ref_vectors: np.ndarray | None = None
-    if reference_vectors is not None:
-        ref_vectors = np.asarray(reference_vectors)
+    if stored is not None:
+        ref_vectors = np.asarray(stored)
     elif reference is not None:
         try:
             ref_vectors = np.asarray(await asyncio.wait_for(reference.embed(list(PROBE_TEXTS)), timeout_s))
@@ -225,22 +252,31 @@ async def probe(
         except Exception as exc:  # noqa: BLE001 - any fault of the reference is a failed probe, named
             return report(Verdict.PROBE_FAILED, f"reference {reference.name} failed: {describe_fault(exc)}")
     if ref_vectors is not None:
-        problem = _shape_problem(ref_vectors, expected_width)
+        problem = _shape_problem(ref_vectors, report.expected_width)
         if problem:
-            return report(Verdict.PROBE_FAILED, f"reference {ref_name} unusable: {problem}")
+            return report(Verdict.PROBE_FAILED, f"reference {report.reference} unusable: {problem}")
+    return ref_vectors
 
-    # 3. candidate embeds
+
+async def _candidate_vectors(candidate: ProbeTarget, report: _Reporter, timeout_s: float) -> np.ndarray | GateReport:
+    """The candidate's probe vectors as rows, or the report of a probe that failed or a width refused."""
     try:
         vectors = np.asarray(await asyncio.wait_for(candidate.embed(list(PROBE_TEXTS)), timeout_s))
     except TimeoutError:
         return report(Verdict.PROBE_FAILED, f"candidate timed out after {timeout_s:g}s")
     except WidthMismatch as exc:  # the client refused rows of the wrong width: that is the verdict
-        return report(Verdict.DIMENSION_MISMATCH, f"width {exc.got}, index wants {expected_width}", width=exc.got)
+        detail = f"width {exc.got}, index wants {report.expected_width}"
+        return report(Verdict.DIMENSION_MISMATCH, detail, width=exc.got)
     except Exception as exc:  # noqa: BLE001 - any other fault of the candidate is a failed probe, named
         return report(Verdict.PROBE_FAILED, f"candidate failed: {describe_fault(exc)}")
     if vectors.ndim != 2:
         return report(Verdict.PROBE_FAILED, f"candidate returned an array of shape {vectors.shape}, not rows")
-    width = int(vectors.shape[1])
+    return vectors
+
+
+def _verdict(vectors: np.ndarray, ref_vectors: np.ndarray | None, report: _Reporter) -> GateReport:
+    """Steps 4 to 7 over the candidate's rows: width, row count, and the cosine against the reference."""
+    width, expected_width = int(vectors.shape[1]), report.expected_width
 
     # 4. width: never relaxed
     if width != expected_width:
@@ -264,9 +300,9 @@ async def probe(
     # 7. cosine of every matching pair
     cosines = compare(vectors, ref_vectors)
     if cosines[0] < MIN_COSINE:
-        detail = f"min cosine {cosines[0]:.4f} < {MIN_COSINE} against {ref_name}"
+        detail = f"min cosine {cosines[0]:.4f} < {MIN_COSINE} against {report.reference}"
         return report(Verdict.VECTOR_INCOMPATIBLE, detail, width=width, cosines=cosines)
-    detail = f"min cosine {cosines[0]:.4f} >= {MIN_COSINE} against {ref_name}"
+    detail = f"min cosine {cosines[0]:.4f} >= {MIN_COSINE} against {report.reference}"
     return report(Verdict.VERIFIED, detail, coverage=Coverage.COSINE, width=width, cosines=cosines)
 
 

@@ -1,12 +1,12 @@
-"""The index: a catalogue of builds guarded by encoder space (staged, switched atomically), the
-incremental plan, progress, sparse keywords and identifier tokens, and the vector store (Edge or Qdrant)."""
+"""The index: a catalogue of builds guarded by encoder space (staged, switched atomically), the row
+payload schema, a search as one value, the incremental plan, progress, sparse keywords and identifier
+tokens, and the vector store (Edge or Qdrant)."""
 
 from __future__ import annotations
 
 from cluster.index.catalog import (
     IndexCatalog,
     PointKey,
-    definitions_filter,
     embed_hash,
     path_prefixes,
     point_id,
@@ -17,7 +17,9 @@ from cluster.index.fusion import ALSO_IN
 from cluster.index.globs import Glob, check_glob, compile_glob
 from cluster.index.incremental import PlanMode, ReusableRows, full_reason, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords, query_keywords
+from cluster.index.payload import RowPayload, with_source
 from cluster.index.progress import ProgressMeter
+from cluster.index.query import SearchMode, SearchQuery, query_filter
 from cluster.index.records import (
     BuildProgress,
     BuildState,
@@ -46,10 +48,12 @@ __all__ = [
     "PointKey",
     "ProgressMeter",
     "ReusableRows",
+    "RowPayload",
+    "SearchMode",
+    "SearchQuery",
     "check_glob",
     "chunk_keywords",
     "compile_glob",
-    "definitions_filter",
     "embed_hash",
     "export_folder",
     "exports_root",
@@ -64,8 +68,10 @@ __all__ = [
     "point_id",
     "point_key",
     "point_payload",
+    "query_filter",
     "query_keywords",
     "resolve_scope",
     "reusable_rows",
     "validate_index_name",
+    "with_source",
 ]

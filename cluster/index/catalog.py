@@ -16,7 +16,9 @@ from pydantic import Field, ValidationError
 
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
 from cluster.index.fusion import fuse_candidates
-from cluster.index.keywords import defined_names, identifier_query
+from cluster.index.keywords import defined_names
+from cluster.index.payload import KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, with_source
+from cluster.index.query import SearchQuery
 from cluster.index.records import (
     BuildProgress,
     BuildState,
@@ -34,18 +36,14 @@ from cluster.types import (
     CandidateHit,
     Chunk,
     Clock,
-    FusionParams,
     Payload,
     PayloadFilter,
     ScoredHit,
-    SparseTerms,
     StoredPoint,
     Strict,
     content_hash,
 )
 
-DEFINES_FIELD = "defines"  # the names a chunk defines: the definition leg of hybrid search filters on it
-KEYWORD_FIELDS = ("repo", "path", "path_prefixes", "language", "symbol", "kind", "content_hash", "space", DEFINES_FIELD)
 _POINT_NAMESPACE = uuid.UUID("5a3e5ba0-0000-4c0d-9e00-5a3e5ba0c0de")
 
 
@@ -65,12 +63,6 @@ def embed_hash(chunk: Chunk) -> str:
     return content_hash(embedding_text(chunk) + "\0" + name_text(chunk))
 
 
-def definitions_filter(query: str) -> PayloadFilter | None:
-    """The definition leg of a query that is one bare identifier: the chunks that define it."""
-    name = identifier_query(query)
-    return PayloadFilter(equals={DEFINES_FIELD: name}) if name else None
-
-
 def point_payload(
     repo: str,
     chunk: Chunk,
@@ -86,48 +78,19 @@ def point_payload(
     what was embedded (`embed_hash`; `hashed` when the caller has it) and the file it was cut from
     (`file_hash`, sha256 of the file's text). `writer` may be an identity's dump (a reused row keeps
     the writer of its vector)."""
-    return {
-        "repo": repo,
-        "path": chunk.path,
-        "path_prefixes": path_prefixes(chunk.path),
-        "start_line": chunk.start_line,
-        "end_line": chunk.end_line,
-        "language": chunk.language,
-        "symbol": chunk.symbol,
-        "kind": chunk.kind,
-        "content_hash": chunk.content_hash,
-        "text": chunk.text,
-        "space": space.space_id,
-        "encoder": writer if isinstance(writer, dict) else writer.model_dump(),
-        "provider": provider,
-        "build": build,
-        "embed_hash": hashed if hashed is not None else embed_hash(chunk),
-        "file_hash": file_hash,
-        DEFINES_FIELD: defined_names(chunk.text, chunk.symbol),
-    }
-
-
-PAYLOAD_FIELDS = frozenset(
-    {
-        "repo",
-        "path",
-        "path_prefixes",
-        "start_line",
-        "end_line",
-        "language",
-        "symbol",
-        "kind",
-        "content_hash",
-        "text",
-        "space",
-        "encoder",
-        "provider",
-        "build",
-        "embed_hash",
-        "file_hash",
-        DEFINES_FIELD,
-    }
-)  # the keys of point_payload: a row lacking one is rewritten by the next reindex
+    return RowPayload(
+        **chunk.model_dump(),
+        repo=repo,
+        path_prefixes=path_prefixes(chunk.path),
+        content_hash=chunk.content_hash,
+        space=space.space_id,
+        encoder=writer if isinstance(writer, dict) else writer.model_dump(),
+        provider=provider,
+        build=build,
+        embed_hash=hashed if hashed is not None else embed_hash(chunk),
+        file_hash=file_hash,
+        defines=defined_names(chunk.text, chunk.symbol),
+    ).stored()
 
 
 class PointKey(Strict):
@@ -152,49 +115,32 @@ class PointKey(Strict):
         written before `embed_hash` existed gets it recomputed from its text (the index's
         identity pins the chunk-text version), and `complete=False`: it is rewritten."""
         try:
-            hashed = payload.get("embed_hash") or embed_hash(_payload_chunk(payload))
-            return cls(
-                id=point_id,
-                path=payload["path"],
-                start_line=payload["start_line"],
-                end_line=payload["end_line"],
-                language=payload["language"],
-                symbol=payload.get("symbol"),
-                kind=payload["kind"],
-                content_hash=payload["content_hash"],
-                embed_hash=hashed,
-                file_hash=payload.get("file_hash"),
-                complete=PAYLOAD_FIELDS.issubset(payload),
+            row = RowPayload.model_validate(payload)
+            if row.lacks(_KEY_FIELDS):
+                return None
+            return cls.model_validate(
+                {
+                    **row.model_dump(include={*_KEY_FIELDS, "symbol", "file_hash"}),
+                    "id": point_id,
+                    "embed_hash": row.embed_hash or embed_hash(row.chunk()),
+                    "complete": not row.lacks(PAYLOAD_FIELDS),
+                }
             )
-        except (KeyError, TypeError, ValidationError):
+        except ValidationError:
             return None
+
+
+_KEY_FIELDS = frozenset({"path", "start_line", "end_line", "language", "kind", "content_hash"})  # what a key needs
 
 
 def point_key(repo: str, chunk: Chunk, file_hash: str | None, hashed: str | None = None) -> PointKey:
     """The key the row of `chunk` gets in a build of `repo` (see PointKey)."""
     return PointKey(
+        **chunk.model_dump(exclude={"text"}),
         id=point_id(repo, chunk),
-        path=chunk.path,
-        start_line=chunk.start_line,
-        end_line=chunk.end_line,
-        language=chunk.language,
-        symbol=chunk.symbol,
-        kind=chunk.kind,
         content_hash=chunk.content_hash,
         embed_hash=hashed if hashed is not None else embed_hash(chunk),
         file_hash=file_hash,
-    )
-
-
-def _payload_chunk(payload: Payload) -> Chunk:
-    return Chunk(
-        path=payload["path"],
-        start_line=payload["start_line"],
-        end_line=payload["end_line"],
-        language=payload["language"],
-        symbol=payload.get("symbol"),
-        kind=payload["kind"],
-        text=payload["text"],
     )
 
 
@@ -360,69 +306,51 @@ class IndexCatalog:
     def builds(self) -> dict[str, BuildState]:
         return dict(self._builds)
 
-    def search(
-        self,
-        name: str,
-        vector: Sequence[float] | None,
-        query_identity: EncoderIdentity | None,
-        limit: int,
-        filter: PayloadFilter | None = None,
-        keywords: SparseTerms | None = None,
-        fusion: FusionParams | None = None,
-        definitions: PayloadFilter | None = None,
-    ) -> list[ScoredHit]:
+    def search_scope(self, query: SearchQuery, names: Sequence[str]) -> tuple[list[ScoredHit], list[str]]:
+        """The hits of `query` over the indexes its scope stands for (`names`, `cluster.index.scope`),
+        each with the commit and ref (or branch) of its build, and why each index skipped was. The
+        one index a scope names exactly refuses a query from another space (EncoderMismatch); of
+        several, such an index is skipped."""
+        refused: list[EncoderMismatch] = []
+        if query.scope is not None and list(names) == [query.scope]:
+            hits = self.search(query.scope, query)
+        else:
+            hits, refused = self.search_all(query, names)
+        return [self._sourced(hit) for hit in hits], [str(exc) for exc in refused]
+
+    def search(self, name: str, query: SearchQuery) -> list[ScoredHit]:
         """Search one index: its legs' candidates scored by `cluster.index.fusion` (DESIGN §10). A
         query vector from another encoder space is refused; so is a keyword-only query of an index
         whose chunk text is not the current version (its rows were cut differently: rebuild it)."""
-        params = fusion or FusionParams()
-        found = self._candidates(name, vector, query_identity, limit, filter, keywords, params, definitions)
-        return fuse_candidates(found, params, limit)
+        return fuse_candidates(self._candidates(name, query), query.fusion, query.limit)
 
     def search_all(
-        self,
-        vector: Sequence[float] | None,
-        query_identity: EncoderIdentity | None,
-        limit: int,
-        filter: PayloadFilter | None = None,
-        keywords: SparseTerms | None = None,
-        fusion: FusionParams | None = None,
-        definitions: PayloadFilter | None = None,
-        names: Sequence[str] | None = None,
+        self, query: SearchQuery, names: Sequence[str] | None = None
     ) -> tuple[list[ScoredHit], list[EncoderMismatch]]:
         """Search every index (or those `names`) in the query's space, scored together (comparable
         scores, one hit per place); indexes in another space are refused, listed."""
-        params = fusion or FusionParams()
         found: list[CandidateHit] = []
         refused: list[EncoderMismatch] = []
         for name in self.names() if names is None else names:
             try:
-                found += self._candidates(name, vector, query_identity, limit, filter, keywords, params, definitions)
+                found += self._candidates(name, query)
             except EncoderMismatch as exc:
                 refused.append(exc)
-        return fuse_candidates(found, params, limit), refused
+        return fuse_candidates(found, query.fusion, query.limit), refused
 
-    def _candidates(
-        self,
-        name: str,
-        vector: Sequence[float] | None,
-        query_identity: EncoderIdentity | None,
-        limit: int,
-        filter: PayloadFilter | None,
-        keywords: SparseTerms | None,
-        params: FusionParams,
-        definitions: PayloadFilter | None,
-    ) -> list[CandidateHit]:
+    def _candidates(self, name: str, query: SearchQuery) -> list[CandidateHit]:
         record = self.record(name)
-        if vector is not None:
-            if query_identity is None:
+        if query.vector is not None:
+            if query.identity is None:
                 raise SamespaceError("a query vector needs the identity of the encoder that produced it")
-            require_same_space(name, record.identity, query_identity)
+            require_same_space(name, record.identity, query.identity)
         elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
             raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
-        per_leg = max(limit, params.candidates)
-        return self._store.query(
-            record.build, vector=vector, keywords=keywords, limit=per_leg, filter=filter, definitions=definitions
-        )
+        return self._store.query(record.build, query)
+
+    def _sourced(self, hit: ScoredHit) -> ScoredHit:
+        source = self.source_of(RowPayload.model_validate(hit.payload).build)
+        return hit if source is None else hit.model_copy(update={"payload": with_source(hit.payload, source)})
 
     def has_path(self, name: str, path: str) -> bool:
         """True when the serving build holds rows of that file (read_code serves indexed files only)."""

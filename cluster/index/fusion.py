@@ -25,45 +25,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from cluster.index.payload import RowPayload
 from cluster.types import CandidateHit, FusionParams, ScoredHit
 
-__all__ = ["ALSO_IN", "fuse_candidates", "place_key"]
+__all__ = ["ALSO_IN", "fuse_candidates"]
 
-ALSO_IN = "also_in"  # payload key of a fused hit: the other indexes holding the same place
-
-
-def place_key(candidate: CandidateHit) -> tuple[str, int, int, str]:
-    """Where a row points: path, lines and the hash of its text (the same in every index of that code)."""
-    p = candidate.payload
-    return (
-        str(p.get("path", "")),
-        int(p.get("start_line", 0)),
-        int(p.get("end_line", 0)),
-        str(p.get("content_hash", "")),
-    )
+ALSO_IN = "also_in"  # payload key of a fused hit: the other indexes holding the same place (`RowPayload.also_in`)
 
 
 def fuse_candidates(candidates: Iterable[CandidateHit], params: FusionParams, limit: int) -> list[ScoredHit]:
     """The best `limit` places, best first; ties go to the lower (repo, path, line)."""
-    pool = list(candidates)
+    pool = [(c, RowPayload.model_validate(c.payload)) for c in candidates]
     best_keyword: dict[str, float] = {}  # per build: raw BM25 is not comparable across collections
-    for c in pool:
-        build = str(c.payload.get("build", ""))
-        best_keyword[build] = max(best_keyword.get(build, 0.0), c.keyword)
+    for c, row in pool:
+        best_keyword[row.build] = max(best_keyword.get(row.build, 0.0), c.keyword)
     ranked = sorted(
-        ((_score(c, params, best_keyword[str(c.payload.get("build", ""))]), c) for c in pool),
-        key=lambda item: (-item[0], _tie_key(item[1])),
+        ((_score(c, params, best_keyword[row.build]), c, row) for c, row in pool),
+        key=lambda item: (-item[0], item[2].repo, item[2].path, item[2].start_line or 0),
     )
-    places: dict[tuple[str, int, int, str], tuple[float, CandidateHit, list[str]]] = {}
-    for score, candidate in ranked:
-        key = place_key(candidate)
-        held = places.get(key)
+    places: dict[tuple[str, int, int, str], tuple[float, CandidateHit, str, list[str]]] = {}
+    for score, candidate, row in ranked:
+        held = places.get(row.place)
         if held is None:
-            places[key] = (score, candidate, [])
-        elif candidate.payload.get("repo") != held[1].payload.get("repo"):
-            held[2].append(str(candidate.payload.get("repo", "")))
+            places[row.place] = (score, candidate, row.repo, [])
+        elif row.repo != held[2]:
+            held[3].append(row.repo)
     best = list(places.values())[: max(limit, 0)]  # dicts keep insertion order: best first
-    return [_hit(score, candidate, others) for score, candidate, others in best]
+    return [_hit(score, candidate, others) for score, candidate, _, others in best]
 
 
 def _score(candidate: CandidateHit, params: FusionParams, best_keyword: float) -> float:
@@ -77,11 +65,6 @@ def _score(candidate: CandidateHit, params: FusionParams, best_keyword: float) -
     if candidate.definition:
         score += params.definition_weight
     return score
-
-
-def _tie_key(candidate: CandidateHit) -> tuple[str, str, int]:
-    p = candidate.payload
-    return (str(p.get("repo", "")), str(p.get("path", "")), int(p.get("start_line", 0)))
 
 
 def _hit(score: float, candidate: CandidateHit, others: Sequence[str]) -> ScoredHit:

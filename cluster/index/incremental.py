@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from cluster.index.catalog import PointKey
+from cluster.index.payload import RowPayload
 from cluster.index.records import IndexRecord
 from cluster.space import EncoderIdentity
 from cluster.types import StoredPoint, Strict
@@ -150,12 +151,11 @@ def reusable_rows(page: Sequence[StoredPoint]) -> ReusableRows:
         if key is None or key.embed_hash in seen or not point.vector or not point.name_vector:
             continue
         seen.add(key.embed_hash)
-        provider = str(point.payload.get("provider", ""))
-        encoder = point.payload.get("encoder") or {}
-        slot = (provider, repr(sorted(encoder.items())))
+        row = RowPayload.model_validate(point.payload)  # it loads: its key did
+        slot = (row.provider, repr(sorted(row.encoder.items())))
         if slot not in writers:
             writers[slot] = len(table)
-            table.append((provider, dict(encoder)))
+            table.append((row.provider, dict(row.encoder)))
         hashes.append(key.embed_hash)
         rows.append(point.vector)
         name_rows.append(point.name_vector)

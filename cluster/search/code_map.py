@@ -1,7 +1,7 @@
 """Non-semantic code tools over one index build: symbol search, file search, neighbours, overview.
 
 Pure logic, no Ray: a `CodeMap` is built once from the payloads of every row of one build
-(see `cluster.index.catalog.point_payload`) and answers from memory. `cluster.search.maps.CodeMaps`
+(`cluster.index.RowPayload`) and answers from memory. `cluster.search.maps.CodeMaps`
 keeps one per serving build of an `IndexCatalog`; the index actor holds it.
 """
 
@@ -12,7 +12,10 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from pydantic import ValidationError
+
 from cluster.errors import ReadRefused
+from cluster.index.payload import RowPayload
 from cluster.index.tokens import identifier_tokens
 from cluster.search.models import CodeEntry, FileHit, FileSymbol, Neighbors, RepoOverview, SymbolHit, snippet
 from cluster.search.neighbors import neighbors_of
@@ -56,7 +59,7 @@ class CodeMap:
 
     @classmethod
     def from_payloads(cls, repo: str, payloads: Iterable[Mapping[str, Any]]) -> CodeMap:
-        """Build from point payloads (keys of `point_payload`); rows without path, lines or text are skipped."""
+        """Build from point payloads (`RowPayload`); rows without path, lines or text are skipped."""
         entries = (_entry(repo, payload) for payload in payloads)
         return cls(repo, (entry for entry in entries if entry is not None))
 
@@ -237,34 +240,23 @@ class CodeMap:
         return self._overview
 
 
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 def _entry(repo: str, payload: Mapping[str, Any]) -> CodeEntry | None:
     """A CodeEntry from one point payload, or None when the row lacks a path, lines or text."""
-    path, text = payload.get("path"), payload.get("text")
-    start, end = _as_int(payload.get("start_line")), _as_int(payload.get("end_line"))
-    if not isinstance(path, str) or not path or not isinstance(text, str) or start is None or end is None:
+    try:
+        row = RowPayload.model_validate(payload)
+    except ValidationError:
         return None
-    symbol = payload.get("symbol")
-    kind = payload.get("kind")
-    language = payload.get("language")
+    if not row.path or row.text is None or row.start_line is None or row.end_line is None:
+        return None
     return CodeEntry(
         repo=repo,
-        path=path,
-        start_line=start,
-        end_line=end,
-        symbol=symbol if isinstance(symbol, str) and symbol else None,
-        kind=kind if isinstance(kind, str) and kind else "window",
-        language=language if isinstance(language, str) and language else "text",
-        text=text,
+        path=row.path,
+        start_line=row.start_line,
+        end_line=row.end_line,
+        symbol=row.symbol or None,
+        kind=row.kind or "window",
+        language=row.language or "text",
+        text=row.text,
     )
 
 

@@ -435,7 +435,7 @@ def test_a_container_started_under_a_push_forgets_it_when_the_store_does(
 def test_health_and_status_say_once_that_a_restart_lost_the_key(
     admin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from actors.registry import key_problem
+    from actors.config_push import key_problem
     from serve_apps.admin_client import main
 
     way_out = "`make set-policy ROLE=code-embedding POLICY=local`"

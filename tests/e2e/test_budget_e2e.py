@@ -57,15 +57,16 @@ def budget_settings(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path: Pat
 
 
 def containers(settings: Any) -> list[Any]:
+    from actors.handles import get_or_start
     from actors.virtual_container import VirtualContainerActor
     from cluster.roles import Role
 
     handles = []
     for pc in PCS:
         name = f"{pc}-OR-CodeEmbedding"
-        handle = VirtualContainerActor.options(
-            name=name, namespace=settings.ray.namespace, lifetime="detached", get_if_exists=True, max_concurrency=64
-        ).remote(name, Role.CODE_EMBEDDING, settings.cloud.routes[Role.CODE_EMBEDDING], settings, "aggregate")
+        route = settings.cloud.routes[Role.CODE_EMBEDDING]
+        args = (name, Role.CODE_EMBEDDING, route, settings, "aggregate")
+        handle = get_or_start(VirtualContainerActor, settings, name, *args, max_concurrency=64)
         ray.get(handle.set_key.remote(SecretStr(CANARY_KEY)))
         handles.append(handle)
     return handles

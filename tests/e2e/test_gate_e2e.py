@@ -64,13 +64,15 @@ def gate(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_factory: pytest
 
 def container(settings: Any, name: str | None = None) -> Any:
     """This PC's code-embedding container, or another PC's (a second container by name)."""
+    from actors.handles import get_or_start
     from actors.virtual_container import VirtualContainerActor
     from cluster.roles import Role
 
     name = name or f"{socket.gethostname()}-OR-CodeEmbedding"
-    handle = VirtualContainerActor.options(
-        name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True
-    ).remote(
+    handle = get_or_start(
+        VirtualContainerActor,
+        settings,
+        name,
         name,
         Role.CODE_EMBEDDING,
         settings.cloud.routes[Role.CODE_EMBEDDING],
@@ -89,7 +91,8 @@ def route(settings: Any, handle: Any, upstream: str | None, policy: str) -> None
 
 def use(settings: Any, policy: str, **containers: str | None) -> Any:
     """Put `policy` in force and point the named containers at upstreams; return the dispatcher."""
-    from actors.dispatcher import get_dispatcher, push_policy
+    from actors.config_push import push_policy
+    from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
 
     push_policy(settings, Role.CODE_EMBEDDING, policy)

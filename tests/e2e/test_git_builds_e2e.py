@@ -54,9 +54,13 @@ class Env:
         return [embedding_text(c) for c in chunks] + [name_text(c) for c in chunks]
 
     def search(self, name: str | None, text: str) -> list[Any]:
+        from cluster.index import SearchQuery
+
         embedder = ray.get_actor(EMBEDDER, namespace=NAMESPACE)
         vector, identity = ray.get(embedder.encode_query.remote(text))
-        hits, _ = ray.get(self.index.search.remote(name, vector.tolist(), identity, 5, None))
+        hits, _ = ray.get(
+            self.index.search.remote(SearchQuery(scope=name, vector=vector.tolist(), identity=identity, limit=5))
+        )
         return list(hits)
 
 

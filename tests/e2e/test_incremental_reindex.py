@@ -63,14 +63,13 @@ class Env:
         return [c for c in ray.get(self.index.collections.remote()) if c.startswith(f"{name}__b")]
 
     def query(self, name: str, text: str, limit: int = 3, **filters: str) -> list[Any]:
+        from cluster.index import SearchQuery
         from cluster.types import PayloadFilter
 
         vector, identity = ray.get(self.embedder.encode_query.remote(text))
-        hits, _ = ray.get(
-            self.index.search.remote(
-                name, vector.tolist(), identity, limit, PayloadFilter(equals=filters) if filters else None
-            )
-        )
+        where = PayloadFilter(equals=filters) if filters else None
+        search = SearchQuery(scope=name, vector=vector.tolist(), identity=identity, limit=limit, filter=where)
+        hits, _ = ray.get(self.index.search.remote(search))
         return list(hits)
 
     def vectors(self, build: str) -> dict[str, tuple[np.ndarray, str]]:
@@ -138,6 +137,7 @@ def test_an_unchanged_repo_is_up_to_date_embeds_nothing_and_gets_no_new_build(en
 
 
 def test_an_edited_file_embeds_only_its_changed_chunks_and_search_finds_the_new_text(env: Env) -> None:
+    from cluster.index import SearchQuery
     from cluster.index.keywords import query_keywords
 
     repo = write_repo(env.tmp.mktemp("edit") / "shop")
@@ -158,9 +158,11 @@ def test_an_edited_file_embeds_only_its_changed_chunks_and_search_finds_the_new_
 
     top = env.query("edit", "zebra surcharge of overdue invoices")[0]
     assert top.payload["symbol"] == "invoice_step_0" and "compute_zebra_surcharge" in top.payload["text"]
-    hits, _ = ray.get(env.index.search.remote("edit", None, None, 3, None, query_keywords("compute_zebra_surcharge")))
+    by_keywords = SearchQuery(scope="edit", limit=3, keywords=query_keywords("compute_zebra_surcharge"))
+    hits, _ = ray.get(env.index.search.remote(by_keywords))
     assert hits and hits[0].payload["symbol"] == "invoice_step_0"  # reused rows carry keyword terms too
-    keyword_hits, _ = ray.get(env.index.search.remote("edit", None, None, 3, None, query_keywords("shipment_step_2")))
+    by_keywords = SearchQuery(scope="edit", limit=3, keywords=query_keywords("shipment_step_2"))
+    keyword_hits, _ = ray.get(env.index.search.remote(by_keywords))
     assert keyword_hits and keyword_hits[0].payload["symbol"] == "shipment_step_2"
 
 
@@ -223,9 +225,12 @@ def test_full_embeds_everything_again(env: Env) -> None:
 
 
 def test_queries_during_an_incremental_update_never_fail(env: Env) -> None:
+    from cluster.index import SearchQuery
+
     repo = write_repo(env.tmp.mktemp("live") / "shop", TOPICS)
     old, _ = env.reindex(repo, "live")
     vector, identity = ray.get(env.embedder.encode_query.remote("validate the payment record"))
+    search = SearchQuery(scope="live", vector=vector.tolist(), identity=identity, limit=5)
     seen: list[set[str]] = []
     errors: list[BaseException] = []
     stop = threading.Event()
@@ -233,7 +238,7 @@ def test_queries_during_an_incremental_update_never_fail(env: Env) -> None:
     def query_loop() -> None:
         while not stop.is_set():
             try:
-                hits, refused = ray.get(env.index.search.remote("live", vector.tolist(), identity, 5, None))
+                hits, refused = ray.get(env.index.search.remote(search))
                 assert hits and not refused
                 seen.append({h.payload["build"] for h in hits})
             except BaseException as exc:  # noqa: BLE001  a thread's failure, whatever it is, goes to the assertion below

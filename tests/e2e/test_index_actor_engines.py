@@ -17,6 +17,7 @@ def test_the_index_actor_builds_switches_and_searches_on_both_engines(
 ) -> None:
     from actors import ensure_embedders, get_index_actor
     from cluster.errors import EncoderMismatch
+    from cluster.index import SearchQuery
     from cluster.index.catalog import point_id, point_payload
     from cluster.ingest.chunking import chunk_file
     from cluster.settings import SamespaceSettings
@@ -53,11 +54,12 @@ def test_the_index_actor_builds_switches_and_searches_on_both_engines(
             builds.append(build)
         assert ray.get(index.collections.remote()) == [builds[-1]]  # switched, old build dropped
         query, query_identity = ray.get(embedder.encode_query.remote("split a date string"))
-        hits, refused = ray.get(index.search.remote("engine", query.tolist(), query_identity, 2, None))
+        search = SearchQuery(scope="engine", vector=query.tolist(), identity=query_identity, limit=2)
+        hits, refused = ray.get(index.search.remote(search))
         assert refused == [] and hits[0].payload["symbol"] == "parse_date"
         assert {h.payload["build"] for h in hits} == {builds[-1]}
         other = query_identity.model_copy(update={"width": 385})
         with pytest.raises(EncoderMismatch):
-            ray.get(index.search.remote("engine", query.tolist(), other, 2, None))
+            ray.get(index.search.remote(search.model_copy(update={"identity": other})))
     finally:
         ray.kill(index)

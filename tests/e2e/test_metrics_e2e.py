@@ -18,23 +18,7 @@ from metrics_util import EXPORT_WAIT_S, Sample, counter, gauge, histogram_count,
 from waiting import wait_until_async
 
 from cluster.index.records import IndexRecord
-from cluster.telemetry import (
-    BUDGET_CEILING_PERMITS,
-    BUDGET_IN_FLIGHT,
-    BUDGET_PERMITS_GRANTED,
-    BUDGET_WAITING,
-    EMBED_BATCH_SECONDS,
-    EMBED_BATCHES,
-    EMBED_TEXTS,
-    GATE_VERDICT,
-    MCP_TOOL_CALLS,
-    MCP_TOOL_SECONDS,
-    REINDEX_CHUNKS,
-    REINDEX_CHUNKS_DONE,
-    REINDEX_CHUNKS_PLANNED,
-    REINDEX_DURATION_SECONDS,
-    REINDEX_LAST_DURATION_SECONDS,
-)
+from cluster.telemetry import Metric
 from serve_apps.mcp_client import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -69,21 +53,21 @@ def test_the_texts_embedded_for_the_reindex_are_its_two_texts_per_chunk(
     landed = {"project": INDEX, "role": "code-embedding", "provider": LOCAL_EMBEDDER, "provider_kind": "local"}
     samples = scraped_until(
         ray_cluster,
-        lambda s: total(s, counter(EMBED_TEXTS), project=INDEX) == 2 * points,  # its code text and its name text
-        f"{counter(EMBED_TEXTS)}{{project={INDEX!r}}} == {2 * points}",
+        lambda s: total(s, counter(Metric.EMBED_TEXTS), project=INDEX) == 2 * points,  # its code text and its name text
+        f"{counter(Metric.EMBED_TEXTS)}{{project={INDEX!r}}} == {2 * points}",
     )
-    assert total(samples, counter(EMBED_TEXTS), **landed) == 2 * points
-    assert total(samples, counter(EMBED_BATCHES), **landed) >= 1
+    assert total(samples, counter(Metric.EMBED_TEXTS), **landed) == 2 * points
+    assert total(samples, counter(Metric.EMBED_BATCHES), **landed) >= 1
     lane = {"role": "code-embedding", "provider": LOCAL_EMBEDDER, "provider_kind": "local"}
-    assert total(samples, histogram_count(EMBED_BATCH_SECONDS), **lane) >= total(
-        samples, counter(EMBED_BATCHES), **landed
+    assert total(samples, histogram_count(Metric.EMBED_BATCH_SECONDS), **lane) >= total(
+        samples, counter(Metric.EMBED_BATCHES), **landed
     )
     chunks = scraped_until(
         ray_cluster,
-        lambda s: total(s, counter(REINDEX_CHUNKS), index=INDEX, source="embedded") == points,
-        f"{counter(REINDEX_CHUNKS)}{{index={INDEX!r}}} == {points}",
+        lambda s: total(s, counter(Metric.REINDEX_CHUNKS), index=INDEX, source="embedded") == points,
+        f"{counter(Metric.REINDEX_CHUNKS)}{{index={INDEX!r}}} == {points}",
     )
-    assert total(chunks, counter(REINDEX_CHUNKS), index=INDEX, source="reused") == 0
+    assert total(chunks, counter(Metric.REINDEX_CHUNKS), index=INDEX, source="reused") == 0
 
 
 def test_the_reindex_progress_is_complete_and_its_duration_is_exported(
@@ -92,13 +76,13 @@ def test_the_reindex_progress_is_complete_and_its_duration_is_exported(
     points = indexed.chunks
 
     def complete(s: list[Sample]) -> bool:
-        done = total(s, gauge(REINDEX_CHUNKS_DONE), index=INDEX)
-        return done == points == total(s, gauge(REINDEX_CHUNKS_PLANNED), index=INDEX)
+        done = total(s, gauge(Metric.REINDEX_CHUNKS_DONE), index=INDEX)
+        return done == points == total(s, gauge(Metric.REINDEX_CHUNKS_PLANNED), index=INDEX)
 
     samples = scraped_until(ray_cluster, complete, f"chunks done == planned == {points} for {INDEX!r}")
-    assert total(samples, gauge(REINDEX_LAST_DURATION_SECONDS), index=INDEX) > 0
+    assert total(samples, gauge(Metric.REINDEX_LAST_DURATION_SECONDS), index=INDEX) > 0
     # The job's driver recorded its run as it exited; Ray keeps a histogram after its process is gone.
-    ran = histogram_count(REINDEX_DURATION_SECONDS)
+    ran = histogram_count(Metric.REINDEX_DURATION_SECONDS)
     samples = scraped_until(
         ray_cluster,
         lambda s: total(s, ran, index=INDEX, outcome="ok") == 1,
@@ -111,17 +95,17 @@ def test_the_gate_verdict_of_the_local_embedder_is_exported(ray_cluster: RayClus
     verdict = {"role": "code-embedding", "provider": LOCAL_EMBEDDER}
     samples = scraped_until(
         ray_cluster,
-        lambda s: total(s, gauge(GATE_VERDICT), **verdict, verdict="verified") == 1,
-        f"{gauge(GATE_VERDICT)}{{verdict='verified'}} == 1 for {LOCAL_EMBEDDER}",
+        lambda s: total(s, gauge(Metric.GATE_VERDICT), **verdict, verdict="verified") == 1,
+        f"{gauge(Metric.GATE_VERDICT)}{{verdict='verified'}} == 1 for {LOCAL_EMBEDDER}",
     )
-    others = [s for s in samples if s.name == gauge(GATE_VERDICT) and verdict.items() <= s.labels.items()]
+    others = [s for s in samples if s.name == gauge(Metric.GATE_VERDICT) and verdict.items() <= s.labels.items()]
     assert all(s.value == 0 for s in others if s.labels["verdict"] != "verified")
 
 
 async def test_mcp_tool_calls_are_counted_per_tool_and_outcome(
     ray_cluster: RayCluster, mcp_server: McpServer, indexed: IndexRecord
 ) -> None:
-    calls, seconds = counter(MCP_TOOL_CALLS), histogram_count(MCP_TOOL_SECONDS)
+    calls, seconds = counter(Metric.MCP_TOOL_CALLS), histogram_count(Metric.MCP_TOOL_SECONDS)
     before = scrape(ray_cluster)
     ok = {"tool": "search_code", "outcome": "ok"}
     error = {"tool": "search_code", "outcome": "error"}
@@ -151,7 +135,7 @@ def test_the_budget_publishes_its_permits(ray_cluster: RayCluster) -> None:
     from actors.budget import get_budget_actor
     from cluster.cloud.budget import Outcome, Priority
 
-    granted = counter(BUDGET_PERMITS_GRANTED)
+    granted = counter(Metric.BUDGET_PERMITS_GRANTED)
     before = total(scrape(ray_cluster), granted)
     budget = get_budget_actor(ray_cluster.settings)  # type: ignore[arg-type]
     for _ in range(2):
@@ -159,8 +143,8 @@ def test_the_budget_publishes_its_permits(ray_cluster: RayCluster) -> None:
         ray.get(budget.release.remote(ticket, 0.1, Outcome.OK))
     samples = scraped_until(  # both from one look at the budget after the releases
         ray_cluster,
-        lambda s: total(s, granted) - before == 2 and total(s, gauge(BUDGET_IN_FLIGHT)) == 0,
+        lambda s: total(s, granted) - before == 2 and total(s, gauge(Metric.BUDGET_IN_FLIGHT)) == 0,
         f"{granted} rose by the 2 permits taken, none in flight",
     )
-    assert total(samples, gauge(BUDGET_CEILING_PERMITS)) >= 1
-    assert {s.labels["priority"] for s in samples if s.name == gauge(BUDGET_WAITING)} == {"bulk", "interactive"}
+    assert total(samples, gauge(Metric.BUDGET_CEILING_PERMITS)) >= 1
+    assert {s.labels["priority"] for s in samples if s.name == gauge(Metric.BUDGET_WAITING)} == {"bulk", "interactive"}

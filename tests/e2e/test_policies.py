@@ -76,7 +76,8 @@ def fresh_gate_and_budget(cloud: CloudCluster) -> None:
     """Every test starts from the same state, whatever ran before: an untaught budget, and a gate
     that has just verified the healthy cloud lane (a probe answered 5xx or 429 by an earlier test
     would otherwise keep the lane out; with no verdict yet, a test's first embed would count the probe)."""
-    from actors.dispatcher import get_dispatcher, push_policy
+    from actors.config_push import push_policy
+    from actors.dispatcher import get_dispatcher
     from cluster.naming import BUDGET_ACTOR_NAME, dispatcher_actor_name
     from cluster.roles import Role
 
@@ -108,7 +109,7 @@ def local_batches(cloud: CloudCluster) -> int:
 
 def run_policy(cloud: CloudCluster, policy: str) -> dict[str, Any]:
     """Embed TEXTS and one query under `policy`; count who served, at the fake and at the actor."""
-    from actors.dispatcher import push_policy
+    from actors.config_push import push_policy
     from cluster.roles import Role
 
     push_policy(cloud.settings, Role.CODE_EMBEDDING, policy)
@@ -220,7 +221,7 @@ def test_without_a_key_the_container_is_ineligible_and_sends_nothing(cloud: Clou
 
 
 def test_the_registry_shows_policy_in_force_beside_policy_applied(cloud: CloudCluster) -> None:
-    from actors.dispatcher import push_policy
+    from actors.config_push import push_policy
     from cluster.roles import Role
 
     push_policy(cloud.settings, Role.CODE_EMBEDDING, "backup")
@@ -233,7 +234,7 @@ def test_the_registry_shows_policy_in_force_beside_policy_applied(cloud: CloudCl
 
 
 def test_an_invalid_policy_is_refused_and_the_last_good_one_stays(cloud: CloudCluster) -> None:
-    from actors.dispatcher import push_policy
+    from actors.config_push import push_policy
     from cluster.roles import Role
 
     push_policy(cloud.settings, Role.CODE_EMBEDDING, "local")
@@ -256,7 +257,8 @@ def test_an_aggregate_reindex_records_rows_from_both_local_and_cloud_providers(
     cloud: CloudCluster, tmp_path: Path
 ) -> None:
     from actors import get_index_actor
-    from actors.dispatcher import push_policy
+    from actors.config_push import push_policy
+    from cluster.index import SearchQuery
     from cluster.roles import Role
     from jobs.reindex import run_reindex
 
@@ -272,6 +274,8 @@ def test_an_aggregate_reindex_records_rows_from_both_local_and_cloud_providers(
     assert record.identity.model == "all-MiniLM-L6-v2"  # the local reference defines the space
     index = get_index_actor(cloud.settings)
     vector, identity, _ = ray.get(cloud.dispatcher.encode_query.remote("fn_3_5"))
-    hits, _ = ray.get(index.search.remote("agg", vector.tolist(), identity, 96, None))
+    hits, _ = ray.get(
+        index.search.remote(SearchQuery(scope="agg", vector=vector.tolist(), identity=identity, limit=96))
+    )
     writers = {h.payload["provider"] for h in hits}
     assert len(writers) == 2 and len(hits) == 96  # provenance per row names each writer

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port
 
-from samespace.head import session_members, stop_session
+from samespace.head import free_port, session_members, stop_session
 
 pytestmark = pytest.mark.slow  # starts its own Ray head
 

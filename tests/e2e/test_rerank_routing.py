@@ -41,7 +41,8 @@ def rerank_settings(ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_fact
 
 def test_the_local_reranker_serves_first_and_the_cloud_takes_over_when_it_is_gone(rerank_settings: Any) -> None:
     from actors import ensure_rerankers, ensure_virtual_containers
-    from actors.dispatcher import get_dispatcher, push_policy
+    from actors.config_push import push_policy
+    from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
 
     (container,) = ensure_virtual_containers(rerank_settings)

@@ -125,27 +125,29 @@ async def test_index_status_reports_space_counts_and_build(indexed: str, mcp_ser
 def test_a_query_vector_from_another_encoder_space_is_refused(indexed: str, ray_cluster: RayCluster) -> None:
     from actors import get_index_actor
     from cluster.errors import EncoderMismatch
+    from cluster.index import SearchQuery
 
     index = get_index_actor(ray_cluster.settings)  # type: ignore[arg-type]
     record = ray.get(index.status.remote())["indexes"][0]["record"]
     other = record.identity.model_copy(update={"weights_sha256": "0" * 64})
     with pytest.raises(EncoderMismatch) as caught:
-        ray.get(index.search.remote(INDEX, [0.1] * 384, other, 5, None))
+        ray.get(index.search.remote(SearchQuery(scope=INDEX, vector=[0.1] * 384, identity=other, limit=5)))
     assert "refused" in str(caught.value) and caught.value.index == INDEX
     # Through search across all indexes, the mismatching index is reported, not answered.
-    hits, refused = ray.get(index.search.remote(None, [0.1] * 384, other, 5, None))
+    hits, refused = ray.get(index.search.remote(SearchQuery(vector=[0.1] * 384, identity=other, limit=5)))
     assert hits == [] and any(INDEX in r for r in refused)
 
 
 def test_every_point_carries_its_provenance(indexed: str, ray_cluster: RayCluster) -> None:
     from actors import get_index_actor
+    from cluster.index import SearchQuery
 
     index = get_index_actor(ray_cluster.settings)  # type: ignore[arg-type]
     status = ray.get(index.status.remote())
     record = next(e["record"] for e in status["indexes"] if e["record"].name == INDEX)
     vector = [0.0] * 384
     vector[0] = 1.0
-    hits, _ = ray.get(index.search.remote(INDEX, vector, record.identity, 100, None))
+    hits, _ = ray.get(index.search.remote(SearchQuery(scope=INDEX, vector=vector, identity=record.identity, limit=100)))
     assert len(hits) == record.chunks
     for hit in hits:
         p = hit.payload

@@ -25,7 +25,7 @@ from waiting import wait_until
 
 from actors.sync import submit_job
 from cluster.settings import FanoutSettings
-from cluster.telemetry import CLOUD_SPEND_CAP_CREDITS, CLOUD_SPEND_CREDITS
+from cluster.telemetry import Metric
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -68,7 +68,8 @@ def spend(
 
     from actors import ensure_embedders, ensure_virtual_containers
     from actors.budget import get_budget_actor
-    from actors.dispatcher import get_dispatcher, push_policy
+    from actors.config_push import push_policy
+    from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
     from cluster.settings import SamespaceSettings
 
@@ -186,7 +187,7 @@ def test_a_cap_crossed_mid_reindex_switches_the_rest_to_local_with_nothing_lost(
     assert rows == chunks == record.chunks, report
 
     # Under `cloud` there is no local lane to carry on: the call fails, saying why.
-    from actors.dispatcher import push_policy
+    from actors.config_push import push_policy
     from cluster.errors import NoProviderLeft
     from cluster.roles import Role
 
@@ -200,7 +201,7 @@ def test_a_cap_crossed_mid_reindex_switches_the_rest_to_local_with_nothing_lost(
     assert refused["refused"] > after["refused"] and refused["calls"] == after["calls"], refused  # no request sent
 
     # The spend and the cap on Ray's metrics endpoint, as the admin API says.
-    spent_series, cap_series = gauge(CLOUD_SPEND_CREDITS), gauge(CLOUD_SPEND_CAP_CREDITS)
+    spent_series, cap_series = gauge(Metric.CLOUD_SPEND_CREDITS), gauge(Metric.CLOUD_SPEND_CAP_CREDITS)
     scraped_until(
         ray_cluster,
         lambda samples: (

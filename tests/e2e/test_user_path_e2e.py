@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import free_port
 
 from samespace.head import (
     FIXED_PORT_FLAGS,
     HeadRecord,
     daemon_pids,
+    free_port,
     processes_naming,
     session_members,
     stop_session,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ from typing import Any, ClassVar, Self
 import httpx
 from pydantic import BaseModel
 
+from samespace.head import free_port
+
 from .openrouter_fake import FakeConfig, FakeState, FakeStats, build_fake_app, shared_encoder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -33,12 +34,6 @@ LOOPBACK = "127.0.0.1"
 DEFAULT_STARTUP_TIMEOUT_S = 90.0  # the child loads MiniLM before it answers
 STOP_GRACE_S = 5.0
 _POLL_S = 0.1
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
 
 
 class FakeServerProcess:

@@ -143,8 +143,8 @@ def test_the_script_writes_text_only_and_keeps_the_token_in_session_storage() ->
 
 
 def test_the_page_is_served_inside_the_mcp_app_too(tmp_path: Path) -> None:
+    from cluster.search import CodeSearchService
     from serve_apps.ask_service import AskService
-    from serve_apps.code_search import CodeSearchService
     from serve_apps.mcp_app import build_asgi_app
 
     settings = SamespaceSettings(

@@ -69,7 +69,7 @@ def test_an_ask_body_under_the_cap_is_answered_and_a_bad_one_is_422_naming_the_f
 
 
 def test_an_ask_whose_repo_is_over_the_glob_caps_is_422_naming_the_setting_before_anything_is_asked() -> None:
-    from serve_apps.code_search import CodeSearchService
+    from cluster.search import CodeSearchService
     from serve_apps.mcp_app import build_asgi_app
 
     settings = SamespaceSettings()

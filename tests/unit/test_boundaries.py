@@ -23,6 +23,8 @@ CONTRACTS = IMPORTLINTER["contracts"]
 _LAYERS = next(c for c in CONTRACTS if c["type"] == "layers" and c.get("containers") == ["cluster"])
 CLUSTER_LAYERS = [name.strip() for layer in _LAYERS["layers"] for name in layer.split("|")]
 CLUSTER_TOP = _LAYERS["exhaustive_ignores"]
+_ACTORS = next(c for c in CONTRACTS if c["type"] == "layers" and c.get("containers") == ["actors"])
+ACTORS_LAYERS = [name.strip() for layer in _ACTORS["layers"] for name in layer.split("|")]
 
 
 def lint_imports(config: Path, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -47,8 +49,9 @@ def test_every_layer_contract_holds_in_this_repository() -> None:
 
 
 def make_tree(root: Path, sources: dict[str, str]) -> Path:
-    """A tiny repository with our root packages, the one door into the sidecar
-    (cluster.fleet.protocol → sidecar.wire, which the contracts name), `sources` and our pyproject."""
+    """A tiny repository with our root packages, cluster's concern packages and actors' layered
+    modules (empty), the one door into the sidecar (cluster.fleet.protocol → sidecar.wire, which the
+    contracts name), `sources` and our pyproject."""
     door = {
         "cluster/fleet/__init__.py": "",
         "cluster/fleet/protocol.py": "import sidecar.wire\n",
@@ -62,6 +65,8 @@ def make_tree(root: Path, sources: dict[str, str]) -> Path:
         (root / "cluster" / concern / "__init__.py").write_text("")
     for module in CLUSTER_TOP:
         (root / "cluster" / f"{module}.py").write_text("")
+    for module in ACTORS_LAYERS:  # actors' layered modules, empty
+        (root / "actors" / f"{module}.py").write_text("")
     for path, source in {**door, **sources}.items():
         (root / path).write_text(source)
     config = root / "pyproject.toml"
@@ -78,6 +83,8 @@ def test_each_contract_breaks_when_its_boundary_is_crossed(tmp_path: Path) -> No
         "sidecar/uses_cluster.py": "import cluster\n",
         "sidecar/wire.py": "import httpx\n",
         "actors/uses_cli.py": "import samespace\n",
+        "actors/handles.py": "import actors.dispatcher\n",  # the floor of actors/ importing a floor above
+        "samespace/uses_actors.py": "import actors\n",  # the command line reaching an actor itself
         "cluster/ingest/uses_index.py": "import cluster.index\n",  # a lower concern importing a higher one
         "cluster/errors.py": "import cluster.gate\n",  # the vocabulary importing a concern
     }

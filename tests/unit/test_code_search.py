@@ -13,28 +13,26 @@ import pytest
 from fakes.virtual_time import VirtualClock
 
 from cluster.errors import LimitExceeded, NoProviderLeft
-from cluster.index import BuildState, IndexRecord
+from cluster.index import BuildState, IndexRecord, SearchQuery
 from cluster.ingest import SourceState, Staleness
+from cluster.search import CodeSearchService, IndexStatusReader
 from cluster.settings import LimitsSettings
 from cluster.space import EncoderIdentity
 from cluster.types import ScoredHit
-from serve_apps.code_search import CodeSearchService, IndexStatusReader
 
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=4, max_seq_length=256)
 
 
 class _Method:
+    """One async method of a fake port (`cluster.search.ports`): answers with `fn`, records its calls."""
+
     def __init__(self, fn: Any) -> None:
         self._fn = fn
         self.calls: list[tuple[Any, ...]] = []
 
-    def remote(self, *args: Any) -> Any:
+    async def __call__(self, *args: Any) -> Any:
         self.calls.append(args)
-
-        async def run() -> Any:
-            return self._fn(*args)
-
-        return run()
+        return self._fn(*args)
 
 
 class _Encoder:
@@ -54,6 +52,8 @@ class _Encoder:
 
 
 class _Handle:
+    """A fake port whose methods are the given functions."""
+
     def __init__(self, **methods: Any) -> None:
         for name, fn in methods.items():
             setattr(self, name, _Method(fn))
@@ -77,13 +77,14 @@ def hit(i: int) -> ScoredHit:
     )
 
 
+def limit_of(call: tuple[Any, ...]) -> int:
+    """The limit of a recorded `search(query)` call."""
+    query: SearchQuery = call[0]
+    return query.limit
+
+
 def service(rerank: Any) -> tuple[CodeSearchService, _Handle]:
-    index = _Handle(
-        search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None, definitions=None: (
-            [hit(i) for i in range(limit)],
-            [],
-        )
-    )
+    index = _Handle(search=lambda query: ([hit(i) for i in range(query.limit)], []))
     encoder = _Encoder(lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "samespace-embedder-cpu0"))
     return CodeSearchService(index, encoder, _Handle(rerank=rerank), rerank_candidates=10), index
 
@@ -91,7 +92,7 @@ def service(rerank: Any) -> tuple[CodeSearchService, _Handle]:
 async def test_the_reranker_reorders_the_candidates_and_the_result_is_cut_to_k() -> None:
     svc, index = service(lambda q, docs, project: ([float(i) for i in range(len(docs))], "ws-OR-Reranker"))
     result = await svc.search_code("q", 3, None, None, None)
-    assert index.search.calls[0][3] == 10  # fetched the candidate pool, not just k
+    assert limit_of(index.search.calls[0]) == 10  # fetched the candidate pool, not just k
     assert [h.symbol for h in result.hits] == ["s9", "s8", "s7"] and result.reranked_by == "ws-OR-Reranker"
     assert result.encoded_by == "samespace-embedder-cpu0"
 
@@ -111,9 +112,7 @@ async def test_a_query_is_encoded_once_per_cache_lifetime_and_the_given_cache_is
     from cluster.search.query_cache import QueryVectorCache
 
     clock = VirtualClock()
-    index = _Handle(
-        search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None, definitions=None: ([hit(0)], [])
-    )
+    index = _Handle(search=lambda query: ([hit(0)], []))
     encoder = _Encoder(lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"))
     cache: QueryVectorCache[Any] = QueryVectorCache(ttl_s=60, max_entries=8, clock=clock)  # empty: falsy by len()
     svc = CodeSearchService(index, encoder, _Handle(rerank=lambda q, d, p: ([], "r")), 10, cache)
@@ -123,7 +122,7 @@ async def test_a_query_is_encoded_once_per_cache_lifetime_and_the_given_cache_is
     clock.now += 61
     await svc.search_code("same question", 3, None, None, None, rerank=False)
     assert len(encoder.calls) == 2
-    assert index.search.calls[-1][3] == 3  # no rerank: no candidate pool either
+    assert limit_of(index.search.calls[-1]) == 3  # no rerank: no candidate pool either
 
 
 async def test_with_no_reranker_serving_the_next_searches_fetch_k_and_skip_the_call_until_the_window_ends() -> None:
@@ -134,34 +133,24 @@ async def test_with_no_reranker_serving_the_next_searches_fetch_k_and_skip_the_c
 
     clock = VirtualClock()
     reranker = _Handle(rerank=none_serving)
-    index = _Handle(
-        search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None, definitions=None: (
-            [hit(i) for i in range(limit)],
-            [],
-        )
-    )
+    index = _Handle(search=lambda query: ([hit(i) for i in range(query.limit)], []))
     encoder = _Encoder(lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"))
     svc = CodeSearchService(index, encoder, reranker, 10, clock=clock)
     await svc.search_code("q", 3, None, None, None)
     await svc.search_code("q", 3, None, None, None)
-    assert [call[3] for call in index.search.calls] == [10, 3]  # the pool once, then just k
+    assert [limit_of(call) for call in index.search.calls] == [10, 3]  # the pool once, then just k
     assert len(reranker.rerank.calls) == 1
     clock.now += 2.5  # the dispatcher's discovery window: a reranker may have joined
     await svc.search_code("q", 3, None, None, None)
-    assert index.search.calls[-1][3] == 10 and len(reranker.rerank.calls) == 2
+    assert limit_of(index.search.calls[-1]) == 10 and len(reranker.rerank.calls) == 2
 
 
 async def test_with_no_reranker_in_the_cluster_a_search_fetches_k_and_never_asks_the_reranker() -> None:
     reranker = _Handle(rerank=lambda q, docs, project: ([1.0] * len(docs), "never"))
-    index = _Handle(
-        search=lambda repo, vector, identity, limit, flt, keywords=None, fusion=None, definitions=None: (
-            [hit(i) for i in range(limit)],
-            [],
-        )
-    )
+    index = _Handle(search=lambda query: ([hit(i) for i in range(query.limit)], []))
     encoder = _Encoder(lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"), rerankers=False)
     result = await CodeSearchService(index, encoder, reranker, 10).search_code("q", 3, None, None, None)
-    assert index.search.calls[0][3] == 3 and reranker.rerank.calls == [] and result.reranked_by is None
+    assert limit_of(index.search.calls[0]) == 3 and reranker.rerank.calls == [] and result.reranked_by is None
 
 
 GIT_SOURCE = SourceState(vcs="git", commit="c1")
@@ -237,7 +226,7 @@ async def test_index_status_through_the_service_asks_git_once_for_two_calls(monk
         asked.append(folder)
         return Staleness(changed_files=0, commits_behind=0, commit_now="c1")
 
-    monkeypatch.setattr("serve_apps.code_search.staleness", counting_staleness)
+    monkeypatch.setattr("cluster.search.status.staleness", counting_staleness)
     index = status_handle([record("api", "api__b1")])
     search = CodeSearchService(index, _Encoder(lambda text, project: None), _Handle(), rerank_candidates=10)
 
@@ -255,7 +244,7 @@ async def test_an_index_status_glob_over_the_caps_is_refused_before_the_index_ac
 
 
 async def test_a_search_scope_over_the_caps_is_refused_before_the_query_is_encoded() -> None:
-    index = _Handle(search=lambda *args: ([hit(0)], []), search_symbols=lambda *args: [])
+    index = _Handle(search=lambda query: ([hit(0)], []), search_symbols=lambda *args: [])
     encoder = _Encoder(lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"), rerankers=False)
     search = CodeSearchService(index, encoder, _Handle(), rerank_candidates=10)
     with pytest.raises(LimitExceeded, match=r"limits\.max_glob_wildcards"):

@@ -11,6 +11,7 @@ import pytest
 from cluster.index.catalog import IndexCatalog, point_id, point_payload
 from cluster.index.fusion import ALSO_IN, fuse_candidates
 from cluster.index.keywords import chunk_keywords, query_keywords
+from cluster.index.query import SearchQuery
 from cluster.index.store.engines import open_vector_store
 from cluster.space import EncoderIdentity
 from cluster.types import CandidateHit, Chunk, FusionParams, StoredPoint
@@ -110,11 +111,12 @@ def test_a_search_over_two_indexes_of_the_same_code_returns_each_place_once(cata
     _index(catalog, "main", DOCS, seed=1)
     _index(catalog, "mirror", DOCS, seed=1)  # the same code, the same vectors
     query = np.random.default_rng(9).normal(size=WIDTH).tolist()
-    hits, refused = catalog.search_all(query, IDENTITY, 10, keywords=query_keywords("parse config"))
+    search = SearchQuery(vector=query, identity=IDENTITY, limit=10, keywords=query_keywords("parse config"))
+    hits, refused = catalog.search_all(search)
     assert not refused
     assert sorted(h.payload["path"] for h in hits) == sorted(path for path, _, _ in DOCS)
     assert all(h.payload["repo"] == "main" and h.payload[ALSO_IN] == ["mirror"] for h in hits)
-    one = catalog.search("mirror", query, IDENTITY, 10, keywords=query_keywords("parse config"))
+    one = catalog.search("mirror", search)
     assert [h.score for h in one] == pytest.approx([h.score for h in hits])  # the same scores, either index
 
 
@@ -125,21 +127,14 @@ def test_scores_of_separate_indexes_are_comparable(tmp_path: Path) -> None:
     _index(catalog, "defines", DOCS[:1], seed=2)  # one chunk, defining parse_config
     _index(catalog, "calls", [caller, *DOCS[1:]], seed=3)  # three chunks, one calling it
     query = np.random.default_rng(4).normal(size=WIDTH).tolist()
-    keywords = query_keywords("parse_config")
-    candidates = {
-        name: store.query(catalog.record(name).build, vector=query, keywords=keywords, limit=10)
-        for name in ("defines", "calls")
-    }
+    search = SearchQuery(vector=query, identity=IDENTITY, limit=10, keywords=query_keywords("parse_config"))
+    candidates = {name: store.query(catalog.record(name).build, search) for name in ("defines", "calls")}
     raw = {name: {c.payload["path"]: c.keyword for c in found} for name, found in candidates.items()}
     # Raw BM25 is not comparable across collections: IDF is per collection, and the mere caller in
     # the larger index outscores the definition.
     assert raw["calls"]["src/app.py"] > raw["defines"]["src/config.py"] > 0
-    merged = {h.payload["path"]: h.score for h in catalog.search_all(query, IDENTITY, 10, keywords=keywords)[0]}
-    alone = {
-        h.payload["path"]: h.score
-        for name in ("defines", "calls")
-        for h in catalog.search(name, query, IDENTITY, 10, keywords=keywords)
-    }
+    merged = {h.payload["path"]: h.score for h in catalog.search_all(search)[0]}
+    alone = {h.payload["path"]: h.score for name in ("defines", "calls") for h in catalog.search(name, search)}
     assert merged == pytest.approx(alone)  # each hit scores as in its own index, whatever else is searched
     keyword_only = FusionParams(dense_weight=0.0, name_weight=0.0, keyword_weight=1.0)
     fused = {

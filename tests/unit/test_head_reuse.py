@@ -16,7 +16,7 @@ import pytest
 import samespace.cluster_commands as cluster_commands
 from samespace.cli import build_parser, run_plan
 from samespace.cluster_commands import run
-from samespace.head import HeadRecord, HeadSpec, listening_inodes, session_listens_on
+from samespace.head import HeadRecord, HeadSpec, free_port, listening_inodes, session_listens_on
 from samespace.head_reuse import (
     HeadAction,
     HeadAuth,
@@ -154,21 +154,15 @@ def listener() -> Iterator[int]:
         yield int(server.getsockname()[1])
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_the_listening_socket_of_a_port_is_found_in_procs_table(listener: int) -> None:
     table = Path("/proc/net/tcp").read_text()
     assert listening_inodes(table, listener)
-    assert not listening_inodes(table, _free_port())
+    assert not listening_inodes(table, free_port())
 
 
 def test_a_port_is_held_by_the_session_whose_process_listens_on_it(listener: int) -> None:
     assert session_listens_on(os.getsid(0), listener)
-    assert not session_listens_on(os.getsid(0), _free_port())
+    assert not session_listens_on(os.getsid(0), free_port())
     code = "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(); print(s.getsockname()[1]); "
     code += "sys.stdout.flush(); sys.stdin.read()"
     other = subprocess.Popen(
@@ -186,7 +180,7 @@ def test_a_port_is_held_by_the_session_whose_process_listens_on_it(listener: int
 
 
 def test_a_foreign_listener_on_the_gcs_port_is_refused_and_never_asked_anything(listener: int) -> None:
-    spec = HeadSpec(num_cpus=1, port=listener, dashboard_port=_free_port())
+    spec = HeadSpec(num_cpus=1, port=listener, dashboard_port=free_port())
     asked: list[httpx.Request] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -221,7 +215,7 @@ def test_run_refuses_a_foreign_head_before_it_deploys_or_pushes_anything(
     monkeypatch.setattr(cluster_commands.subprocess, "run", record_run)
     monkeypatch.setattr(cluster_commands, "start_head", lambda *a: pytest.fail("started a head"))
     repo, state = ROOT / "tests" / "fixtures" / "polyglot", tmp_path / "state"
-    ports = ["--port", str(listener), "--dashboard-port", str(_free_port())]
+    ports = ["--port", str(listener), "--dashboard-port", str(free_port())]
     args = build_parser().parse_args(["run", "--repo", str(repo), "--state-dir", str(state), *ports, "--serve-proxy"])
     plan = run_plan(args, {"PATH": "/usr/bin", "HOME": str(tmp_path)})
     with pytest.raises(SystemExit) as refused:

@@ -406,9 +406,9 @@ def test_print_config_names_the_token_variable_and_never_the_token(
 def test_the_admin_api_in_the_mcp_app_answers_to_its_own_token_and_mcp_to_the_serve_token(tmp_path: Path) -> None:
     from typing import cast
 
+    from cluster.search import CodeSearchService
     from serve_apps.admin_app import AdminApi, build_admin_asgi
     from serve_apps.ask_service import AskService
-    from serve_apps.code_search import CodeSearchService
     from serve_apps.mcp_app import build_asgi_app
 
     settings = SamespaceSettings(

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cluster.index.catalog import PAYLOAD_FIELDS, IndexCatalog, PointKey, embed_hash, point_id, point_key, point_payload
+from cluster.index.catalog import IndexCatalog, PointKey, embed_hash, point_id, point_key, point_payload
 from cluster.index.incremental import PlanMode, ReindexPlan, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords
+from cluster.index.payload import PAYLOAD_FIELDS
 from cluster.index.progress import ProgressMeter
 from cluster.index.records import IndexRecord
 from cluster.index.representations import name_text

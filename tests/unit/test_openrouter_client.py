@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 from fakes.openrouter_fake import FakeConfig, FakeState, KeyConfig, UpstreamBehaviour, build_fake_app, encode
-from fakes.openrouter_server import FakeOpenRouterServer, free_port
+from fakes.openrouter_server import FakeOpenRouterServer
 from pydantic import SecretStr
 
 from cluster.cloud.faults import parse_retry_after
@@ -28,6 +28,7 @@ from cluster.errors import (
     UpstreamUnavailable,
     WidthMismatch,
 )
+from samespace.head import free_port
 
 CANARY = "sk-or-v1-canary0000000000000000000000000000"
 OTHER_KEY = "sk-or-v1-other00000000000000000000000000000"

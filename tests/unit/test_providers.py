@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.providers import ProviderInfo, ProviderKind, provider_views, select_providers
+from cluster.providers import NOT_ANSWERING, ProviderInfo, ProviderKind, not_answering, provider_views, select_providers
 from cluster.roles import Policy, Role
 
 EMBED = [Role.CODE_EMBEDDING, Role.EMBEDDING]
@@ -78,3 +78,15 @@ def test_the_provider_listing_shows_eligibility_and_both_policies() -> None:
     )
     text = "\n".join(lines)
     assert "policy aggregate/applied backup" in text and "INELIGIBLE (no key pushed)" in text
+
+
+def test_an_actor_that_did_not_answer_is_listed_ineligible_for_every_role_with_why() -> None:
+    silent = not_answering("h-OR-Rlm", ProviderKind.CLOUD, "GetTimeoutError")
+    assert (silent.kind, silent.roles, silent.eligible) == (ProviderKind.CLOUD, list(Role), False)
+    assert silent.reason == f"{NOT_ANSWERING}: GetTimeoutError"
+    assert select_providers(Role.RLM, Policy.CLOUD, [silent]).primary == []
+
+
+def test_a_providers_lane_kind_is_local_cloud_or_sidecar() -> None:
+    assert (GPU.lane_kind, VC.lane_kind) == ("local", "cloud")
+    assert GPU.model_copy(update={"hosted": "sidecar"}).lane_kind == "sidecar"

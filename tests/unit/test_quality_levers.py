@@ -11,6 +11,7 @@ import pytest
 from bench.quality_corpus import TEST_PACKAGES, Query
 from bench.quality_levers import bm25_scores, main
 from cluster.index.keywords import chunk_keywords, query_keywords
+from cluster.index.query import SearchQuery
 from cluster.index.store.engines import open_vector_store
 from cluster.types import Chunk, StoredPoint
 
@@ -48,7 +49,7 @@ def test_the_sweeps_bm25_is_the_stores_keyword_score(tmp_path: Path) -> None:
     for i, question in enumerate(QUESTIONS):
         stored = {
             h.payload["path"]: h.keyword
-            for h in store.query("c", vector=None, keywords=query_keywords(question), limit=10)
+            for h in store.query("c", SearchQuery(keywords=query_keywords(question), limit=10))
         }
         expected = {c.path: float(swept[i, j]) for j, c in enumerate(chunks) if swept[i, j] > 0}
         assert stored.keys() == expected.keys() and stored

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.naming import pc_name, virtual_container_name
+from cluster.naming import (
+    chat_endpoint_name,
+    dispatcher_actor_name,
+    embedder_actor_name,
+    is_provider_name,
+    is_virtual_container_name,
+    pc_name,
+    virtual_container_name,
+)
 from cluster.roles import DEFAULT_POLICY, Behaviour, Policy, Role, effective_behaviour, fill_policies
 
 A, B, L, C = Policy.AGGREGATE, Policy.BACKUP, Policy.LOCAL, Policy.CLOUD
@@ -72,3 +80,17 @@ def test_only_the_embedding_roles_write_the_index_and_fan_out() -> None:
 def test_virtual_container_names_follow_pcname_or_role(host: str, role: Role, name: str) -> None:
     assert virtual_container_name(host, role) == name
     assert pc_name(host) + "-OR-" + role.label == name
+
+
+def test_discovery_asks_every_provider_actor_and_no_other_named_actor() -> None:
+    providers = [
+        embedder_actor_name("0123456789", 0, "gpu"),
+        embedder_actor_name(None, 0, "cpu"),
+        embedder_actor_name(None, 0, "cpu", prefix="samespace-reranker"),
+        chat_endpoint_name(Role.RLM, 0),
+        virtual_container_name("ws.local", Role.CODE_EMBEDDING),
+    ]
+    assert all(is_provider_name(name) for name in providers)
+    others = ["samespace-index", "samespace-budget", "samespace-fleet", dispatcher_actor_name(Role.RLM)]
+    assert not any(is_provider_name(name) for name in others)
+    assert [is_virtual_container_name(name) for name in providers] == [False, False, False, False, True]

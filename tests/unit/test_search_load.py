@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port
 
 from bench.search_load import (
     MAX_SAMESPACE_RSS_BYTES,
@@ -34,6 +33,7 @@ from bench.search_load import (
     run_env,
 )
 from cluster.settings import SamespaceSettings
+from samespace.head import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLLUP = """\

@@ -35,6 +35,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request as WsRequest
 
+from samespace.head import free_port
 from sidecar import Agent, Backoff, ServeSpec, SettingsError, SidecarSettings, TransportMode, parse_serve
 from sidecar.cli import build_parser, load_settings, main
 from sidecar.wire import MAX_RESULT_BYTES
@@ -48,12 +49,6 @@ UPSTREAM_CANARY = "sk-upstream-CANARY-5e2a77"
 PREFIX = "/pfx"
 UPSTREAM_MODEL = "fake-embedder"
 LOOPBACK = "127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_until(predicate: Callable[[], Any], timeout_s: float = 5.0, what: str = "condition") -> Any:

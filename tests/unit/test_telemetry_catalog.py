@@ -22,23 +22,11 @@ import yaml
 import actors.metrics as metrics
 from cluster.cloud.budget import BudgetSnapshot, BudgetState, CeilingSource
 from cluster.telemetry import (
-    ASK_FALLBACKS,
-    BUDGET_COOLDOWN_SECONDS,
-    BUDGET_PERMITS_GRANTED,
-    BUDGET_RATE_LIMITED,
-    BUDGET_STATE,
-    BUDGET_WAITING,
-    BUDGET_WINDOW_RPM,
     CATALOG,
-    CLOUD_SPEND_CAP_CREDITS,
-    CLOUD_SPEND_CREDITS,
-    EMBED_BATCH_SECONDS,
-    EMBED_FAILURES,
-    EMBED_TEXTS,
-    GATE_VERDICT,
     METRIC_PREFIX,
     RAY_LABELS,
     SPECS,
+    Metric,
     MetricKind,
     MetricSpec,
     OneHot,
@@ -46,6 +34,7 @@ from cluster.telemetry import (
     exported_names,
     failure_kind,
     fallback_stage,
+    metrics_table,
 )
 
 # ---- the catalogue ---------------------------------------------------------------------------------
@@ -54,6 +43,12 @@ from cluster.telemetry import (
 def test_the_catalogue_has_no_problems() -> None:
     assert catalog_problems(SPECS) == []
     assert set(CATALOG) == {spec.name for spec in SPECS}
+
+
+def test_every_named_metric_is_described_once_and_says_who_records_it() -> None:
+    assert [spec.name for spec in SPECS] == list(Metric)
+    assert all(spec.recorded_by for spec in SPECS)
+    assert CATALOG["samespace_embed_texts"] is CATALOG[Metric.EMBED_TEXTS]  # a member is its name
 
 
 def test_every_name_is_prefixed_and_every_label_key_is_a_valid_non_reserved_one() -> None:
@@ -93,9 +88,9 @@ def test_each_catalogue_rule_names_a_spec_that_breaks_it(spec: MetricSpec, probl
 
 
 def test_exported_names_are_what_ray_serves() -> None:
-    assert exported_names(CATALOG[EMBED_TEXTS]) == ("ray_samespace_embed_texts_total",)
-    assert exported_names(CATALOG[GATE_VERDICT]) == ("ray_samespace_gate_verdict",)
-    assert exported_names(CATALOG[EMBED_BATCH_SECONDS]) == (
+    assert exported_names(CATALOG[Metric.EMBED_TEXTS]) == ("ray_samespace_embed_texts_total",)
+    assert exported_names(CATALOG[Metric.GATE_VERDICT]) == ("ray_samespace_gate_verdict",)
+    assert exported_names(CATALOG[Metric.EMBED_BATCH_SECONDS]) == (
         "ray_samespace_embed_batch_seconds_bucket",
         "ray_samespace_embed_batch_seconds_count",
         "ray_samespace_embed_batch_seconds_sum",
@@ -103,8 +98,8 @@ def test_exported_names_are_what_ray_serves() -> None:
 
 
 def test_the_spend_gauges_are_per_role() -> None:
-    assert CATALOG[CLOUD_SPEND_CREDITS].tag_keys == ("role",) == CATALOG[CLOUD_SPEND_CAP_CREDITS].tag_keys
-    assert CATALOG[CLOUD_SPEND_CREDITS].kind is MetricKind.GAUGE
+    assert CATALOG[Metric.CLOUD_SPEND_CREDITS].tag_keys == ("role",) == CATALOG[Metric.CLOUD_SPEND_CAP_CREDITS].tag_keys
+    assert CATALOG[Metric.CLOUD_SPEND_CREDITS].kind is MetricKind.GAUGE
 
 
 # ---- the label rules -------------------------------------------------------------------------------
@@ -209,44 +204,45 @@ def test_recording_never_raises_and_a_failing_metric_is_logged_once(caplog: pyte
     recorder = metrics.MetricsRecorder(CATALOG, build=explode, refresh_s=lambda: None)
     with caplog.at_level(logging.DEBUG, logger="samespace.metrics"):
         for _ in range(3):
-            recorder.count(EMBED_TEXTS, 1, {})
-            recorder.observe(EMBED_BATCH_SECONDS, 0.1, {})
-            recorder.set_gauge(GATE_VERDICT, 1, {})
+            recorder.count(Metric.EMBED_TEXTS, 1, {})
+            recorder.observe(Metric.EMBED_BATCH_SECONDS, 0.1, {})
+            recorder.set_gauge(Metric.GATE_VERDICT, 1, {})
             recorder.count("samespace_not_in_the_catalogue", 1, {})
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 4  # one per metric, however often it fails
     assert {w.getMessage().split()[1] for w in warnings} == {
-        EMBED_TEXTS,
-        EMBED_BATCH_SECONDS,
-        GATE_VERDICT,
+        Metric.EMBED_TEXTS,
+        Metric.EMBED_BATCH_SECONDS,
+        Metric.GATE_VERDICT,
         "samespace_not_in_the_catalogue",
     }
 
 
 def test_rays_own_metrics_refusing_a_call_never_reach_the_caller() -> None:
     recorder = metrics.MetricsRecorder(CATALOG, refresh_s=lambda: None)  # Ray's objects, no cluster to send to
-    recorder.count(EMBED_TEXTS, 1, {"role": "code-embedding"})  # tags missing: Ray raises ValueError
-    recorder.count(EMBED_TEXTS, 0, {})  # Ray refuses 0: never asked
-    recorder.observe(EMBED_BATCH_SECONDS, 0.5, {"role": "r", "provider": "p", "provider_kind": "local"})
-    recorder.set_gauge(GATE_VERDICT, 1, {"role": "r", "provider": "p", "verdict": "verified"})
+    recorder.count(Metric.EMBED_TEXTS, 1, {"role": "code-embedding"})  # tags missing: Ray raises ValueError
+    recorder.count(Metric.EMBED_TEXTS, 0, {})  # Ray refuses 0: never asked
+    recorder.observe(Metric.EMBED_BATCH_SECONDS, 0.5, {"role": "r", "provider": "p", "provider_kind": "local"})
+    recorder.set_gauge(Metric.GATE_VERDICT, 1, {"role": "r", "provider": "p", "verdict": "verified"})
 
 
 def test_gauges_are_resent_until_set_to_none(fake: FakeMetrics) -> None:
-    metrics.set_gauge(CLOUD_SPEND_CREDITS, 1.5, role="rlm")
-    metrics.set_gauge(CLOUD_SPEND_CREDITS, 2.5, role="code-assistant")
+    metrics.set_gauge(Metric.CLOUD_SPEND_CREDITS, 1.5, role="rlm")
+    metrics.set_gauge(Metric.CLOUD_SPEND_CREDITS, 2.5, role="code-assistant")
     metrics._recorder.refresh()  # noqa: SLF001  what the refresher thread does
-    assert [v for v, _ in fake.values(CLOUD_SPEND_CREDITS, "set")] == [1.5, 2.5, 1.5, 2.5]
-    metrics.set_gauge(CLOUD_SPEND_CREDITS, None, role="rlm")
+    assert [v for v, _ in fake.values(Metric.CLOUD_SPEND_CREDITS, "set")] == [1.5, 2.5, 1.5, 2.5]
+    metrics.set_gauge(Metric.CLOUD_SPEND_CREDITS, None, role="rlm")
     metrics._recorder.refresh()  # noqa: SLF001
-    assert fake.values(CLOUD_SPEND_CREDITS, "set")[-1] == (2.5, {"role": "code-assistant"})
-    assert len(fake.values(CLOUD_SPEND_CREDITS, "set")) == 5
+    assert fake.values(Metric.CLOUD_SPEND_CREDITS, "set")[-1] == (2.5, {"role": "code-assistant"})
+    assert len(fake.values(Metric.CLOUD_SPEND_CREDITS, "set")) == 5
 
 
 def test_spend_without_a_cap_exports_no_cap_series(fake: FakeMetrics) -> None:
     metrics.publish_spend("rlm", 0.25, None)
     metrics.publish_spend("code-assistant", 1.0, 5.0)
-    assert fake.values(CLOUD_SPEND_CREDITS, "set") == [(0.25, {"role": "rlm"}), (1.0, {"role": "code-assistant"})]
-    assert fake.values(CLOUD_SPEND_CAP_CREDITS, "set") == [(5.0, {"role": "code-assistant"})]
+    spent = [(0.25, {"role": "rlm"}), (1.0, {"role": "code-assistant"})]
+    assert fake.values(Metric.CLOUD_SPEND_CREDITS, "set") == spent
+    assert fake.values(Metric.CLOUD_SPEND_CAP_CREDITS, "set") == [(5.0, {"role": "code-assistant"})]
 
 
 async def test_a_metered_embed_times_answers_and_counts_failures_by_class(fake: FakeMetrics) -> None:
@@ -263,9 +259,9 @@ async def test_a_metered_embed_times_answers_and_counts_failures_by_class(fake: 
     assert rows.shape == (2, 2)
     with pytest.raises(RateLimited):
         await metrics.metered_embed(throttled, "code-embedding", "or", "cloud")(["a"])
-    [(seconds, lane)] = fake.values(EMBED_BATCH_SECONDS, "observe")
+    [(seconds, lane)] = fake.values(Metric.EMBED_BATCH_SECONDS, "observe")
     assert seconds >= 0 and lane == {"role": "code-embedding", "provider": "cpu0", "provider_kind": "local"}
-    assert fake.values(EMBED_FAILURES) == [
+    assert fake.values(Metric.EMBED_FAILURES) == [
         (1, {"role": "code-embedding", "provider": "or", "provider_kind": "cloud", "kind": "RateLimited"})
     ]
 
@@ -278,7 +274,7 @@ def test_the_gate_publishes_each_providers_latest_verdict_and_zeroes_the_one_bef
 
     metrics.publish_gate("code-embedding", [report("gpu-z", "probe-failed", 1.0)])
     metrics.publish_gate("code-embedding", [report("gpu-z", "probe-failed", 1.0), report("gpu-z", "verified", 2.0)])
-    assert [(v, t["verdict"]) for v, t in fake.values(GATE_VERDICT, "set")] == [
+    assert [(v, t["verdict"]) for v, t in fake.values(Metric.GATE_VERDICT, "set")] == [
         (1.0, "probe-failed"),
         (0.0, "probe-failed"),
         (1.0, "verified"),
@@ -308,14 +304,14 @@ def test_the_budget_publishes_deltas_of_its_counters_and_its_gauges_as_they_are(
     publisher = metrics.BudgetPublisher()
     publisher.publish(_snapshot(), now=100.0)
     publisher.publish(_snapshot(requests=14, rate_limited=1, state=BudgetState.BACKING_OFF, window_rpm=None), 110.0)
-    assert [v for v, _ in fake.values(BUDGET_PERMITS_GRANTED)] == [10, 4]
-    assert [v for v, _ in fake.values(BUDGET_RATE_LIMITED)] == [1]
-    waiting = {t["priority"]: v for v, t in fake.values(BUDGET_WAITING, "set")}
+    assert [v for v, _ in fake.values(Metric.BUDGET_PERMITS_GRANTED)] == [10, 4]
+    assert [v for v, _ in fake.values(Metric.BUDGET_RATE_LIMITED)] == [1]
+    waiting = {t["priority"]: v for v, t in fake.values(Metric.BUDGET_WAITING, "set")}
     assert waiting == {"bulk": 4, "interactive": 2}
-    assert [v for v, _ in fake.values(BUDGET_COOLDOWN_SECONDS, "set")] == [5.0, 0.0]
-    assert fake.values(BUDGET_WINDOW_RPM, "set") == [(30.0, {"source": "learned"})]
-    assert metrics._recorder.gauges().get((BUDGET_WINDOW_RPM, (("source", "learned"),))) is None  # noqa: SLF001
-    states = [(t["state"], v) for v, t in fake.values(BUDGET_STATE, "set")]
+    assert [v for v, _ in fake.values(Metric.BUDGET_COOLDOWN_SECONDS, "set")] == [5.0, 0.0]
+    assert fake.values(Metric.BUDGET_WINDOW_RPM, "set") == [(30.0, {"source": "learned"})]
+    assert metrics._recorder.gauges().get((Metric.BUDGET_WINDOW_RPM, (("source", "learned"),))) is None  # noqa: SLF001
+    states = [(t["state"], v) for v, t in fake.values(Metric.BUDGET_STATE, "set")]
     assert states == [("ramping", 1.0), ("ramping", 0.0), ("backing-off", 1.0)]
 
 
@@ -329,13 +325,34 @@ def test_an_asks_fallbacks_are_counted_by_stage(fake: FakeMetrics) -> None:
         )
     )
     metrics.record_ask(result)  # type: ignore[arg-type]
-    assert [t["stage"] for _, t in fake.values(ASK_FALLBACKS)] == ["rlm", "synthesis"]
+    assert [t["stage"] for _, t in fake.values(Metric.ASK_FALLBACKS)] == ["rlm", "synthesis"]
     metrics.record_ask(SimpleNamespace())  # type: ignore[arg-type]  # malformed: logged, never raised
 
 
-# ---- the shipped dashboard and scrape config ---------------------------------------------------------
+# ---- the docs' table, the shipped dashboard and scrape config -----------------------------------------
 
-DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
+REPOSITORY = Path(__file__).resolve().parents[2]
+DASHBOARDS = REPOSITORY / "dashboards"
+TABLE = re.compile(r"<!-- metrics table: [^\n]*-->\n(.*?)<!-- end of the metrics table -->", re.DOTALL)
+
+
+def test_the_docs_show_the_catalogues_table_as_it_renders() -> None:
+    pages = [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").rglob("*.md"))]
+    tables = [table for page in pages for table in TABLE.findall(page.read_text(encoding="utf-8"))]
+    assert tables, "no page holds the metrics table between its markers"
+    for table in tables:
+        assert table == metrics_table(), (
+            "regenerate it: python -c 'from cluster.telemetry import metrics_table as t; print(t())'"
+        )
+
+
+def test_the_table_has_a_row_per_metric_naming_its_series() -> None:
+    header, rule, *rows = metrics_table().splitlines()
+    assert header.startswith("| series |") and set(rule) == {"|", "-"}
+    assert len(rows) == len(SPECS)
+    assert all(f"`{exported_names(spec)[0]}`" in row for spec, row in zip(SPECS, rows, strict=True))
+    odd = metrics_table([MetricSpec("samespace_x", MetricKind.GAUGE, "a | b")])
+    assert odd.splitlines()[-1] == "| `ray_samespace_x` | gauge | - |  | a \\| b |"
 
 
 def test_the_dashboard_shows_every_metric_and_only_series_the_catalogue_exports() -> None:

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from cluster.errors import CollectionNotFound, ConfigError, StoreError, WidthMismatch
+from cluster.index.query import SearchQuery
 from cluster.index.store.engines import open_vector_store
 from cluster.index.store.protocol import VectorStore
-from cluster.types import PayloadFilter, StoredPoint
+from cluster.types import FusionParams, PayloadFilter, SparseTerms, StoredPoint
 
 WIDTH = 16
 POINT_COUNT = 200
@@ -21,6 +22,25 @@ TOP_K = 10
 KEYWORDS = ("path", "language", "path_prefixes")
 
 Opener = Callable[[], VectorStore]
+
+
+def legs(
+    vector: list[float] | None = None,
+    keywords: SparseTerms | None = None,
+    *,
+    limit: int,
+    definitions: PayloadFilter | None = None,
+    filter: PayloadFilter | None = None,
+) -> SearchQuery:
+    """A search whose every leg returns `limit` points."""
+    return SearchQuery(
+        vector=vector,
+        keywords=keywords,
+        definitions=definitions,
+        filter=filter,
+        limit=limit,
+        fusion=FusionParams(candidates=limit),
+    )
 
 
 def _opener(engine: str, tmp_path: Path) -> Opener:
@@ -355,7 +375,7 @@ def test_the_keyword_leg_ranks_the_defining_chunk_first(store: VectorStore, quer
 
     store.create_collection("kw", WIDTH, KEYWORDS)
     store.upsert("kw", _keyword_points())
-    hits = store.query("kw", vector=None, keywords=query_keywords(query), limit=3)
+    hits = store.query("kw", legs(keywords=query_keywords(query), limit=3))
     best = max(hits, key=lambda h: h.keyword)
     assert best.payload["path"] == first
     assert all(h.dense is None and h.name is None for h in hits)  # no query vector: no cosines
@@ -376,7 +396,7 @@ def test_query_returns_every_legs_candidates_with_exact_scores_under_one_filter(
     query = points[3].vector  # the code leg's best: fetch's own vector
     name_best = max(points, key=lambda p: _cos(query, p.name_vector))
     keywords = query_keywords("parse_config")
-    found = store.query("kw", vector=query, keywords=keywords, limit=1)
+    found = store.query("kw", legs(query, keywords, limit=1))
     ids = {h.id for h in found}
     assert points[3].id in ids and name_best.id in ids  # each vector leg's top 1
     assert max(found, key=lambda h: h.keyword).payload["path"] == "src/config.py"  # the keyword leg's top 1
@@ -386,17 +406,17 @@ def test_query_returns_every_legs_candidates_with_exact_scores_under_one_filter(
         assert candidate.name == pytest.approx(_cos(query, point.name_vector), abs=1e-4)
         assert candidate.payload["path"] == point.payload["path"]
         assert not candidate.definition
-    wider = store.query("kw", vector=query, keywords=keywords, limit=5)
+    wider = store.query("kw", legs(query, keywords, limit=5))
     assert len(wider) == len(points)
     assert sum(h.keyword > 0 for h in wider) == 2  # parse_config is in config.py (defined) and app.py (called)
     defining = PayloadFilter(equals={"path": "src/config.py"})
-    marked = store.query("kw", vector=query, keywords=None, limit=1, definitions=defining)
+    marked = store.query("kw", legs(query, limit=1, definitions=defining))
     assert [h.payload["path"] for h in marked if h.definition] == ["src/config.py"]
     only_lib = PayloadFilter(equals={"path_prefixes": "lib"})
-    filtered = store.query("kw", vector=query, keywords=keywords, limit=5, filter=only_lib)
+    filtered = store.query("kw", legs(query, keywords, limit=5, filter=only_lib))
     assert [h.payload["path"] for h in filtered] == ["lib/retry.py"]
     with pytest.raises(StoreError):
-        store.query("kw", vector=None, keywords=None, limit=5)
+        store.query("kw", legs(limit=5))
 
 
 def test_scroll_points_returns_vectors_and_keyword_terms_for_copying(store: VectorStore) -> None:

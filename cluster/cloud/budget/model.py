@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import Field, model_validator
 
+from cluster.settings import BudgetSettings
 from cluster.types import Strict
 
 __all__ = [
@@ -102,6 +103,11 @@ class BudgetLimits(Strict):
     probe_step_fraction: float = Field(
         default=PROBE_STEP_FRACTION, ge=0, le=1, description="A learned rate probes up by max(1, this × rate)."
     )
+
+    @classmethod
+    def from_settings(cls, budget: BudgetSettings) -> BudgetLimits:
+        """The limits the `budget` settings set (the manual ceiling, the rate window); the rest default."""
+        return cls(override=budget.override, window_s=budget.window_s)
 
     @model_validator(mode="after")
     def _backoff_bounds_are_ordered(self) -> BudgetLimits:

@@ -25,7 +25,7 @@ import shutil
 import stat
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,29 +34,24 @@ import qdrant_edge as qe
 
 from cluster.config.atomic_file import fsync_dir, write_bytes_atomic
 from cluster.errors import CollectionNotFound, StoreError
+from cluster.index.query import SearchQuery
 from cluster.index.store.protocol import (
     CODE_VECTOR,
-    DEFINITION_LEG,
-    DENSE_LEG,
-    KEYWORD_LEG,
     KEYWORD_VECTOR,
-    NAME_LEG,
     NAME_VECTOR,
     CandidatePool,
     canonical_id,
     check_limit,
     check_name,
-    check_query_legs,
     check_query_width,
     check_vector_widths,
     check_width,
     filter_items,
     hit,
     point_vectors,
-    stored_point,
-    with_condition,
 )
-from cluster.types import CandidateHit, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
+from cluster.index.store.reads import VECTOR_LEGS, Leg, Page, PagedReads, plan_legs
+from cluster.types import CandidateHit, PayloadFilter, ScoredHit, StoredPoint
 
 COLLECTIONS_DIR = "collections"
 ALIASES_FILE = "aliases.json"
@@ -110,9 +105,16 @@ def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
     return qe.Filter(must=[qe.FieldCondition(key=key, match=qe.MatchValue(value)) for key, value in items])
 
 
-def _ids_and_scores(query: Any, limit: int, where: qe.Filter | None) -> qe.QueryRequest:
+def _edge_query(leg: Leg) -> qe.Query:
+    """A leg as Qdrant Edge's query: nearest to its dense vector or its sparse keyword terms."""
+    if isinstance(leg.vector, list):
+        return qe.Query.Nearest(leg.vector, using=leg.using or None)
+    return qe.Query.Nearest(qe.SparseVector(list(leg.vector.indices), list(leg.vector.values)), using=leg.using)
+
+
+def _ids_and_scores(leg: Leg, limit: int, where: qe.Filter | None) -> qe.QueryRequest:
     """One leg of a search: ids and scores only (payloads are read once, for the union)."""
-    return qe.QueryRequest(limit=limit, query=query, with_payload=False, with_vector=False, filter=where)
+    return qe.QueryRequest(limit=limit, query=_edge_query(leg), with_payload=False, with_vector=False, filter=where)
 
 
 def _run_legs(shard: Any, pool: CandidatePool, requests: list[tuple[str, qe.QueryRequest]]) -> None:
@@ -146,7 +148,7 @@ def _engine_errors(operation: str) -> Iterator[None]:
         raise StoreError(operation, f"qdrant edge: {exc}") from exc
 
 
-class EdgeStore:
+class EdgeStore(PagedReads):
     """A `VectorStore` on Qdrant Edge shards in one directory; thread-safe, one process."""
 
     def __init__(self, data_dir: Path) -> None:
@@ -244,11 +246,7 @@ class EdgeStore:
                 self._shard(name).update(qe.UpdateOperation.upsert_points(edge_points))
 
     def search(
-        self,
-        collection_or_alias: str,
-        vector: Sequence[float],
-        limit: int,
-        filter: PayloadFilter | None = None,
+        self, collection_or_alias: str, vector: Sequence[float], limit: int, filter: PayloadFilter | None = None
     ) -> list[ScoredHit]:
         check_limit(limit, "search")
         with self._lock:
@@ -265,42 +263,25 @@ class EdgeStore:
                 found = self._shard(name).query(request)
             return [hit(point.id, point.score, point.payload) for point in found]
 
-    def query(
-        self,
-        collection_or_alias: str,
-        *,
-        vector: Sequence[float] | None,
-        keywords: SparseTerms | None,
-        limit: int,
-        filter: PayloadFilter | None = None,
-        definitions: PayloadFilter | None = None,
-    ) -> list[CandidateHit]:
-        check_limit(limit, "query")
-        check_query_legs(vector, keywords)
+    def query(self, collection_or_alias: str, query: SearchQuery) -> list[CandidateHit]:
+        legs, limit = plan_legs(query), query.leg_limit
         with self._lock:
             self._check_open()
             name = self._resolve(collection_or_alias)
-            legs: list[tuple[str, Any, PayloadFilter | None]] = []
-            if vector is not None:
-                check_query_width(collection_or_alias, self._width(name), vector)
-                dense = [float(x) for x in vector]
-                legs.append((DENSE_LEG, qe.Query.Nearest(dense), filter))
-                legs.append((NAME_LEG, qe.Query.Nearest(dense, using=NAME_VECTOR), filter))
-                if definitions is not None:
-                    legs.append((DEFINITION_LEG, qe.Query.Nearest(dense), with_condition(filter, definitions)))
-            if keywords is not None:
-                sparse = qe.SparseVector(list(keywords.indices), list(keywords.values))
-                legs.append((KEYWORD_LEG, qe.Query.Nearest(sparse, using=KEYWORD_VECTOR), filter))
+            if query.vector is not None:
+                check_query_width(collection_or_alias, self._width(name), query.vector)
             pool, shard = CandidatePool(), self._shard(name)
-            _run_legs(shard, pool, [(leg, _ids_and_scores(q, limit, _edge_filter(where))) for leg, q, where in legs])
-            if vector is not None:  # a candidate one vector leg missed gets its exact cosine there
-                missed = [(leg, q, pool.missing(leg)) for leg, q, _ in legs if leg in (DENSE_LEG, NAME_LEG)]
+            _run_legs(shard, pool, [(leg.name, _ids_and_scores(leg, limit, _edge_filter(leg.filter))) for leg in legs])
+            if query.vector is not None:  # a candidate one vector leg missed gets its exact cosine there
+                missed = [(leg, pool.missing(leg.name)) for leg in legs if leg.name in VECTOR_LEGS]
                 _run_legs(
-                    shard, pool, [(leg, _ids_and_scores(q, len(ids), _has_ids(ids))) for leg, q, ids in missed if ids]
+                    shard,
+                    pool,
+                    [(leg.name, _ids_and_scores(leg, len(ids), _has_ids(ids))) for leg, ids in missed if ids],
                 )
             with _engine_errors("query"):
                 pool.fill(shard.retrieve(pool.ids, with_payload=True, with_vector=False))
-            return pool.candidates(vector)
+            return pool.candidates(query.vector)
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         with self._lock:
@@ -309,49 +290,20 @@ class EdgeStore:
             with _engine_errors("count"):
                 return int(self._shard(name).count(qe.CountRequest(exact=True, filter=_edge_filter(filter))))
 
-    def scroll(
-        self,
-        collection_or_alias: str,
-        filter: PayloadFilter | None,
-        limit: int,
-        offset: str | None,
-    ) -> tuple[list[ScoredHit], str | None]:
-        records, next_offset = self._scroll("scroll", collection_or_alias, filter, limit, offset, with_vector=False)
-        return [hit(record.id, 0.0, record.payload) for record in records], next_offset
-
-    def scroll_points(
-        self,
-        collection_or_alias: str,
-        filter: PayloadFilter | None,
-        limit: int,
-        offset: str | None,
-    ) -> tuple[list[StoredPoint], str | None]:
-        records, next_offset = self._scroll(
-            "scroll_points", collection_or_alias, filter, limit, offset, with_vector=True
-        )
-        return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
-
-    def _scroll(
-        self,
-        operation: str,
-        collection_or_alias: str,
-        filter: PayloadFilter | None,
-        limit: int,
-        offset: str | None,
-        *,
-        with_vector: bool,
-    ) -> tuple[list[Any], str | None]:
-        check_limit(limit, operation)
-        start = canonical_id(offset) if offset is not None else None
+    def _read_page(self, collection_or_alias: str, page: Page) -> tuple[Iterable[Any], Any]:
         with self._lock:
             self._check_open()
             name = self._resolve(collection_or_alias)
             request = qe.ScrollRequest(
-                offset=start, limit=limit, filter=_edge_filter(filter), with_payload=True, with_vector=with_vector
+                offset=page.start,
+                limit=page.limit,
+                filter=_edge_filter(page.filter),
+                with_payload=True,
+                with_vector=page.with_vectors,
             )
-            with _engine_errors(operation):
+            with _engine_errors(page.operation):
                 records, next_offset = self._shard(name).scroll(request)
-            return list(records), (str(next_offset) if next_offset is not None else None)
+            return records, next_offset
 
     # --- aliases ----------------------------------------------------------------
 

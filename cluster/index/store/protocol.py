@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from cluster.errors import StoreError, WidthMismatch
+from cluster.index.query import SearchQuery
 from cluster.types import CandidateHit, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 
 KEYWORD_VECTOR = "keywords"  # the sparse vector of every collection (BM25 weights, IDF by the store)
@@ -70,22 +71,14 @@ class VectorStore(Protocol):
         """Top `limit` points by cosine similarity, best first."""
         ...
 
-    def query(
-        self,
-        collection_or_alias: str,
-        *,
-        vector: Sequence[float] | None,
-        keywords: SparseTerms | None,
-        limit: int,
-        filter: PayloadFilter | None = None,
-        definitions: PayloadFilter | None = None,
-    ) -> list[CandidateHit]:
-        """The candidates of a search, every leg under the same filter: the top `limit` points by
-        cosine with the code vector and with the name vector (when `vector` is given), the top
-        `limit` by keyword score (IDF-weighted dot product, when `keywords` are given), and the
-        points matching `definitions` (e.g. `defines == name`) nearest the vector. Each candidate
-        carries the exact cosines of both its vectors and its keyword score (0 when the keyword leg
-        did not return it), unordered: `cluster.index.fusion` scores them. At least one leg is required."""
+    def query(self, collection_or_alias: str, query: SearchQuery) -> list[CandidateHit]:
+        """The candidates of a search (`reads.plan_legs`), every leg under the query's filter: the top
+        `query.leg_limit` points by cosine with the code vector and with the name vector (when the
+        query has a vector), the top `query.leg_limit` by keyword score (IDF-weighted dot product, when
+        it has keyword terms), and the points matching its `definitions` (e.g. `defines == name`)
+        nearest the vector. Each candidate carries the exact cosines of both its vectors and its
+        keyword score (0 when the keyword leg did not return it), unordered: `cluster.index.fusion`
+        scores them. At least one leg is required."""
         ...
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:

@@ -12,36 +12,31 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from cluster.errors import CollectionNotFound, StoreError, WidthMismatch
+from cluster.index.query import SearchQuery
 from cluster.index.store.protocol import (
     CODE_VECTOR,
-    DEFINITION_LEG,
-    DENSE_LEG,
-    KEYWORD_LEG,
     KEYWORD_VECTOR,
-    NAME_LEG,
     NAME_VECTOR,
     CandidatePool,
     canonical_id,
     check_limit,
     check_name,
-    check_query_legs,
     check_query_width,
     check_vector_widths,
     check_width,
     filter_items,
     hit,
     point_vectors,
-    stored_point,
-    with_condition,
 )
-from cluster.types import CandidateHit, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
+from cluster.index.store.reads import Leg, Page, PagedReads, plan_legs
+from cluster.types import CandidateHit, PayloadFilter, ScoredHit, StoredPoint
 
 MEMORY_URL = ":memory:"
 PATH_URL_PREFIX = "path:"
@@ -63,13 +58,20 @@ def _vectors(point: StoredPoint) -> Any:
     return point_vectors(point, lambda indices, values: models.SparseVector(indices=indices, values=values))
 
 
+def _leg_query(leg: Leg) -> Any:
+    """A leg as qdrant-client's query: its dense vector, or its keyword terms as a sparse vector."""
+    if isinstance(leg.vector, list):
+        return leg.vector
+    return models.SparseVector(indices=list(leg.vector.indices), values=list(leg.vector.values))
+
+
 def _is_not_found(exc: Exception) -> bool:
     if isinstance(exc, UnexpectedResponse):
         return exc.status_code == HTTP_NOT_FOUND
     return isinstance(exc, ValueError) and "not found" in str(exc).lower()
 
 
-class QdrantServerStore:
+class QdrantServerStore(PagedReads):
     """A `VectorStore` on a Qdrant server (or qdrant-client local mode)."""
 
     def __init__(self, url: str, *, api_key: str | None = None) -> None:
@@ -156,11 +158,7 @@ class QdrantServerStore:
             self._client.upsert(collection, points=structs, wait=True)
 
     def search(
-        self,
-        collection_or_alias: str,
-        vector: Sequence[float],
-        limit: int,
-        filter: PayloadFilter | None = None,
+        self, collection_or_alias: str, vector: Sequence[float], limit: int, filter: PayloadFilter | None = None
     ) -> list[ScoredHit]:
         check_limit(limit, "search")
         try:
@@ -181,99 +179,46 @@ class QdrantServerStore:
             raise
         return [hit(point.id, point.score, point.payload) for point in found]
 
-    def query(
-        self,
-        collection_or_alias: str,
-        *,
-        vector: Sequence[float] | None,
-        keywords: SparseTerms | None,
-        limit: int,
-        filter: PayloadFilter | None = None,
-        definitions: PayloadFilter | None = None,
-    ) -> list[CandidateHit]:
-        check_limit(limit, "query")
-        check_query_legs(vector, keywords)
-        legs: list[tuple[str, Any, str | None, PayloadFilter | None]] = []
-        if vector is not None:
-            check_query_width(collection_or_alias, self.collection_width(collection_or_alias), vector)
-            dense = [float(x) for x in vector]
-            legs.append((DENSE_LEG, dense, CODE_VECTOR, filter))
-            legs.append((NAME_LEG, dense, NAME_VECTOR, filter))
-            if definitions is not None:
-                legs.append((DEFINITION_LEG, dense, CODE_VECTOR, with_condition(filter, definitions)))
-        if keywords is not None:
-            sparse = models.SparseVector(indices=list(keywords.indices), values=list(keywords.values))
-            legs.append((KEYWORD_LEG, sparse, KEYWORD_VECTOR, filter))
+    def query(self, collection_or_alias: str, query: SearchQuery) -> list[CandidateHit]:
+        legs = plan_legs(query)
+        if query.vector is not None:
+            check_query_width(collection_or_alias, self.collection_width(collection_or_alias), query.vector)
         pool = CandidatePool()
         with self._call("query", collection_or_alias):
-            for leg, query, using, where in legs:
+            for leg in legs:
                 found = self._client.query_points(
                     collection_or_alias,
-                    query=query,
-                    using=using,
-                    limit=limit,
-                    query_filter=_qdrant_filter(where),
+                    query=_leg_query(leg),
+                    using=leg.using,
+                    limit=query.leg_limit,
+                    query_filter=_qdrant_filter(leg.filter),
                     with_payload=False,
                     with_vectors=False,
                 ).points
-                pool.add(leg, found)
+                pool.add(leg.name, found)
             if pool.ids:
                 pool.fill(
                     self._client.retrieve(
                         collection_or_alias, pool.ids, with_payload=True, with_vectors=[CODE_VECTOR, NAME_VECTOR]
                     )
                 )
-        return pool.candidates(vector)
+        return pool.candidates(query.vector)
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         with self._call("count", collection_or_alias):
             result = self._client.count(collection_or_alias, count_filter=_qdrant_filter(filter), exact=True)
         return int(result.count)
 
-    def scroll(
-        self,
-        collection_or_alias: str,
-        filter: PayloadFilter | None,
-        limit: int,
-        offset: str | None,
-    ) -> tuple[list[ScoredHit], str | None]:
-        records, next_offset = self._scroll("scroll", collection_or_alias, filter, limit, offset, with_vectors=False)
-        return [hit(record.id, 0.0, record.payload) for record in records], next_offset
-
-    def scroll_points(
-        self,
-        collection_or_alias: str,
-        filter: PayloadFilter | None,
-        limit: int,
-        offset: str | None,
-    ) -> tuple[list[StoredPoint], str | None]:
-        records, next_offset = self._scroll(
-            "scroll_points", collection_or_alias, filter, limit, offset, with_vectors=True
-        )
-        return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
-
-    def _scroll(
-        self,
-        operation: str,
-        collection_or_alias: str,
-        filter: PayloadFilter | None,
-        limit: int,
-        offset: str | None,
-        *,
-        with_vectors: bool,
-    ) -> tuple[list[Any], str | None]:
-        check_limit(limit, operation)
-        start = canonical_id(offset) if offset is not None else None
-        with self._call(operation, collection_or_alias):
-            records, next_offset = self._client.scroll(
+    def _read_page(self, collection_or_alias: str, page: Page) -> tuple[Iterable[Any], Any]:
+        with self._call(page.operation, collection_or_alias):
+            return self._client.scroll(
                 collection_or_alias,
-                scroll_filter=_qdrant_filter(filter),
-                limit=limit,
-                offset=start,
+                scroll_filter=_qdrant_filter(page.filter),
+                limit=page.limit,
+                offset=page.start,
                 with_payload=True,
-                with_vectors=with_vectors,
+                with_vectors=page.with_vectors,
             )
-        return list(records), (str(next_offset) if next_offset is not None else None)
 
     # --- aliases ----------------------------------------------------------------
 

@@ -1,0 +1,66 @@
+"""The search service's Protocols (`cluster.search.ports`) over Ray handles: one actor call a method.
+
+`CodeSearchService` is plain Python; a Serve replica (or a bench driver) wraps the index actor's
+handle in `IndexActorPort` and the reranker role's dispatcher in `RerankerPort`. A query's vector
+comes through `actors.query_path.QueryPath`, which is a `QueryEncoder` itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.actor import ActorHandle
+
+from cluster.index import SearchQuery
+from cluster.ingest import SourceLines
+from cluster.search import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.types import ScoredHit
+
+__all__ = ["IndexActorPort", "RerankerPort"]
+
+
+class IndexActorPort:
+    """`cluster.search.SearchIndex` over the index actor (`actors.index_actor.IndexActor`)."""
+
+    def __init__(self, handle: ActorHandle) -> None:
+        self._index = handle
+
+    async def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = await self._index.status.remote()
+        return status
+
+    async def search(self, query: SearchQuery) -> tuple[list[ScoredHit], list[str]]:
+        found: tuple[list[ScoredHit], list[str]] = await self._index.search.remote(query)
+        return found
+
+    async def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
+        lines: SourceLines = await self._index.read_lines.remote(repo, path, start_line, end_line)
+        return lines
+
+    async def search_symbols(self, repo: str | None, query: str, limit: int) -> list[SymbolHit]:
+        hits: list[SymbolHit] = await self._index.search_symbols.remote(repo, query, limit)
+        return hits
+
+    async def search_files(self, repo: str | None, query: str, limit: int) -> list[FileHit]:
+        files: list[FileHit] = await self._index.search_files.remote(repo, query, limit)
+        return files
+
+    async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> Neighbors:
+        found: Neighbors = await self._index.neighbors.remote(repo, path, line, count)
+        return found
+
+    async def overview(self, repo: str | None) -> RepoOverview:
+        overview: RepoOverview = await self._index.overview.remote(repo)
+        return overview
+
+
+class RerankerPort:
+    """`cluster.search.Reranker` over the reranker role's dispatcher (a handle or a
+    `actors.dispatcher.LazyDispatcher`, which starts it at the first call)."""
+
+    def __init__(self, dispatcher: Any) -> None:
+        self._dispatcher = dispatcher
+
+    async def rerank(self, query: str, documents: list[str], project: str) -> tuple[list[float], str]:
+        scored: tuple[list[float], str] = await self._dispatcher.rerank.remote(query, documents, project)
+        return scored

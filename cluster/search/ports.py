@@ -1,0 +1,59 @@
+"""What the search service needs from the cluster, as Protocols: the index, a query's vector, a reranker.
+
+Plain Python: a Serve replica hands `CodeSearchService` the Ray handles wrapped by
+`actors/search_ports.py` (and `actors.query_path.QueryPath` for the vector); a test hands it fakes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from cluster.index import SearchQuery
+from cluster.ingest import SourceLines
+from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.space import EncoderIdentity
+from cluster.types import ScoredHit
+
+__all__ = ["IndexStatusSource", "QueryEncoder", "QueryVector", "Reranker", "SearchIndex"]
+
+QueryVector = tuple[np.ndarray, EncoderIdentity, str]  # a query's vector, the space it lives in, the provider
+
+
+class IndexStatusSource(Protocol):
+    """Every index's record and every build's state (`IndexActor.status`)."""
+
+    async def status(self) -> dict[str, Any]: ...
+
+
+class SearchIndex(IndexStatusSource, Protocol):
+    """The index actor's reads: the search, exact lines, and the code maps' look-ups."""
+
+    async def search(self, query: SearchQuery) -> tuple[list[ScoredHit], list[str]]: ...
+
+    async def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines: ...
+
+    async def search_symbols(self, repo: str | None, query: str, limit: int) -> list[SymbolHit]: ...
+
+    async def search_files(self, repo: str | None, query: str, limit: int) -> list[FileHit]: ...
+
+    async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> Neighbors: ...
+
+    async def overview(self, repo: str | None) -> RepoOverview: ...
+
+
+class QueryEncoder(Protocol):
+    """A query's vector: `actors.query_path.QueryPath` (one hop to a local embedder, else the
+    dispatcher), and whether any provider serves reranking."""
+
+    async def encode_query(self, text: str, project: str) -> QueryVector: ...
+
+    async def rerankers(self) -> bool: ...
+
+
+class Reranker(Protocol):
+    """The reranker role's dispatcher: scores of the documents for the query, and who gave them
+    (NoProviderLeft when none serves)."""
+
+    async def rerank(self, query: str, documents: list[str], project: str) -> tuple[list[float], str]: ...

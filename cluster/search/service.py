@@ -1,0 +1,230 @@
+"""The code-search service behind the MCP tools and the RLM: validated requests in, typed results out.
+
+Plain async class over Protocols (`cluster.search.ports`): the index, a query's vector, the reranker.
+A Serve replica hands it the Ray handles through `actors/search_ports.py`; the MCP layer only maps
+its errors to tool errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+from pydantic import Field
+
+from cluster.cloud.request_tag import DEFAULT_PROJECT
+from cluster.errors import NoProviderLeft
+from cluster.index import RowPayload, SearchMode, SearchQuery, check_glob, query_filter
+from cluster.ingest.source import SourceLines
+from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S
+from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search.ports import QueryEncoder, QueryVector, Reranker, SearchIndex
+from cluster.search.query_cache import QueryVectorCache
+from cluster.search.status import IndexStatus, IndexStatusReader
+from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S, LimitsSettings
+from cluster.space import EncoderIdentity
+from cluster.types import FusionParams, ScoredHit, Strict
+
+__all__ = ["CodeHit", "CodeSearchService", "FileSearchResult", "SearchResult", "SymbolSearchResult", "snippet_of"]
+
+log = logging.getLogger("samespace.search")
+
+SNIPPET_MAX_LINES = 30
+SNIPPET_MAX_CHARS = 2000
+
+
+class CodeHit(Strict):
+    repo: str
+    path: str
+    start_line: int
+    end_line: int
+    symbol: str | None
+    kind: str
+    language: str
+    score: float
+    snippet: str
+    build: str = Field(description="The index build this row belongs to (provenance).")
+    commit: str | None = Field(default=None, description="The git commit the build's files were at (None: no git).")
+    ref: str | None = Field(default=None, description="The ref the build indexed, or the branch checked out then.")
+    also_in: list[str] = Field(
+        default_factory=list, description="Other indexes holding the same place (path, lines, text), shown once."
+    )
+
+
+_ROW_FIELDS_OF_A_HIT = frozenset(CodeHit.model_fields) & frozenset(RowPayload.model_fields)
+
+
+class SearchResult(Strict):
+    query: str
+    hits: list[CodeHit]
+    mode: SearchMode = Field(
+        description="The legs that ran: hybrid (code and name vectors + keyword), dense (the two vectors) or keyword."
+    )
+    encoded_by: str | None = Field(description="The provider that embedded the query (None: keyword only).")
+    degraded: str | None = Field(default=None, description="Why fewer legs ran than asked (e.g. no encoder).")
+    reranked_by: str | None = Field(default=None, description="The reranker that re-scored the candidates, if any.")
+    refused: list[str] = Field(default_factory=list, description="Indexes skipped: another encoder space.")
+
+
+class SymbolSearchResult(Strict):
+    query: str
+    hits: list[SymbolHit]
+
+
+class FileSearchResult(Strict):
+    query: str
+    files: list[FileHit]
+
+
+def snippet_of(text: str) -> str:
+    lines = text.splitlines()[:SNIPPET_MAX_LINES]
+    return "\n".join(lines)[:SNIPPET_MAX_CHARS]
+
+
+def to_code_hit(hit: ScoredHit) -> CodeHit:
+    """A hit as the tools answer it: its row's place and provenance, its score, the head of its text."""
+    row = RowPayload.model_validate(hit.payload)
+    fields = row.model_dump(include=set(_ROW_FIELDS_OF_A_HIT))
+    return CodeHit.model_validate({**fields, "score": round(hit.score, 6), "snippet": snippet_of(row.text or "")})
+
+
+class CodeSearchService:
+    """The code tools (search_code, search_symbols, search_files, neighbors, repo_overview, read_code,
+    index_status) over the index actor and the role dispatchers: one implementation for the MCP
+    tools and the RLM. A query's vector is cached (TTL, LRU, single-flight): rounds and
+    sub-searches of an ask never re-encode the same text (DESIGN §9)."""
+
+    def __init__(
+        self,
+        index: SearchIndex,
+        query_encoder: QueryEncoder,
+        reranker: Reranker,
+        rerank_candidates: int,
+        query_cache: QueryVectorCache[QueryVector] | None = None,
+        fusion: FusionParams | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        limits: LimitsSettings | None = None,
+    ) -> None:
+        self._index = index
+        self._limits = limits or LimitsSettings()
+        self._status = IndexStatusReader(self._limits)
+        self._query_encoder = query_encoder
+        self._reranker = reranker
+        self._candidates = rerank_candidates
+        self._vectors = (
+            query_cache
+            if query_cache is not None
+            else QueryVectorCache(ttl_s=DEFAULT_TTL_S, max_entries=DEFAULT_MAX_ENTRIES, clock=time.monotonic)
+        )
+        self._fusion = fusion or FusionParams()
+        self._clock = clock
+        # Nobody served the reranker role at this time: until then a search skips the call that
+        # would say so again (the dispatcher's own discovery is reused as long).
+        self._no_reranker_until = float("-inf")
+
+    def check_scope(self, repo: str | None) -> None:
+        """LimitExceeded, naming the setting, for a `repo` scope over the `limits` caps: checked where a
+        request enters, before it costs anything (the index actor checks again as it resolves it)."""
+        if repo is not None:
+            check_glob(repo, self._limits)
+
+    async def encode_query(self, query: str, project: str) -> QueryVector:
+        """(vector, encoder identity, provider) of a query, encoded once per cache lifetime."""
+        return await self._vectors.get_or_compute(query, lambda: self._query_encoder.encode_query(query, project))
+
+    async def search_code(
+        self,
+        query: str,
+        k: int,
+        repo: str | None,
+        path_prefix: str | None,
+        language: str | None,
+        rerank: bool = True,
+        mode: SearchMode = "hybrid",
+    ) -> SearchResult:
+        """The code-vector, name-vector and keyword candidates scored together (`cluster.index.fusion`,
+        DESIGN §10), then the optional rerank of the top candidates, then the cut to k. Filters apply
+        to every leg. With no query encoder left, a hybrid search degrades to its keyword leg and says so."""
+        self.check_scope(repo)  # before the query is encoded under `repo` as its project
+        project = repo or DEFAULT_PROJECT
+        search_filter = query_filter(path_prefix, language)
+        vector: np.ndarray | None = None
+        identity: EncoderIdentity | None = None
+        encoded_by = degraded = None
+        if mode != "keyword":
+            try:
+                vector, identity, encoded_by = await self.encode_query(query, project)
+            except NoProviderLeft as exc:
+                if mode == "dense":
+                    raise
+                mode, degraded = "keyword", f"no query encoder: {exc}"
+        search = SearchQuery.of_text(
+            query,
+            mode,
+            vector=vector,
+            identity=identity,
+            scope=repo,
+            filter=search_filter,
+            limit=k,
+            fusion=self._fusion,
+        )
+        if not search.has_terms:  # a keyword search with no keyword term
+            return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, degraded=degraded)
+        if rerank:  # nobody to rerank: fetch k, not the pool, and never ask (or start) the reranker's dispatcher
+            rerank = self._clock() >= self._no_reranker_until and await self._query_encoder.rerankers()
+        if rerank:
+            search = search.model_copy(update={"limit": max(k, self._candidates)})
+        hits, refused = await self._index.search(search)
+        if refused and not hits and vector is not None:
+            self._vectors.invalidate(query)  # the space moved (reindex, policy): encode afresh next time
+        reranked_by = None
+        if rerank:
+            hits, reranked_by = await self._rerank(query, hits, project)
+        return SearchResult(
+            query=query,
+            hits=[to_code_hit(h) for h in hits[:k]],
+            mode=mode,
+            refused=refused,
+            encoded_by=encoded_by,
+            reranked_by=reranked_by,
+            degraded=degraded,
+        )
+
+    async def _rerank(self, query: str, hits: list[ScoredHit], project: str) -> tuple[list[ScoredHit], str | None]:
+        """Re-score the candidates; with no reranker serving, keep the search order (DESIGN §10)."""
+        if len(hits) < 2:
+            return hits, None
+        try:
+            documents = [RowPayload.model_validate(h.payload).text or "" for h in hits]
+            scores, reranked_by = await self._reranker.rerank(query, documents, project)
+        except NoProviderLeft as exc:
+            log.info("rerank skipped: %s", exc)
+            self._no_reranker_until = self._clock() + SINGLE_CALL_DISCOVERY_MAX_AGE_S
+            return hits, None
+        order = sorted(range(len(hits)), key=lambda i: scores[i], reverse=True)
+        return [hits[i].model_copy(update={"score": scores[i]}) for i in order], reranked_by
+
+    async def read_code(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
+        return await self._index.read_lines(repo, path, start_line, end_line)
+
+    async def search_symbols(self, query: str, repo: str | None, limit: int) -> SymbolSearchResult:
+        self.check_scope(repo)
+        hits = await self._index.search_symbols(repo, query, limit)
+        return SymbolSearchResult(query=query, hits=hits)
+
+    async def search_files(self, query: str, repo: str | None, limit: int) -> FileSearchResult:
+        self.check_scope(repo)
+        files = await self._index.search_files(repo, query, limit)
+        return FileSearchResult(query=query, files=files)
+
+    async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> Neighbors:
+        return await self._index.neighbors(repo, path, line, count)
+
+    async def repo_overview(self, repo: str | None) -> RepoOverview:
+        return await self._index.overview(repo)
+
+    async def index_status(self, repo: str | None = None) -> IndexStatus:
+        """Every index (or those whose name matches `repo`, a name or a glob), how stale each is, and builds."""
+        return await self._status.read(self._index, repo)
