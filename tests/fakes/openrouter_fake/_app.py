@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
@@ -67,6 +68,15 @@ class _Routes:
             first = exc.errors()[0]
             return error_response(400, f"Invalid request: {'.'.join(map(str, first['loc']))}: {first['msg']}")
 
+    def keyed(self, answer: Callable[[str], Response]) -> Callable[[Request], Awaitable[Response]]:
+        """An endpoint that authorises the request, then answers for its key."""
+
+        async def endpoint(request: Request) -> Response:
+            key = self.authorise(request)
+            return key if isinstance(key, Response) else answer(key)
+
+        return endpoint
+
     async def open_inference(self, request: Request, model: type[BodyT], path: str) -> tuple[str, BodyT] | Response:
         """The key and the parsed body of an inference request, or its 401/400 (a 400 counted as an error)."""
         key = self.authorise(request)
@@ -81,11 +91,11 @@ class _Routes:
     # -- API routes --
 
     async def embeddings(self, request: Request) -> Response:
-        state = self.state
         opened = await self.open_inference(request, _EmbeddingsRequest, "/embeddings")
-        if isinstance(opened, Response):
-            return opened
-        key, body = opened
+        return opened if isinstance(opened, Response) else await self._embed(*opened)
+
+    async def _embed(self, key: str, body: _EmbeddingsRequest) -> Response:
+        state = self.state
         upstream = pinned_upstream(body.provider)
         if upstream is None or body.provider is None or body.provider.allow_fallbacks is not False:
             row = state.row(state.label(key), body.model, upstream, "/embeddings")
@@ -116,11 +126,11 @@ class _Routes:
         return await admit_and_run(state, key, "/embeddings", body.model, upstream, work)
 
     async def rerank(self, request: Request) -> Response:
-        state = self.state
         opened = await self.open_inference(request, _RerankRequest, "/rerank")
-        if isinstance(opened, Response):
-            return opened
-        key, body = opened
+        return opened if isinstance(opened, Response) else await self._rerank(*opened)
+
+    async def _rerank(self, key: str, body: _RerankRequest) -> Response:
+        state = self.state
         docs = [d if isinstance(d, str) else d.text for d in body.documents]
         upstream = loose_upstream(body.provider)
 
@@ -143,13 +153,12 @@ class _Routes:
         return await admit_and_run(state, key, "/rerank", body.model, upstream, work)
 
     async def chat(self, request: Request) -> Response:
-        state = self.state
-        raw = await log_json_body(request, state.chat_log)
+        raw = await log_json_body(request, self.state.chat_log)  # logged first: unauthorised requests too
         opened = await self.open_inference(request, _ChatRequest, "/chat/completions")
-        if isinstance(opened, Response):
-            return opened
-        key, body = opened
-        assert isinstance(raw, dict)
+        return opened if isinstance(opened, Response) else await self._chat(*opened, raw)
+
+    async def _chat(self, key: str, body: _ChatRequest, raw: dict[str, Any]) -> Response:
+        state = self.state
         upstream = loose_upstream(body.provider)
 
         async def work(behaviour: UpstreamBehaviour) -> Response:
@@ -163,11 +172,8 @@ class _Routes:
 
         return await admit_and_run(state, key, "/chat/completions", body.model, upstream, work)
 
-    async def key_info(self, request: Request) -> Response:
+    def key_info(self, key: str) -> Response:
         state = self.state
-        key = self.authorise(request)
-        if isinstance(key, Response):
-            return key
         cfg = state.config.keys[key]
         usage = cfg.usage + state.usage.get(key, 0.0)
         row = state.row(state.label(key), None, None, "/key")
@@ -190,11 +196,8 @@ class _Routes:
         }
         return JSONResponse({"data": data})
 
-    async def credits(self, request: Request) -> Response:
+    def credits(self, key: str) -> Response:
         state = self.state
-        key = self.authorise(request)
-        if isinstance(key, Response):
-            return key
         cfg = state.config.keys[key]
         row = state.row(state.label(key), None, None, "/credits")
         row.requests += 1
@@ -241,8 +244,8 @@ def build_fake_app(state: FakeState | None = None) -> Starlette:
         Route(f"{API_PREFIX}/embeddings", api.embeddings, methods=["POST"]),
         Route(f"{API_PREFIX}/rerank", api.rerank, methods=["POST"]),
         Route(f"{API_PREFIX}/chat/completions", api.chat, methods=["POST"]),
-        Route(f"{API_PREFIX}/key", api.key_info, methods=["GET"]),
-        Route(f"{API_PREFIX}/credits", api.credits, methods=["GET"]),
+        Route(f"{API_PREFIX}/key", api.keyed(api.key_info), methods=["GET"]),
+        Route(f"{API_PREFIX}/credits", api.keyed(api.credits), methods=["GET"]),
         Route(f"{API_PREFIX}/models", api.models, methods=["GET"]),
         Route("/_fake/config", config_endpoint(FakeConfig, state.configure), methods=["POST"]),
         Route("/_fake/stats", api.get_stats, methods=["GET"]),
