@@ -15,7 +15,7 @@ from typing import Any
 import ray
 from pydantic import SecretStr
 
-from cluster.cloud.wire import ChatResult
+from cluster.cloud import ChatResult
 from cluster.local.chat_client import LocalChatClient
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Role

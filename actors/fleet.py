@@ -18,10 +18,10 @@ import ray
 from ray.actor import ActorHandle
 
 from actors.handles import find_actor, get_or_start
-from cluster.cloud.wire import ChatResult
+from cluster.cloud import ChatResult
 from cluster.config.store import ConfigStore
+from cluster.fleet import HostView
 from cluster.fleet.hub import Answer, FleetHub
-from cluster.fleet.registry import HostView
 from cluster.naming import FLEET_ACTOR_NAME
 from cluster.providers import ProviderInfo
 from cluster.settings import SamespaceSettings

@@ -36,7 +36,7 @@ class ScriptedRlm:
 
     async def complete(self, request: dict[str, Any], timeout_s: float) -> Any:
         from cluster.ask.rlm import ChatOutcome
-        from cluster.cloud.wire import ChatResult, ToolCall
+        from cluster.cloud import ChatResult, ToolCall
 
         messages = request["messages"]
         if "tools" not in request:
@@ -65,7 +65,7 @@ class CitingAssistant:
     async def complete(self, request: dict[str, Any], timeout_s: float) -> Any:
         from cluster.ask.evidence import citations_in
         from cluster.ask.rlm import ChatOutcome
-        from cluster.cloud.wire import ChatResult
+        from cluster.cloud import ChatResult
 
         spans = citations_in(request["messages"][-1]["content"])[:2]
         text = "See " + ", ".join(f"{s.path}:{s.start_line}-{s.end_line}" for s in spans)
@@ -77,7 +77,7 @@ class CitingAssistant:
 
 async def run_asks(service: Any, settings: Any, questions: list[str], embedder: Any) -> dict[str, Any]:
     from cluster.ask.pipeline import AskPipeline, AskRequest
-    from serve_apps.ask_service import RepoTools
+    from serve_apps.mcp import RepoTools
 
     samples: list[float] = []
     encodes = 0

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.roles import Role
     from cluster.settings import SamespaceSettings
     from jobs.reindex import run_reindex
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
     from tests.fakes.embedding_server import FakeEmbeddingServer
     from tests.fakes.openrouter_server import free_port
     from tests.fakes.repos import function_repo

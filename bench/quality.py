@@ -92,7 +92,7 @@ NO_QUERY_CACHE_TTL_S = 1e-9  # every call encodes its query: modes are timed ali
 
 async def run_row(client: Any, row: Row, queries: list[Query]) -> None:
     """Warm-up call (untimed), then every query once; a first-call failure makes the row unavailable."""
-    from serve_apps.mcp_client import result_text
+    from samespace.clients import result_text
 
     assert row.arguments is not None
     warm = await client.call_tool("search_code", {"query": "warm-up call", **row.arguments})
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from actors import ensure_embedders, ensure_virtual_containers, get_index_actor
             from jobs.reindex import run_reindex
-            from serve_apps.mcp_app import McpIngress
+            from serve_apps.mcp import McpIngress
 
             t0 = time.perf_counter()
             ray.get([e.identity.remote() for e in ensure_embedders(settings)])  # model load, untimed below

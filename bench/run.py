@@ -56,7 +56,7 @@ def _incremental(settings: Any, repo: Path, first_s: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     run_reindex(settings, repo, "bench", emit=lines.append)
     unchanged_s = time.perf_counter() - t0
-    edited = repo / "cluster" / "index" / "progress.py"
+    edited = repo / "cluster" / "index" / "progress_meter.py"
     edited.write_text(edited.read_text() + "\n\ndef bench_marker(value):\n    return value * 2\n")
     t0 = time.perf_counter()
     run_reindex(settings, repo, "bench", emit=lines.append)
@@ -236,7 +236,7 @@ async def _mcp_latency(settings: Any, n: int) -> list[float]:
     from ray import serve
 
     from samespace.head import free_port
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})

@@ -7,7 +7,7 @@ chunk's embedding text (`cluster.space.embedding_text`) once with the packaged a
 (`cluster.local.LocalEncoder`, offline) and keeps the rows in one numpy matrix. The MCP tool
 `search_code(query, k)` encodes the query with the same encoder and returns the k rows with the
 highest dot product of normalised vectors (cosine), found with `argpartition`. The MCP server is
-built as samespace builds its own (serve_apps/mcp_app.py: `MCPServer`, stateless streamable HTTP,
+built as samespace builds its own (serve_apps/mcp/_tools.py: `MCPServer`, stateless streamable HTTP,
 JSON responses, mounted at /mcp, the session manager run in the app's lifespan); GET /healthz
 answers once the index is in memory. One uvicorn worker; no Ray, no query cache, no keyword leg,
 no reranker: the "100-line alternative" users will compare us with.

@@ -50,7 +50,7 @@ from cluster.gate.sentinel import reference_drifted, stored_baseline
 from cluster.index.catalog import PointKey, embed_hash, point_id, point_key, point_payload
 from cluster.index.incremental import PlanMode, ReusableRows, full_reason, plan_reindex
 from cluster.index.keywords import chunk_keywords
-from cluster.index.progress import ProgressMeter
+from cluster.index.progress_meter import ProgressMeter
 from cluster.index.records import (
     IndexRecord,
     export_folder,

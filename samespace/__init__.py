@@ -4,9 +4,10 @@
     samespace search "where do we retry requests"
     samespace stop
 
-Everything here is a thin shell over the entry points that exist without it (`serve_apps.mcp_client`,
-`serve_apps.admin_client`, `jobs.reindex`, `sidecar.cli`) and over the `ray` and `serve` commands; nothing
-in `cluster`, `actors`, `serve_apps` or `jobs` imports it.
+Everything here is a thin shell over the clients of the apps (`samespace.clients`: MCP and admin), the
+entry points that exist without it (`jobs.reindex`, `sidecar.cli`) and the `ray` and `serve` commands;
+`status_table.py` words the admin API's answers for a person and `failures.py` every failure as one line.
+Nothing in `cluster`, `actors`, `serve_apps` or `jobs` imports it.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def format_answer(result: dict[str, Any]) -> list[str]:
 def ask(url: str, question: str, *, repo: str | None, deep: bool, as_json: bool) -> int:
     """Call `ask_code` on the MCP endpoint at `url` (with the serve token when one is configured)."""
     from cluster.settings import load_settings
-    from serve_apps.mcp_client import call_tool, result_text
+    from samespace.clients import call_tool, result_text
 
     arguments: dict[str, Any] = {"question": question, "deep": deep} | ({"repo": repo} if repo else {})
     token = load_settings().serve.expected_token()

@@ -2,8 +2,9 @@
 
 Subcommands follow the `ray` / `serve` command lines: `--address` is the Ray dashboard for the commands
 that talk to Ray (stop, reindex) and the Serve HTTP address for the ones that talk to the apps (search,
-ask, status, push-key, set-policy). Secrets never travel on a command line: the Ray token is read from
-its file through RAY_AUTH_TOKEN_PATH, the admin token from its file, and the OpenRouter key from stdin.
+ask, mcp-config, status, push-key, set-policy, index, refresh, remove, indexes). Secrets never travel on
+a command line: the Ray token is read from its file through RAY_AUTH_TOKEN_PATH, the admin token from its
+file, and the OpenRouter key from stdin. A command that fails says so in one line, with what to do.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from pathlib import Path
 
 from cluster.roles import Policy, Role
 from samespace.cluster_commands import RunPlan, direct_ingress_fits, reindex_argv, run, stop, submit_reindex
+from samespace.failures import one_line
 from samespace.head import DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, DEFAULT_METRICS_PORT, HeadRecord, HeadSpec
-from samespace.state import ROOT, StateDir, cluster_env
+from samespace.state import ADMIN_TOKEN_FILE_ENV, ROOT, StateDir, cluster_env
 
 __all__ = ["build_parser", "main", "run_plan"]
 
@@ -95,8 +97,27 @@ def _reindex_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="samespace", description=__doc__, formatter_class=_formatter)
+    parser.add_argument(
+        "--traceback", action="store_true", help="on an unexpected error, show its traceback, not one line"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(commands)
+    _add_stop_and_reindex(commands)
+    _add_code_commands(commands)
+    _add_admin_commands(commands)
+    _add_index_commands(commands)
+    sidecar = _command(
+        commands,
+        "sidecar",
+        "run the reference sidecar (every argument goes to `python -m sidecar`)",
+        "samespace sidecar --master http://master:8000 --serve code-embedding=http://127.0.0.1:8080/v1",
+        _sidecar,
+    )
+    sidecar.add_argument("sidecar_args", nargs=argparse.REMAINDER, help="`samespace sidecar --help` lists them")
+    return parser
 
+
+def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = _command(
         commands,
         "run",
@@ -137,6 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="Ray's Prometheus endpoint on 127.0.0.1, samespace's series beside Ray's and Serve's "
         "(dashboards/prometheus.yml scrapes it; default: %(default)s)",
     )
+    _head_options(run)
+    run.add_argument(
+        "--wait-s", type=float, default=DEFAULT_WAIT_S, help="how long to wait for /healthz (default: %(default)s)"
+    )
+    run.add_argument("--dry-run", action="store_true", help="print the commands it would run, run nothing")
+
+
+def _head_options(run: argparse.ArgumentParser) -> None:
+    """How `run` starts the head and what it deploys."""
     run.add_argument(
         "--ray-arg",
         action="append",
@@ -162,11 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=ROOT / "serve_config.yaml",
         help="the Serve config to deploy (default: %(default)s)",
     )
-    run.add_argument(
-        "--wait-s", type=float, default=DEFAULT_WAIT_S, help="how long to wait for /healthz (default: %(default)s)"
-    )
-    run.add_argument("--dry-run", action="store_true", help="print the commands it would run, run nothing")
 
+
+def _add_stop_and_reindex(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     stop = _command(
         commands, "stop", "stop what `samespace run` started (Serve, then the Ray head)", "samespace stop", _stop
     )
@@ -190,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     _state_option(reindex)
     _dashboard_option(reindex)
 
+
+def _add_code_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     search = _command(
         commands,
         "search",
@@ -215,13 +245,25 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print the whole structured result")
     _serve_option(ask)
 
+    config = _command(
+        commands,
+        "mcp-config",
+        "print the MCP client config to paste (Claude Code .mcp.json, Cursor .cursor/mcp.json)",
+        "samespace mcp-config > .mcp.json",
+        _mcp_config,
+    )
+    _serve_option(config)
+
+
+def _add_admin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = _command(
         commands,
         "status",
-        "providers per role, gate verdicts, budget, and what stops a role",
+        "roles, providers and gate verdicts, budget and spend, and what stops a role: a table",
         "samespace status",
         _status,
     )
+    status.add_argument("--json", action="store_true", help="the admin API's answers as raw JSON")
     _state_option(status)
     _serve_option(status)
 
@@ -243,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     _state_option(policy)
     _serve_option(policy)
 
+
+def _add_index_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     index = _command(
         commands,
         "index",
@@ -253,34 +297,20 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("path")
     index.add_argument("--name", help="index name (default: the folder's name, '.<ref>' added for a ref)")
     index.add_argument("--ref", help="a branch, tag or commit, read from git's objects (the checkout is untouched)")
-    index.add_argument("--full", action="store_true", help="embed everything again")
-    index.add_argument("--wait", action="store_true", help="print progress until the build is done")
-    _state_option(index)
-    _serve_option(index)
-
     refresh = _command(
         commands, "refresh", "reindex an index from the folder it follows now", "samespace refresh api", _refresh
     )
     refresh.add_argument("name")
-    refresh.add_argument("--full", action="store_true", help="embed everything again")
-    refresh.add_argument("--wait", action="store_true", help="print progress until the build is done")
-    _state_option(refresh)
-    _serve_option(refresh)
+    for build in (index, refresh):
+        build.add_argument("--full", action="store_true", help="embed everything again")
+        build.add_argument("--wait", action="store_true", help="print progress until the build is done")
 
     remove = _command(commands, "remove", "remove an index and stop syncing it", "samespace remove api", _remove)
     remove.add_argument("name")
-    _state_option(remove)
-    _serve_option(remove)
-
-    sidecar = _command(
-        commands,
-        "sidecar",
-        "run the reference sidecar (every argument goes to `python -m sidecar`)",
-        "samespace sidecar --master http://master:8000 --serve code-embedding=http://127.0.0.1:8080/v1",
-        _sidecar,
-    )
-    sidecar.add_argument("sidecar_args", nargs=argparse.REMAINDER, help="`samespace sidecar --help` lists them")
-    return parser
+    listed = _command(commands, "indexes", "the registered indexes and their builds", "samespace indexes", _indexes)
+    for parser in (index, refresh, remove, listed):
+        _state_option(parser)
+        _serve_option(parser)
 
 
 def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
@@ -313,14 +343,14 @@ def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from serve_apps.mcp_client import main as mcp_client
+    from samespace.clients import mcp_command
 
     plan = run_plan(args, os.environ)
     if args.dry_run:
         for argv in plan.commands():
             print(shlex.join(argv))
         return 0
-    return run(plan, mcp_client)
+    return run(plan, mcp_command)
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -341,10 +371,10 @@ def _reindex(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from serve_apps.mcp_client import main as mcp_client
+    from samespace.clients import mcp_command
 
     repo = ["--repo", args.repo] if args.repo else []
-    return mcp_client(["--url", _mcp_url(args.address), "-k", str(args.k), *repo, args.query])
+    return mcp_command(["--url", _mcp_url(args.address), "-k", str(args.k), *repo, args.query])
 
 
 def _ask(args: argparse.Namespace) -> int:
@@ -353,8 +383,14 @@ def _ask(args: argparse.Namespace) -> int:
     return ask(_mcp_url(args.address), args.question, repo=args.repo, deep=not args.shallow, as_json=args.json)
 
 
+def _mcp_config(args: argparse.Namespace) -> int:
+    from samespace.clients import mcp_command
+
+    return mcp_command(["--url", _mcp_url(args.address), "--print-config"])
+
+
 def _status(args: argparse.Namespace) -> int:
-    return _admin(args, ["status"])
+    return _admin(args, ["status", *["--json"] * args.json])
 
 
 def _push_key(args: argparse.Namespace) -> int:
@@ -378,6 +414,10 @@ def _remove(args: argparse.Namespace) -> int:
     return _admin(args, ["remove", args.name])
 
 
+def _indexes(args: argparse.Namespace) -> int:
+    return _admin(args, ["indexes"])
+
+
 def _sidecar(args: argparse.Namespace) -> int:
     from sidecar.cli import main as sidecar_main
 
@@ -385,10 +425,10 @@ def _sidecar(args: argparse.Namespace) -> int:
 
 
 def _admin(args: argparse.Namespace, command: list[str]) -> int:
-    from serve_apps.admin_client import main as admin_client
+    from samespace.clients import admin_command
 
-    os.environ.setdefault("SAMESPACE_ADMIN__TOKEN_FILE", str(StateDir(args.state_dir.resolve()).admin_token))
-    return admin_client(["--url", f"{args.address.rstrip('/')}/admin", *command])
+    token_file = os.environ.get(ADMIN_TOKEN_FILE_ENV) or str(StateDir(args.state_dir.resolve()).admin_token)
+    return admin_command(["--url", f"{args.address.rstrip('/')}/admin", "--token-file", token_file, *command])
 
 
 def _mcp_url(address: str) -> str:
@@ -401,4 +441,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _sidecar(argparse.Namespace(sidecar_args=arguments[1:]))
     args = build_parser().parse_args(arguments)
     handler: Handler = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print(f"samespace {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # every failure, expected or not, is one line for a person; --traceback: whole
+        if args.traceback:
+            raise
+        print(f"samespace {args.command}: {one_line(exc)}", file=sys.stderr)
+        return 1

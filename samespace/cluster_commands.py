@@ -9,6 +9,7 @@ command line built by a function of its own (`RunPlan`), so `--dry-run` prints e
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -20,7 +21,7 @@ import yaml  # type: ignore[import-untyped]  # PyYAML ships no types; its stubs 
 
 from samespace.head import HeadRecord, HeadSpec, free_port, ray_start_argv, start_head, stop_session
 from samespace.head_reuse import HeadAction, decide_head, probe_head
-from samespace.state import StateDir, program
+from samespace.state import ADMIN_TOKEN_FILE_ENV, StateDir, program
 
 __all__ = [
     "RunPlan",
@@ -36,8 +37,7 @@ __all__ = [
 ]
 
 HEALTH_POLL_S = 1.0
-MCP_IMPORT_PATH = "serve_apps.mcp_app:build_app"
-ADMIN_TOKEN_FILE_ENV = "SAMESPACE_ADMIN__TOKEN_FILE"
+MCP_IMPORT_PATH = "serve_apps.mcp:build_app"
 
 
 def mcp_url(port: int) -> str:
@@ -224,7 +224,8 @@ def submit_reindex(dashboard_url: str, working_dir: Path, job_args: list[str], e
 def _check(argv: list[str], env: Mapping[str, str], cwd: Path | None = None) -> None:
     code = subprocess.run(argv, env=dict(env), cwd=cwd).returncode
     if code != 0:
-        raise SystemExit(code)
+        command = shlex.join([Path(argv[0]).name, *argv[1:2]])
+        raise SystemExit(f"samespace run: `{command}` failed (exit {code}): its output is above")
 
 
 def _wait_for_health(url: str, wait_s: float) -> bool:

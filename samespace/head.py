@@ -205,7 +205,10 @@ def start_head(spec: HeadSpec, state: StateDir, env: Mapping[str, str]) -> HeadR
         code = started.wait()
     if code != 0:
         stop_session(started.pid)  # whatever it started before failing
-        raise SystemExit(f"ray start failed ({code}):\n{state.ray_start_log.read_text(errors='replace')}")
+        raise SystemExit(
+            f"samespace run: ray start failed (exit {code}): read {state.ray_start_log}; "
+            "a port already in use takes another --port, --dashboard-port or --mcp-port"
+        )
     record = HeadRecord(
         session=started.pid,
         gcs_address=spec.gcs_address,

@@ -17,13 +17,14 @@ from pathlib import Path
 
 from cluster.environment import LOCAL_ENV
 
-__all__ = ["ROOT", "StateDir", "cluster_env", "program"]
+__all__ = ["ADMIN_TOKEN_FILE_ENV", "ROOT", "StateDir", "cluster_env", "program"]
 
 # The repository checkout this package is installed from (editable): serve_config.yaml, jobs/ and the
 # default state folder live there, as they do for `make run`.
 ROOT = Path(__file__).resolve().parents[1]
 RAY_TOKEN_BYTES = 32  # hex-encoded: 64 characters
 ADMIN_TOKEN_BYTES = 32  # url-safe base64
+ADMIN_TOKEN_FILE_ENV = "SAMESPACE_ADMIN__TOKEN_FILE"  # where the admin token's file is named, for every command
 
 
 def program(name: str) -> str:
@@ -116,7 +117,7 @@ def cluster_env(
     if data_dir is not None:
         env["SAMESPACE_STORE__DATA_DIR"] = str(data_dir)
     env.setdefault("SAMESPACE_STORE__DATA_DIR", str(state.data_dir))
-    env.setdefault("SAMESPACE_ADMIN__TOKEN_FILE", str(state.admin_token))
+    env.setdefault(ADMIN_TOKEN_FILE_ENV, str(state.admin_token))
     env.setdefault("SAMESPACE_ADMIN__CONFIG_PATH", str(state.config_json))
     if mcp_port is not None:
         env["SAMESPACE_SERVE__PORT"] = str(mcp_port)

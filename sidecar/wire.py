@@ -3,7 +3,7 @@ a sidecar sends (as the master validates them), the frames the master sends, and
 
 Small JSON frames with the peer's shapes (`type` plus camelCase fields), over a WebSocket or the HTTP
 fallback. Pydantic and the standard library only: the reference sidecar owns this module, and the
-master (`cluster.fleet.protocol`) imports it, so neither side keeps a copy that could drift.
+master (`cluster.fleet.frames`) imports it, so neither side keeps a copy that could drift.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ class McpServer:
 def mcp_server(ray_cluster: RayCluster) -> Iterator[McpServer]:
     from ray import serve
 
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})

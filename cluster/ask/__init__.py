@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from cluster.ask.ask_progress import AskProgress, ProgressCallback
 from cluster.ask.evidence import EvidenceBlock, citations_in
 from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
-from cluster.ask.progress import AskProgress, ProgressCallback
 from cluster.ask.rlm import ChatOutcome
 
 __all__ = [

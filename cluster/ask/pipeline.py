@@ -4,7 +4,7 @@ DESIGN §9: the gathering extends retrieval, it is never its precondition; every
 returns nothing and the next step falls back — RLM down ⇒ answer from plain retrieval; synthesis
 down ⇒ the RLM's draft, else a citations-only answer listing the best hits. Nothing here raises
 into the caller: an ask always ends in an `AskResult` that says how it was produced. A caller that
-passes a progress callback hears each step as it happens (`cluster/ask/progress.py`).
+passes a progress callback hears each step as it happens (`cluster/ask/ask_progress.py`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from cluster.ask.ask_progress import ProgressCallback, ProgressReporter
 from cluster.ask.evidence import EvidenceBlock, EvidenceSet, citations_in, evidence_budget_chars
-from cluster.ask.progress import ProgressCallback, ProgressReporter
 from cluster.ask.rlm import ChatRole, GatherLoop, GatherResult, fit_request, reply_budget
 from cluster.ask.tools import CodeTools
 from cluster.settings import RlmSettings

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from cluster.ask.ask_progress import ProgressReporter
 from cluster.ask.evidence import (
     MIN_OUTPUT_TOKENS,
     SAFETY_MARGIN_TOKENS,
@@ -24,9 +25,8 @@ from cluster.ask.evidence import (
     evidence_budget_chars,
 )
 from cluster.ask.plan import PLAN_MAX_TOKENS, PLAN_TEMPERATURE, SubQuestion, parse_plan, plan_messages
-from cluster.ask.progress import ProgressReporter
 from cluster.ask.tools import CodeTools, ToolCallError, ToolRequest, requests_from_reply, tool_schemas, validate_call
-from cluster.cloud.wire import ChatResult
+from cluster.cloud.openai_wire import ChatResult
 from cluster.settings import RlmSettings
 from cluster.types import Clock
 

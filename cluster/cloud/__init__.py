@@ -7,6 +7,7 @@ from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot,
 from cluster.cloud.container import cloud_identity, read_key_facts, requests_per_minute, starting_config
 from cluster.cloud.faults import read_json, upstream_faults
 from cluster.cloud.key_readiness import NO_KEY_REASON, local_only_roles, missing_key_message, wait_for_key
+from cluster.cloud.openai_wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
 from cluster.cloud.openrouter import OpenRouterClient
 from cluster.cloud.permits import Grants, PermitDesk
 from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_request_tag, set_request_tag
@@ -22,7 +23,6 @@ from cluster.cloud.spend import (
 )
 from cluster.cloud.spend_file import SPEND_FILE, read_spend, spend_path
 from cluster.cloud.state import ContainerState, disagreements
-from cluster.cloud.wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
 
 __all__ = [
     "DEFAULT_PROJECT",

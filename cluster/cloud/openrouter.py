@@ -1,6 +1,6 @@
 """Async OpenRouter client: pinned embeddings, rerank, chat with tools, key info, credits, models.
 
-Transport only: no budget, no retry, no policy (those live above it). The bodies are in `wire.py`;
+Transport only: no budget, no retry, no policy (those live above it). The bodies are in `openai_wire.py`;
 every failure leaves as one `UpstreamError` subclass (or `WidthMismatch`), chosen in
 `faults.upstream_faults()`. The key is unwrapped only to build the Authorization header and never
 appears in a repr, a message or a URL (DESIGN §8).
@@ -19,8 +19,7 @@ import numpy as np
 from pydantic import SecretStr
 
 from cluster.cloud.faults import REDACTED, ShapeFault, read_json, upstream_faults
-from cluster.cloud.spend import CallUsage, ModelPrice
-from cluster.cloud.wire import (
+from cluster.cloud.openai_wire import (
     ChatResult,
     ChatUsage,
     Credits,
@@ -34,6 +33,7 @@ from cluster.cloud.wire import (
     parse_chat_result,
     provider_pin,
 )
+from cluster.cloud.spend import CallUsage, ModelPrice
 from cluster.errors import AuthFailed, MalformedResponse, MissingPin, UpstreamError, WidthMismatch
 from cluster.settings import DEFAULT_CLOUD_TIMEOUT_S, OPENROUTER_BASE_URL
 

@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field, NonNegativeFloat, ValidationError, model
 from cluster.config.atomic_file import TEMP_SUFFIX, write_bytes_atomic
 from cluster.config.registrations import IndexRegistration
 from cluster.errors import ConfigError
-from cluster.fleet.registry import HostRecord
+from cluster.fleet.agent_registry import HostRecord
 from cluster.roles import Policy, Role
 from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.types import Strict

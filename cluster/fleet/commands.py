@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.errors import UpstreamTimeout, UpstreamUnavailable
-from cluster.fleet.protocol import ResultFrame, command_frame
+from cluster.fleet.frames import ResultFrame, command_frame
 
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 

@@ -21,10 +21,11 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from cluster.cloud.wire import ChatResult
+from cluster.cloud.openai_wire import ChatResult
 from cluster.errors import ConfigError, SamespaceError, UpstreamUnavailable
+from cluster.fleet.agent_registry import BAD_CREDENTIAL, UNKNOWN_AGENT, Fleet, HostRecord, HostView, RegistrationRefused
 from cluster.fleet.commands import CommandDesk
-from cluster.fleet.protocol import (
+from cluster.fleet.frames import (
     FrameRejected,
     FrameType,
     HeartbeatFrame,
@@ -36,8 +37,7 @@ from cluster.fleet.protocol import (
     parse_frame,
     ping_frame,
 )
-from cluster.fleet.providers import SidecarCalls, SidecarRoute, sidecar_providers
-from cluster.fleet.registry import BAD_CREDENTIAL, UNKNOWN_AGENT, Fleet, HostRecord, HostView, RegistrationRefused
+from cluster.fleet.sidecar_providers import SidecarCalls, SidecarRoute, sidecar_providers
 from cluster.providers import ProviderInfo
 from cluster.settings import SamespaceSettings
 from cluster.types import Clock

@@ -18,7 +18,7 @@ from cluster.index.globs import Glob, check_glob, compile_glob
 from cluster.index.incremental import PlanMode, ReusableRows, full_reason, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords, query_keywords
 from cluster.index.payload import RowPayload, with_source
-from cluster.index.progress import ProgressMeter
+from cluster.index.progress_meter import ProgressMeter
 from cluster.index.query import SearchMode, SearchQuery, query_filter
 from cluster.index.records import (
     BuildProgress,

@@ -14,7 +14,7 @@ import httpx
 from pydantic import SecretStr
 
 from cluster.cloud.faults import read_json, upstream_faults
-from cluster.cloud.wire import ChatResult, chat_request_body, parse_chat_result
+from cluster.cloud.openai_wire import ChatResult, chat_request_body, parse_chat_result
 from cluster.settings import ChatEndpoint
 
 

@@ -108,7 +108,7 @@ def ask_env(
     from actors import ensure_virtual_containers
     from cluster.settings import SamespaceSettings
     from jobs.reindex import run_reindex
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     with contextlib.ExitStack() as stack:
         rlm = stack.enter_context(FakeLocalLlmServer(LocalLlmConfig(model="local/rlm", chat_rules=rlm_rules)))

@@ -43,7 +43,7 @@ def admin(
     from ray import serve
 
     from cluster.settings import SamespaceSettings
-    from serve_apps.admin_app import AdminIngress
+    from serve_apps.admin import AdminIngress
 
     fake_openrouter.configure(keys={CANARY_KEY: {"label": "admin"}}, upstreams={"exact": {"vectors": "same"}})
     config_dir = tmp_path_factory.mktemp("admin-config")
@@ -221,7 +221,7 @@ def test_the_budget_override_is_set_and_cleared(admin: dict[str, Any]) -> None:
 def test_the_cli_pushes_a_key_from_a_file_and_sets_a_policy(
     admin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from serve_apps.admin_client import main
+    from samespace.clients import admin_command as main
 
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN)
@@ -436,7 +436,7 @@ def test_health_and_status_say_once_that_a_restart_lost_the_key(
     admin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from actors.config_push import key_problem
-    from serve_apps.admin_client import main
+    from samespace.clients import admin_command as main
 
     way_out = "`make set-policy ROLE=code-embedding POLICY=local`"
     assert call(

@@ -36,7 +36,7 @@ def served(
     from ray import serve
 
     from cluster.settings import SamespaceSettings
-    from serve_apps.admin_app import AdminIngress
+    from serve_apps.admin import AdminIngress
 
     settings = SamespaceSettings(
         ray={"namespace": NAMESPACE},
@@ -156,7 +156,7 @@ def test_a_role_whose_dispatcher_is_restarting_is_reported_and_the_other_roles_a
 
     from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
-    from serve_apps.admin_app import AdminApi, build_admin_asgi
+    from serve_apps.admin import AdminApi, build_admin_asgi
 
     settings = in_process["settings"]
     hold = tmp_path / "hold-the-restart"
@@ -201,7 +201,7 @@ def test_a_role_whose_dispatcher_is_gone_for_good_is_reported_unavailable(in_pro
 
     from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
-    from serve_apps.admin_app import AdminApi, build_admin_asgi
+    from serve_apps.admin import AdminApi, build_admin_asgi
 
     settings = in_process["settings"]
     stand_in = stand_in_class().remote("/nonexistent/never-held")

@@ -30,7 +30,7 @@ from conftest import McpServer, RayCluster
 from fakes.scripted_chat import ChatRule, ScriptedToolCall
 from waiting import wait_until
 
-from serve_apps.mcp_client import call_tool, result_text
+from samespace.clients import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -164,7 +164,7 @@ def env(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest
     from ray import serve
 
     from cluster.settings import SamespaceSettings
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     base = tmp_path_factory.mktemp("chaos")
     repo = base / "repo"

@@ -110,8 +110,8 @@ def fleet(
     from ray import serve
 
     from cluster.settings import SamespaceSettings
-    from serve_apps.admin_app import AdminIngress
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.admin import AdminIngress
+    from serve_apps.mcp import McpIngress
 
     transport = request.param
     namespace, prefix = f"fleet-{transport}", f"/fleet-{transport}"

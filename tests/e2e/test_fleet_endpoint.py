@@ -63,7 +63,7 @@ def master(
     from ray import serve
 
     from cluster.settings import SamespaceSettings
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     settings = SamespaceSettings(
         ray={"namespace": NAMESPACE},
@@ -479,7 +479,7 @@ async def test_poll_and_result_are_bound_to_the_agent_by_its_credential(master: 
 
 
 async def test_request_bodies_are_limited_before_they_are_read(master: Master) -> None:
-    from cluster.fleet.protocol import MAX_FRAME_BYTES, MAX_RESULT_BYTES
+    from cluster.fleet.frames import MAX_FRAME_BYTES, MAX_RESULT_BYTES
 
     async def stream(size: int, chunk: int = 64 * 1024) -> Any:
         sent = 0
@@ -517,7 +517,7 @@ async def test_a_hostile_frame_on_one_socket_never_delays_another_agents_heartbe
     every open socket is an ongoing request of the replica, and Serve's default allows 5; further
     HTTP calls queued until a socket closed. Here more sockets than that stay open and answer pings
     while one of them sends oversized frames, and another agent's heartbeat is answered at once."""
-    from cluster.fleet.protocol import MAX_RESULT_BYTES
+    from cluster.fleet.frames import MAX_RESULT_BYTES
 
     beating_url = "http://127.0.0.1:9130"
     async with httpx.AsyncClient(base_url=master.http, headers=_auth(), timeout=20) as client:

@@ -29,7 +29,7 @@ from jobs_util import submit_job, wait_for_job
 from pydantic import SecretStr
 from ray.job_submission import JobStatus, JobSubmissionClient
 
-from serve_apps.mcp_client import call_tool, result_text
+from samespace.clients import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -149,7 +149,7 @@ def hostile(
 
     from actors import ensure_virtual_containers
     from cluster.settings import SamespaceSettings
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     fake_openrouter.configure(keys={CLOUD_KEY: {"label": "hostile"}}, upstreams={UPSTREAM: {"vectors": "same"}})
     fake_openrouter.reset()

@@ -13,7 +13,7 @@ from conftest import McpServer, RayCluster
 from pydantic import SecretStr
 from websockets.exceptions import InvalidStatus
 
-from serve_apps.mcp_client import call_tool, result_text
+from samespace.clients import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -37,8 +37,8 @@ def guarded(ray_cluster: RayCluster, mcp_server: McpServer) -> Iterator[str]:
     from ray import serve
 
     from cluster.settings import SamespaceSettings
-    from serve_apps.admin_app import AdminIngress
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.admin import AdminIngress
+    from serve_apps.mcp import McpIngress
 
     base: SamespaceSettings = ray_cluster.settings  # type: ignore[assignment]
     settings = base.model_copy(update={"serve": base.serve.model_copy(update={"token": SecretStr(TOKEN)})})

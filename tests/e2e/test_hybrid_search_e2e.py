@@ -10,7 +10,7 @@ import pytest
 import ray
 from conftest import McpServer, RayCluster
 
-from serve_apps.mcp_client import call_tool, result_text
+from samespace.clients import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -73,7 +73,7 @@ def hybrid(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pyt
 
     from cluster.settings import SamespaceSettings
     from jobs.reindex import run_reindex
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     repo = tmp_path_factory.mktemp("hybrid-repo") / REPO
     for path, text in SOURCES.items():

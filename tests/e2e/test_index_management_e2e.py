@@ -89,7 +89,7 @@ def env(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest
     from ray import serve
 
     from cluster.settings import SamespaceSettings
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     base = tmp_path_factory.mktemp("index-mgmt")
     roots, outside = base / "roots", base / "outside"
@@ -253,7 +253,7 @@ def test_the_admin_api_and_a_signed_push_webhook_manage_indexes_too(env: Env) ->
 
     import httpx
 
-    from serve_apps.hook_auth import sign_delivery, signed_message
+    from serve_apps.admin import sign_delivery, signed_message
 
     bearer = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     hooked_repo = indexed(env, "hooked")

@@ -19,7 +19,7 @@ from waiting import wait_until_async
 
 from cluster.index.records import IndexRecord
 from cluster.telemetry import Metric
-from serve_apps.mcp_client import call_tool, result_text
+from samespace.clients import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

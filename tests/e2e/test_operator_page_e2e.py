@@ -1,4 +1,4 @@
-"""The operator page (GET /admin/ui, serve_apps/admin_ui.py) in a real headless Chromium, driven by Selenium.
+"""The operator page (GET /admin/ui, serve_apps/admin/_page.py) in a real headless Chromium, driven by Selenium.
 
 Against the live cluster: an MCP deployment of its own (the admin app mounted in it, as `samespace run`
 serves it) with an admin token; the test indexes a repository through the admin API, signs in on the
@@ -192,7 +192,7 @@ def ops(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest
     from ray import serve
 
     from cluster.settings import SamespaceSettings
-    from serve_apps.mcp_app import McpIngress
+    from serve_apps.mcp import McpIngress
 
     base = tmp_path_factory.mktemp("operator-page")
     settings = SamespaceSettings(
@@ -435,7 +435,7 @@ def stub_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, S
     from fastapi import FastAPI
 
     from cluster.settings import SamespaceSettings
-    from serve_apps.admin_app import AdminApi, build_admin_asgi
+    from serve_apps.admin import AdminApi, build_admin_asgi
 
     settings = SamespaceSettings(admin={"token": TOKEN, "config_path": tmp_path_factory.mktemp("stub") / "c.json"})
     stub = StubAdmin()

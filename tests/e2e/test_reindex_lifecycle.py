@@ -16,7 +16,7 @@ from conftest import FIXTURES, McpServer, RayCluster
 from jobs_util import TERMINAL, reindex, submit_reindex, wait_for_job
 from ray.job_submission import JobStatus, JobSubmissionClient
 
-from serve_apps.mcp_client import call_tool, result_text
+from samespace.clients import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

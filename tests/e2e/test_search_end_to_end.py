@@ -10,7 +10,7 @@ import ray
 from conftest import McpServer, RayCluster
 from jobs_util import reindex
 
-from serve_apps.mcp_client import call_tool, result_text
+from samespace.clients import call_tool, result_text
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

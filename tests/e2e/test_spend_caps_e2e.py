@@ -111,7 +111,7 @@ def admin(cluster: SpendCluster, method: str, path: str, body: Any = None) -> ht
     """The real admin app in this process (it reaches the actors through Ray), over ASGI."""
     import asyncio
 
-    from serve_apps.admin_app import AdminApi, build_admin_asgi
+    from serve_apps.admin import AdminApi, build_admin_asgi
 
     app = build_admin_asgi(AdminApi(cluster.settings), cluster.settings)
 

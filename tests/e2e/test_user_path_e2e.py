@@ -139,17 +139,17 @@ def test_the_users_path_run_then_search_then_stop(user_cluster: UserCluster) -> 
     assert "write_json_atomically" in found.stdout
 
     # The admin API, served by the MCP replica under /admin (one replica process for both).
-    status = user_cluster.samespace(
-        "status", "--state-dir", str(state), "--address", f"http://127.0.0.1:{user_cluster.mcp_port}"
-    )
+    address = ["--state-dir", str(state), "--address", f"http://127.0.0.1:{user_cluster.mcp_port}"]
+    status = user_cluster.samespace("status", *address)
     assert status.returncode == 0, status.stdout + status.stderr
-    assert '"providers"' in status.stdout and "samespace-embedder-cpu0" in status.stdout
+    assert "PROVIDER" in status.stdout and "samespace-embedder-cpu0" in status.stdout  # a table, for a person
+    raw = user_cluster.samespace("status", "--json", *address)
+    assert raw.returncode == 0 and '"providers"' in raw.stdout, raw.stdout + raw.stderr
 
     # Index management through the admin API: the sync actor submits the job through Ray's job API,
     # on this token-auth cluster, and `--wait` follows it to its commit.
     second = state.parent / "second"
     shutil.copytree(ROOT / "tests" / "fixtures" / "polyglot", second)
-    address = ["--state-dir", str(state), "--address", f"http://127.0.0.1:{user_cluster.mcp_port}"]
     indexed = user_cluster.samespace("index", str(second), "--wait", *address)
     assert indexed.returncode == 0, indexed.stdout + indexed.stderr
     assert indexed.stdout.rstrip().endswith("second: committed")

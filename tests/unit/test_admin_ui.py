@@ -1,4 +1,4 @@
-"""The operator page's routes (serve_apps/admin_ui.py) and the jobs route (serve_apps/admin_jobs.py), without
+"""The operator page's routes (serve_apps/admin/_page.py) and the jobs route (serve_apps/admin/_jobs.py), without
 Ray: exactly the shell and its script are open, they carry strict headers and no data, and everything else
 of the admin app still answers 401 without the token. The page in a real browser: tests/e2e/test_operator_page_e2e.py.
 """
@@ -17,9 +17,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from cluster.settings import SamespaceSettings
-from serve_apps.admin_app import AdminApi, build_admin_asgi
-from serve_apps.admin_jobs import JobList, recent_jobs, reindex_target
-from serve_apps.admin_ui import SCRIPT, TOKEN_STORAGE_KEY
+from serve_apps.admin import AdminApi, build_admin_asgi
+from serve_apps.admin._jobs import JobList, recent_jobs, reindex_target
+from serve_apps.admin._page import TOKEN_STORAGE_KEY, page_assets
 from serve_apps.http_guard import route_path
 
 BASE = "http://127.0.0.1:8000"
@@ -122,7 +122,10 @@ def test_the_shell_holds_no_data_and_no_inline_script(tmp_path: Path) -> None:
     response = client_for(tmp_path).get("/admin/ui")
     page = response.text
     scripts = re.findall(r"<script([^>]*)>(.*?)</script>", page, flags=re.DOTALL)
-    assert scripts == [(' src="ui.js" defer', "")]  # the one script, from this origin, relative to /admin/
+    script = client_for(tmp_path).get("/admin/ui.js").content
+    integrity = "sha384-" + base64.b64encode(hashlib.sha384(script).digest()).decode()
+    # the one script, from this origin, relative to /admin/, run only if its bytes are the ones served
+    assert scripts == [(f' src="ui.js" integrity="{integrity}" defer', "")]
     (style,) = re.findall(r"<style>(.*?)</style>", page, flags=re.DOTALL)
     digest = base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()
     assert f"style-src 'sha256-{digest}'" in response.headers["content-security-policy"]  # the inline style only
@@ -133,19 +136,27 @@ def test_the_shell_holds_no_data_and_no_inline_script(tmp_path: Path) -> None:
 
 
 def test_the_script_writes_text_only_and_keeps_the_token_in_session_storage() -> None:
+    script = page_assets().script
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
-        assert sink not in SCRIPT
-    assert "localStorage" not in SCRIPT and "document.cookie" not in SCRIPT
-    assert "sessionStorage.setItem(TOKEN_KEY, token)" in SCRIPT and f'"{TOKEN_STORAGE_KEY}"' in SCRIPT
-    assert '"Authorization: Bearer "' not in SCRIPT and 'Authorization: "Bearer " + token' in SCRIPT
+        assert sink not in script
+    assert "localStorage" not in script and "document.cookie" not in script
+    assert "sessionStorage.setItem(TOKEN_KEY, token)" in script and f'"{TOKEN_STORAGE_KEY}"' in script
+    assert '"Authorization: Bearer "' not in script and 'Authorization: "Bearer " + token' in script
     for forbidden in ("location.href =", "location.assign", "history.pushState", "history.replaceState", "?token"):
-        assert forbidden not in SCRIPT  # the token never reaches a URL or the history
+        assert forbidden not in script  # the token never reaches a URL or the history
+
+
+def test_the_static_files_are_served_with_every_placeholder_filled(tmp_path: Path) -> None:
+    client = client_for(tmp_path)
+    for path in OPEN:
+        assert re.search(r"__[A-Z_]+__", client.get(path).text) is None
+    script = client.get("/admin/ui.js").text
+    assert '"code-embedding"' in script and '"aggregate"' in script  # the roles and policies, as JSON
 
 
 def test_the_page_is_served_inside_the_mcp_app_too(tmp_path: Path) -> None:
     from cluster.search import CodeSearchService
-    from serve_apps.ask_service import AskService
-    from serve_apps.mcp_app import build_asgi_app
+    from serve_apps.mcp import AskService, build_asgi_app
 
     settings = SamespaceSettings(
         admin={"token": TOKEN, "config_path": tmp_path / "config.json"}, serve={"token": "serve-token-for-the-ui"}

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from fakes.virtual_time import VirtualClock
 
+from cluster.ask.ask_progress import AskProgress, ProgressReporter
 from cluster.ask.evidence import EvidenceBlock
 from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
-from cluster.ask.progress import AskProgress, ProgressReporter
 from cluster.ask.rlm import ChatOutcome, GatherLoop
-from cluster.cloud.wire import ChatResult, ToolCall
+from cluster.cloud.openai_wire import ChatResult, ToolCall
 from cluster.settings import RlmSettings
 
 TARGET = EvidenceBlock(

@@ -13,11 +13,11 @@ from typing import Any, cast
 import pytest
 from starlette.testclient import TestClient
 
+from cluster.ask.ask_progress import AskProgress, ProgressCallback
 from cluster.ask.pipeline import AskRequest, AskResult, AskTrace, Citation
-from cluster.ask.progress import AskProgress, ProgressCallback
 from cluster.errors import IndexNotFound
 from cluster.settings import SamespaceSettings
-from serve_apps.ask_service import AskService, ask_events
+from serve_apps.mcp._ask import AskService, ask_events
 
 BASE = "http://127.0.0.1:8000"
 STEPS = [
@@ -61,7 +61,7 @@ class ScriptedAsker:
 
 
 def app_client(asker: ScriptedAsker) -> TestClient:
-    from serve_apps.mcp_app import build_asgi_app
+    from serve_apps.mcp import build_asgi_app
 
     api = build_asgi_app(cast(Any, None), cast(AskService, asker), SamespaceSettings())
     return TestClient(api, base_url=BASE)

@@ -9,10 +9,10 @@ from typing import Any, cast
 
 from fakes.asgi import drive
 
+from cluster.ask.ask_progress import ProgressCallback
 from cluster.ask.pipeline import AskRequest, AskResult, AskTrace
-from cluster.ask.progress import ProgressCallback
 from cluster.settings import SamespaceSettings
-from serve_apps.ask_service import AskService
+from serve_apps.mcp import AskService
 
 CAP = 4096
 SETTING = "limits.max_ask_body_bytes (SAMESPACE_LIMITS__MAX_ASK_BODY_BYTES)"
@@ -31,7 +31,7 @@ class CountingAsker:
 
 
 def ask_app(asker: CountingAsker) -> Any:
-    from serve_apps.mcp_app import build_asgi_app
+    from serve_apps.mcp import build_asgi_app
 
     settings = SamespaceSettings(limits={"max_ask_body_bytes": CAP})
     return build_asgi_app(cast(Any, None), cast(AskService, asker), settings)
@@ -70,7 +70,7 @@ def test_an_ask_body_under_the_cap_is_answered_and_a_bad_one_is_422_naming_the_f
 
 def test_an_ask_whose_repo_is_over_the_glob_caps_is_422_naming_the_setting_before_anything_is_asked() -> None:
     from cluster.search import CodeSearchService
-    from serve_apps.mcp_app import build_asgi_app
+    from serve_apps.mcp import build_asgi_app
 
     settings = SamespaceSettings()
     never = cast(Any, None)  # neither the index nor a dispatcher may be reached

@@ -50,11 +50,11 @@ def test_every_layer_contract_holds_in_this_repository() -> None:
 
 def make_tree(root: Path, sources: dict[str, str]) -> Path:
     """A tiny repository with our root packages, cluster's concern packages and actors' layered
-    modules (empty), the one door into the sidecar (cluster.fleet.protocol → sidecar.wire, which the
+    modules (empty), the one door into the sidecar (cluster.fleet.frames → sidecar.wire, which the
     contracts name), `sources` and our pyproject."""
     door = {
         "cluster/fleet/__init__.py": "",
-        "cluster/fleet/protocol.py": "import sidecar.wire\n",
+        "cluster/fleet/frames.py": "import sidecar.wire\n",
         "sidecar/wire.py": "",
     }
     for package in IMPORTLINTER["root_packages"]:
@@ -97,7 +97,7 @@ def test_each_contract_breaks_when_its_boundary_is_crossed(tmp_path: Path) -> No
 def test_the_cluster_reaches_the_sidecar_only_through_its_wire_door(tmp_path: Path) -> None:
     door, agent = tmp_path / "door", tmp_path / "agent"
     through_the_door = {
-        "cluster/fleet/hub.py": "import cluster.fleet.protocol\n",
+        "cluster/fleet/hub.py": "import cluster.fleet.frames\n",
         "actors/fleet.py": "import cluster.fleet.hub\n",
     }
     door.mkdir()

@@ -8,14 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import yaml
+from fakes.admin_stub import ADMIN_TOKEN, AdminStub, serve_admin_stub
 
 from samespace.answers import format_answer
 from samespace.cli import build_parser, main, run_plan
@@ -23,9 +22,9 @@ from samespace.cluster_commands import direct_ingress_fits, reindex_argv, run, w
 from samespace.head import HeadRecord, daemon_pids, ray_start_argv, session_members, stop_session
 from samespace.state import ROOT, StateDir, cluster_env
 
-COMMANDS = ["run", "stop", "reindex", "search", "ask", "status", "push-key", "set-policy", "sidecar"]
+COMMANDS = ["run", "stop", "reindex", "search", "ask", "mcp-config", "status", "push-key", "set-policy", "sidecar"]
+COMMANDS += ["index", "refresh", "remove", "indexes"]
 KEY = "sk-or-v1-" + "7" * 48
-ADMIN_TOKEN = "admin-token-for-the-test"
 
 
 # --- parsing and help ------------------------------------------------------------------------------------
@@ -87,37 +86,10 @@ def test_the_addresses_default_to_the_local_serve_and_dashboard(tmp_path: Path) 
 # --- push-key: the key from stdin, never argv ------------------------------------------------------------
 
 
-class _AdminStub(BaseHTTPRequestHandler):
-    """A real HTTP server on 127.0.0.1 standing in for the admin app: it records what arrives."""
-
-    received: ClassVar[list[tuple[str, str, dict[str, Any]]]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.received.append((self.path, self.headers.get("Authorization", ""), body))
-        reply = json.dumps({"pushed": True}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: no request lines on stderr
-        pass
-
-
 @pytest.fixture
 def admin_stub() -> Iterator[str]:
-    _AdminStub.received = []
-    server = HTTPServer(("127.0.0.1", 0), _AdminStub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve_admin_stub() as url:
+        yield url
 
 
 def test_push_key_reads_the_key_from_stdin_and_starts_no_child_process(
@@ -136,7 +108,7 @@ def test_push_key_reads_the_key_from_stdin_and_starts_no_child_process(
 
     monkeypatch.setattr(subprocess.Popen, "__init__", recording_init)
     assert main(["push-key", "--address", admin_stub, "--state-dir", str(tmp_path)]) == 0
-    assert _AdminStub.received == [("/admin/openrouter", f"Bearer {ADMIN_TOKEN}", {"api_key": KEY})]
+    assert AdminStub.received == [("/admin/openrouter", f"Bearer {ADMIN_TOKEN}", {"api_key": KEY})]
     assert children == []  # so no child's argv or environment can hold the key
     assert KEY not in capsys.readouterr().out
 
@@ -145,7 +117,7 @@ def test_push_key_refuses_a_key_on_the_command_line(admin_stub: str, capsys: pyt
     with pytest.raises(SystemExit) as exited:
         main(["push-key", "--address", admin_stub, KEY])
     assert exited.value.code == 2
-    assert _AdminStub.received == []
+    assert AdminStub.received == []
     capsys.readouterr()
 
 
@@ -156,7 +128,7 @@ def test_set_policy_posts_the_policy_to_the_admin_api(
     token_file.write_text(ADMIN_TOKEN)
     monkeypatch.setenv("SAMESPACE_ADMIN__TOKEN_FILE", str(token_file))
     assert main(["set-policy", "reranker", "local", "--address", admin_stub + "/"]) == 0
-    assert _AdminStub.received == [("/admin/openrouter", f"Bearer {ADMIN_TOKEN}", {"policies": {"reranker": "local"}})]
+    assert AdminStub.received == [("/admin/openrouter", f"Bearer {ADMIN_TOKEN}", {"policies": {"reranker": "local"}})]
     assert json.loads(capsys.readouterr().out) == {"pushed": True}
 
 
@@ -295,8 +267,8 @@ def test_direct_ingress_only_for_the_mcp_app_alone_at_one_replica(
 ) -> None:
     monkeypatch.delenv("SAMESPACE_SERVE__MCP_REPLICAS", raising=False)
     monkeypatch.delenv("SAMESPACE_CONFIG_FILE", raising=False)
-    mcp = {"name": "mcp", "route_prefix": "/", "import_path": "serve_apps.mcp_app:build_app", "args": {}}
-    admin = {"name": "admin", "route_prefix": "/admin", "import_path": "serve_apps.admin_app:build_app"}
+    mcp = {"name": "mcp", "route_prefix": "/", "import_path": "serve_apps.mcp:build_app", "args": {}}
+    admin = {"name": "admin", "route_prefix": "/admin", "import_path": "serve_apps.admin:build_app"}
     assert direct_ingress_fits(ROOT / "serve_config.yaml")
     assert direct_ingress_fits(_config(tmp_path, [mcp]))
     assert not direct_ingress_fits(_config(tmp_path, [mcp, admin]))  # two ingress replicas, one port

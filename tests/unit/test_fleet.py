@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from fakes.virtual_time import VirtualClock
 
+from cluster.fleet.agent_registry import Admitted, Fleet, HostRecord, RegistrationRefused
+from cluster.fleet.frames import RegisterFrame, RoleCapability, parse_frame
 from cluster.fleet.identity import credential_digest, normalise_agent_url
-from cluster.fleet.protocol import RegisterFrame, RoleCapability, parse_frame
-from cluster.fleet.providers import sidecar_providers
-from cluster.fleet.registry import Admitted, Fleet, HostRecord, RegistrationRefused
+from cluster.fleet.sidecar_providers import sidecar_providers
 from cluster.naming import sidecar_provider_name
 from cluster.roles import Role
 from cluster.settings import FleetSettings

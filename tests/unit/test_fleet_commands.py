@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from cluster.errors import MalformedResponse, UpstreamTimeout, UpstreamUnavailable
+from cluster.fleet.agent_registry import Fleet
 from cluster.fleet.commands import CommandDesk, new_command_id
-from cluster.fleet.protocol import ResultFrame, parse_frame
-from cluster.fleet.providers import SidecarCalls, decode_embeddings, sidecar_providers
-from cluster.fleet.registry import Fleet
+from cluster.fleet.frames import ResultFrame, parse_frame
+from cluster.fleet.sidecar_providers import SidecarCalls, decode_embeddings, sidecar_providers
 from cluster.roles import Role
 from cluster.settings import FleetSettings
 

@@ -16,12 +16,12 @@ import pytest
 import sidecar.wire
 import sidecar.ws_transport
 from cluster.config.store import ConfigStore
-from cluster.fleet import protocol
+from cluster.fleet import frames
+from cluster.fleet.agent_registry import BAD_CREDENTIAL, UNKNOWN_AGENT
 from cluster.fleet.hub import CLOSE_SOCKET, FleetHub
 from cluster.fleet.identity import credential_digest
-from cluster.fleet.registry import BAD_CREDENTIAL, UNKNOWN_AGENT
 from cluster.settings import SamespaceSettings
-from serve_apps.sidecar_routes import BODY_LIMITS, frame_too_large
+from serve_apps.mcp._sidecar_routes import BODY_LIMITS, frame_too_large
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_URL = "http://ws-7:8098"
@@ -87,8 +87,8 @@ async def test_a_socket_the_fleet_does_not_know_is_told_to_close(hub: FleetHub) 
 
 
 def test_the_master_and_the_sidecar_share_one_wire_and_one_frame_cap() -> None:
-    assert protocol.RegisterFrame is sidecar.wire.RegisterFrame
-    assert protocol.MAX_RESULT_BYTES == sidecar.wire.MAX_RESULT_BYTES == 8 * 1024 * 1024
+    assert frames.RegisterFrame is sidecar.wire.RegisterFrame
+    assert frames.MAX_RESULT_BYTES == sidecar.wire.MAX_RESULT_BYTES == 8 * 1024 * 1024
     # The master refuses a message over the cap before parsing it; the sidecar takes none larger.
     cap = sidecar.wire.MAX_RESULT_BYTES
     assert frame_too_large("x" * cap) is None and frame_too_large("x" * (cap + 1)) is not None
@@ -96,7 +96,7 @@ def test_the_master_and_the_sidecar_share_one_wire_and_one_frame_cap() -> None:
     assert max(BODY_LIMITS.values()) == cap and min(BODY_LIMITS.values()) == sidecar.wire.MAX_FRAME_BYTES
 
 
-@pytest.mark.parametrize("module", ["sidecar.wire", "cluster.fleet.protocol"])
+@pytest.mark.parametrize("module", ["sidecar.wire", "cluster.fleet.frames"])
 def test_importing_the_wire_does_not_start_the_sidecar_agent(module: str) -> None:
     code = f"import sys, {module}\nprint(','.join(sorted({{'sidecar.agent', 'websockets'}} & set(sys.modules))))"
     out = subprocess.run(

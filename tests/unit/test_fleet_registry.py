@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from cluster.config.store import ConfigStore, PersistedConfig, PersistedRole
-from cluster.fleet.protocol import RegisterFrame, parse_frame
-from cluster.fleet.registry import Fleet
+from cluster.fleet.agent_registry import Fleet
+from cluster.fleet.frames import RegisterFrame, parse_frame
 from cluster.roles import Policy, Role
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -26,8 +26,8 @@ WRITER = """
 import json, sys
 from pathlib import Path
 from cluster.config.store import ConfigStore
-from cluster.fleet.registry import Fleet
-from cluster.fleet.protocol import parse_frame
+from cluster.fleet.agent_registry import Fleet
+from cluster.fleet.frames import parse_frame
 
 store = ConfigStore(Path(sys.argv[1]))
 start = int(sys.argv[2])

@@ -1,7 +1,7 @@
 """The git webhook (`POST /admin/hooks/git`) at a bounded cost and replay-safe: off means 404 before a
 byte of the body is read; the body is a capped stream; the signature covers the method, path, query,
 timestamp, delivery id and body; a stale timestamp or a delivery already accepted is refused; a
-malformed or non-ASCII header is 400, never 500. The pure parts (serve_apps/hook_auth.py) with a fake
+malformed or non-ASCII header is 400, never 500. The pure parts (serve_apps/admin/_hook_auth.py) with a fake
 clock; the route on the real apps (the admin API mounted in the MCP app, as a replica serves it), no Ray.
 """
 
@@ -17,8 +17,7 @@ from fakes.virtual_time import VirtualClock
 
 from cluster.settings import SamespaceSettings
 from cluster.sync import BuildPhase, BuildReport, BuildTicket
-from serve_apps.ask_service import AskService
-from serve_apps.hook_auth import (
+from serve_apps.admin._hook_auth import (
     DeliveryLedger,
     DeliveryVerdict,
     MalformedHookHeaders,
@@ -27,7 +26,8 @@ from serve_apps.hook_auth import (
     signature_valid,
     signed_message,
 )
-from serve_apps.index_tools import IndexService
+from serve_apps.index_service import IndexService
+from serve_apps.mcp import AskService
 
 SECRET = "hook-s3cret-for-unit-tests"
 PATH = "/admin/hooks/git"
@@ -58,8 +58,8 @@ class FakeIndexes:
 
 def replica(indexes: FakeIndexes, **limits: Any) -> Any:
     """The MCP app with the admin API under /admin, the webhook on (`secret`) or off."""
-    from serve_apps.admin_app import build_admin_asgi
-    from serve_apps.mcp_app import build_asgi_app
+    from serve_apps.admin import build_admin_asgi
+    from serve_apps.mcp import build_asgi_app
 
     secret = limits.pop("secret", SECRET)
     settings = SamespaceSettings(index={"hook_secret": secret}, limits=limits)

@@ -273,7 +273,7 @@ def test_the_serve_token_comes_from_the_setting_or_its_file(tmp_path: Path, monk
 
 
 def mcp_app(settings: SamespaceSettings) -> TestClient:
-    from serve_apps.mcp_app import build_asgi_app
+    from serve_apps.mcp import build_asgi_app
 
     def no_fleet() -> Any:
         raise AssertionError("the fleet actor must not be reached")
@@ -325,7 +325,7 @@ def test_the_mcp_app_guards_mcp_rlm_ask_healthz_and_the_sidecar(token: str | Non
 
 
 def test_the_admin_app_checks_the_host_before_its_own_token(tmp_path: Path) -> None:
-    from serve_apps.admin_app import AdminApi, build_admin_asgi
+    from serve_apps.admin import AdminApi, build_admin_asgi
 
     settings = SamespaceSettings(admin={"token": "admin-token-4821", "config_path": tmp_path / "config.json"})
     client = TestClient(build_admin_asgi(AdminApi(settings), settings), base_url=BASE, root_path="/admin")
@@ -376,7 +376,7 @@ def run_sync(awaitable: Any) -> Any:
     return asyncio.run(wrap())
 
 
-# --- the client side: serve_apps/mcp_client.py ------------------------------------------------------------
+# --- the client side: samespace/clients/_mcp.py ----------------------------------------------------------
 
 
 def test_print_config_names_the_token_variable_and_never_the_token(
@@ -384,7 +384,7 @@ def test_print_config_names_the_token_variable_and_never_the_token(
 ) -> None:
     import json
 
-    from serve_apps.mcp_client import main
+    from samespace.clients import mcp_command as main
 
     monkeypatch.delenv("SAMESPACE_SERVE__TOKEN", raising=False)
     monkeypatch.delenv("SAMESPACE_SERVE__TOKEN_FILE", raising=False)
@@ -407,9 +407,8 @@ def test_the_admin_api_in_the_mcp_app_answers_to_its_own_token_and_mcp_to_the_se
     from typing import cast
 
     from cluster.search import CodeSearchService
-    from serve_apps.admin_app import AdminApi, build_admin_asgi
-    from serve_apps.ask_service import AskService
-    from serve_apps.mcp_app import build_asgi_app
+    from serve_apps.admin import AdminApi, build_admin_asgi
+    from serve_apps.mcp import AskService, build_asgi_app
 
     settings = SamespaceSettings(
         admin={"token": "admin-token-4821", "config_path": tmp_path / "config.json"},

@@ -12,7 +12,7 @@ from cluster.index.catalog import IndexCatalog, PointKey, embed_hash, point_id, 
 from cluster.index.incremental import PlanMode, ReindexPlan, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords
 from cluster.index.payload import PAYLOAD_FIELDS
-from cluster.index.progress import ProgressMeter
+from cluster.index.progress_meter import ProgressMeter
 from cluster.index.records import IndexRecord
 from cluster.index.representations import name_text
 from cluster.index.store.engines import open_vector_store

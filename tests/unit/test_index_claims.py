@@ -22,7 +22,7 @@ from cluster.index import IndexRecord, validate_index_name
 from cluster.settings import LimitsSettings, SamespaceSettings
 from cluster.space import EncoderIdentity
 from cluster.sync import IndexManager
-from serve_apps.index_tools import IndexService
+from serve_apps.index_service import IndexService
 
 MCP, ADMIN = IndexOrigin.MCP, IndexOrigin.ADMIN
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=8, max_seq_length=256)

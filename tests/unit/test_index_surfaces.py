@@ -11,9 +11,9 @@ from typing import Any
 
 from cluster.index import BuildProgress
 from cluster.sync import BuildPhase, BuildReport, BuildTicket
-from serve_apps.admin_indexes import normalize_url, pushed_urls
-from serve_apps.index_tools import default_index_name, progress_message
-from serve_apps.progress_router import MAX_BODY_BYTES, ProgressRouter
+from serve_apps.admin._indexes import normalize_url, pushed_urls
+from serve_apps.index_service import default_index_name, progress_message
+from serve_apps.mcp._progress_router import MAX_BODY_BYTES, ProgressRouter
 
 
 def tagged(tag: str) -> Any:

@@ -120,3 +120,59 @@ def test_the_check_names_each_kind_of_crossing(crossing_tree: Path) -> None:
         "cluster/beta/uses.py:3: private `_x` from cluster.alpha.things",
         "actors/a.py:1: `import cluster.alpha.things` (import names from cluster.alpha)",
     ]
+
+
+# The Serve apps and the command line's clients have one door each too, httpx-style: the package's
+# `__init__` and its `__all__`; the modules behind it (a leading underscore) are the package's own.
+DOORS = ("serve_apps.mcp", "serve_apps.admin", "samespace.clients")
+
+
+def door_crossings(root: Path, doors: tuple[str, ...] = DOORS) -> list[str]:
+    """Every import from outside a door's package that goes past its `__init__` or its `__all__`."""
+    surfaces = {door: declared_all(root.joinpath(*door.split("."), "__init__.py")) or set() for door in doors}
+    problems = []
+    for caller in CALLERS:
+        for path in sorted((root / caller).rglob("*.py")) if (root / caller).is_dir() else []:
+            relative = path.relative_to(root)
+            inside = ".".join(relative.with_suffix("").parts)
+            for line, module, name in imported_names(path.read_text(encoding="utf-8")):
+                door = next((d for d in doors if module == d or module.startswith(d + ".")), None)
+                if door is None or inside == door or inside.startswith(door + "."):
+                    continue
+                if module != door:
+                    problems.append(f"{relative}:{line}: `{module}` is behind the door (import from {door})")
+                elif name is not None and name not in surfaces[door]:
+                    problems.append(f"{relative}:{line}: `{name}` is not in {door}.__all__")
+    return problems
+
+
+def test_each_app_package_is_entered_by_its_door_only() -> None:
+    for door in DOORS:
+        surface = declared_all(ROOT.joinpath(*door.split("."), "__init__.py"))
+        assert surface, f"{door} declares no __all__"
+        module = importlib.import_module(door)
+        assert not [n for n in surface if not hasattr(module, n)], f"{door}.__all__ names what it does not define"
+    assert door_crossings(ROOT) == []
+    # Serve deploys an app by its import path: the door's builder.
+    import yaml
+
+    config = yaml.safe_load((ROOT / "serve_config.yaml").read_text(encoding="utf-8"))
+    for app in config["applications"]:
+        door, builder = app["import_path"].split(":")
+        assert door in DOORS and builder in (declared_all(ROOT.joinpath(*door.split("."), "__init__.py")) or set())
+
+
+def test_the_door_check_names_each_kind_of_crossing(tmp_path: Path) -> None:
+    (tmp_path / "serve_apps" / "mcp").mkdir(parents=True)
+    (tmp_path / "serve_apps" / "mcp" / "__init__.py").write_text('from serve_apps.mcp._app import a\n__all__ = ["a"]\n')
+    (tmp_path / "serve_apps" / "mcp" / "_app.py").write_text("from serve_apps.mcp._tools import t\na = 1\nb = 2\n")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "b.py").write_text(
+        "from serve_apps.mcp import a\n"  # fine
+        "from serve_apps.mcp import b\n"  # not on the surface
+        "from serve_apps.mcp._app import a as c\n"  # behind the door
+    )
+    assert door_crossings(tmp_path, ("serve_apps.mcp",)) == [
+        "bench/b.py:2: `b` is not in serve_apps.mcp.__all__",
+        "bench/b.py:3: `serve_apps.mcp._app` is behind the door (import from serve_apps.mcp)",
+    ]

@@ -25,7 +25,7 @@ from cluster.ask.tools import (
     tool_schemas,
     validate_call,
 )
-from cluster.cloud.wire import ToolCall
+from cluster.cloud.openai_wire import ToolCall
 from cluster.search.query_cache import QueryVectorCache
 
 

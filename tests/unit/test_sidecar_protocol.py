@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cluster.fleet.protocol import (
+from cluster.fleet.frames import (
     MAX_FRAME_BYTES,
     MAX_RESULT_BYTES,
     FrameRejected,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cluster.errors import ConfigError, ReadRefused
-from cluster.index.progress import ProgressMeter
+from cluster.index.progress_meter import ProgressMeter
 from cluster.ingest.chunking import split_lines
 from cluster.ingest.secret_files import SECRET_DENY, DenyList
 from cluster.ingest.source import read_source_lines

@@ -9,7 +9,7 @@ host's push webhook.
     POST   /admin/hooks/git[?index=name]  a push webhook: no bearer token, an HMAC-SHA256 signature of
                                           the whole request (method, path, query, timestamp, delivery
                                           id, body) with `index.hook_secret` instead, replay-safe
-                                          (serve_apps/hook_auth.py); refreshes the named indexes and
+                                          (serve_apps/admin/_hook_auth.py); refreshes the named indexes and
                                           those whose folder's remote is the pushed one. 404 while
                                           `index.hook_secret` is unset, before the body is read.
 """
@@ -38,8 +38,7 @@ from cluster.ingest import remote_urls
 from cluster.search import IndexStatusReader
 from cluster.settings import SamespaceSettings, limit_name
 from cluster.sync import BuildReport
-from serve_apps.body_limits import read_capped_body
-from serve_apps.hook_auth import (
+from serve_apps.admin._hook_auth import (
     SIGNATURE_HEADER,
     DeliveryLedger,
     DeliveryVerdict,
@@ -48,7 +47,8 @@ from serve_apps.hook_auth import (
     signature_valid,
     signed_message,
 )
-from serve_apps.index_tools import IndexService
+from serve_apps.body_limits import read_capped_body
+from serve_apps.index_service import IndexService
 
 HOOK_ROUTE = "/hooks/git"
 
@@ -164,7 +164,7 @@ def add_index_routes(app: FastAPI, indexes: IndexService, settings: SamespaceSet
 async def _authenticated_body(
     request: Request, secret: str, settings: SamespaceSettings, deliveries: DeliveryLedger
 ) -> bytes:
-    """The body of a delivery that is signed, fresh and new (serve_apps/hook_auth.py), read as a capped
+    """The body of a delivery that is signed, fresh and new (serve_apps/admin/_hook_auth.py), read as a capped
     stream only once its headers pass; an HTTPException otherwise (401, 400, 413, 409, 429)."""
     if SIGNATURE_HEADER not in request.headers:
         raise HTTPException(401, "missing signature")

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from actors.metrics import record_ask
+from cluster.ask.ask_progress import AskProgress, ProgressCallback
 from cluster.ask.evidence import EvidenceBlock
 from cluster.ask.pipeline import AskPipeline, AskRequest, AskResult
-from cluster.ask.progress import AskProgress, ProgressCallback
 from cluster.ask.rlm import ChatOutcome
 from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import NoProviderLeft, SamespaceError, original_error
@@ -163,7 +163,7 @@ class AskService:
         self._assistant = DispatchedChatRole(assistant, Role.CODE_ASSISTANT, reserve=True)
 
     async def ask(self, request: AskRequest, progress: ProgressCallback | None = None) -> AskResult:
-        """The answer; `progress` hears each step as it happens (`cluster/ask/progress.py`). A `repo` scope
+        """The answer; `progress` hears each step as it happens (`cluster/ask/ask_progress.py`). A `repo` scope
         over the `limits` caps is refused (LimitExceeded) before anything is asked."""
         self._service.check_scope(request.repo)
         project = request.repo or DEFAULT_PROJECT

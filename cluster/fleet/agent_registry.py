@@ -24,8 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cluster.fleet.identity import credential_digest, new_agent_id, new_credential, normalise_agent_url
-from cluster.fleet.protocol import (
+from cluster.fleet.frames import (
     FrameRejected,
     HeartbeatFrame,
     Inbound,
@@ -35,6 +34,7 @@ from cluster.fleet.protocol import (
     error_frame,
     registered_frame,
 )
+from cluster.fleet.identity import credential_digest, new_agent_id, new_credential, normalise_agent_url
 from cluster.roles import Role
 from cluster.settings import FleetSettings
 from cluster.types import Clock

@@ -34,9 +34,9 @@ from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from ray.actor import ActorHandle
 
+from cluster.fleet.frames import AGENT_ID_HEADER, CREDENTIAL_HEADER, MAX_FRAME_BYTES, MAX_RESULT_BYTES, error_frame
 from cluster.fleet.hub import CLOSE_SOCKET
 from cluster.fleet.identity import credential_digest
-from cluster.fleet.protocol import AGENT_ID_HEADER, CREDENTIAL_HEADER, MAX_FRAME_BYTES, MAX_RESULT_BYTES, error_frame
 from cluster.settings import MAX_HOSTS, SamespaceSettings
 from serve_apps.auth import bearer_matches
 
@@ -84,87 +84,93 @@ async def read_capped(request: Request, limit: int) -> bytes | None:
 
 def add_sidecar_routes(api: FastAPI, settings: SamespaceSettings, fleet: Callable[[], ActorHandle]) -> None:
     """Mount the fleet endpoints on `api`; `fleet()` returns the fleet actor (started on first use)."""
-    fleet_settings = settings.fleet
 
     @api.websocket(SIDECAR_ROUTE)
     async def sidecar_socket(websocket: WebSocket) -> None:
-        if not fleet_settings.websocket or not bearer_matches(
-            websocket.headers.get("authorization"), settings.fleet_token
-        ):
-            await websocket.close(code=POLICY_VIOLATION)  # before accept: the handshake is refused (403)
-            return
-        await websocket.accept()
-        actor = fleet()
-        connection: str = await actor.ws_opened.remote()
-        sending = asyncio.Lock()
-
-        async def send(frame: dict[str, Any]) -> None:
-            async with sending:
-                await websocket.send_text(json.dumps(frame))
-
-        async def outbound() -> None:
-            while True:
-                for frame in await actor.ws_next.remote(connection, NEXT_WAIT_S):
-                    if frame.get("type") == CLOSE_SOCKET:
-                        log.info("closing sidecar socket %s: %s", connection, frame.get("reason"))
-                        await websocket.close(code=POLICY_VIOLATION)
-                        return
-                    await send(frame)
-
-        writer = asyncio.create_task(outbound())
-        try:
-            while True:
-                message = await websocket.receive()
-                if message["type"] == "websocket.disconnect":
-                    break
-                raw = message.get("text")
-                if raw is None:
-                    raw = message.get("bytes") or b""
-                refused = frame_too_large(raw)
-                if refused is not None:  # never forwarded: the fleet actor parses nothing this large
-                    await send(refused)
-                    continue
-                frames, close = await actor.ws_frame.remote(connection, raw)
-                for frame in frames:
-                    await send(frame)
-                if close:
-                    await websocket.close(code=POLICY_VIOLATION)
-                    break
-                if writer.done():  # the fleet closed this socket
-                    break
-        except (WebSocketDisconnect, RuntimeError):
-            pass  # the peer went away mid-send; cleaned up below
-        finally:
-            writer.cancel()
-            await actor.ws_closed.remote(connection)
-
-    async def _fallback(request: Request, path: str) -> Response:
-        if not fleet_settings.http_fallback:
-            return Response(status_code=404)
-        if not bearer_matches(request.headers.get("authorization"), settings.fleet_token):
-            return Response(status_code=401)  # no detail, before the body is read
-        limit = BODY_LIMITS[path]
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > limit):
-            return JSONResponse(status_code=413, content=error_frame(f"body too large (limit {limit} bytes)"))
-        body = await read_capped(request, limit)
-        if body is None:
-            return JSONResponse(status_code=413, content=error_frame(f"body too large (limit {limit} bytes)"))
-        actor = fleet()
-        if path == "register":
-            status, answer = await actor.http_register.remote(body)
-        else:
-            credential = request.headers.get(CREDENTIAL_HEADER)
-            digest = credential_digest(credential) if credential else None
-            agent_id = request.headers.get(AGENT_ID_HEADER)
-            status, answer = await getattr(actor, FALLBACK_ROUTES[path]).remote(body, agent_id, digest)
-        return JSONResponse(status_code=status, content=answer)
+        await _serve_socket(websocket, settings, fleet)
 
     def route(path: str) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
-            return await _fallback(request, path)
+            return await _fallback(request, path, settings, fleet)
 
         return handle
 
     for path in FALLBACK_ROUTES:
         api.add_api_route(f"{SIDECAR_ROUTE}/{path}", route(path), methods=["POST"], name=f"sidecar_{path}")
+
+
+async def _serve_socket(websocket: WebSocket, settings: SamespaceSettings, fleet: Callable[[], ActorHandle]) -> None:
+    """One sidecar's socket: the token before accept, then frames both ways until either side closes."""
+    if not settings.fleet.websocket or not bearer_matches(websocket.headers.get("authorization"), settings.fleet_token):
+        await websocket.close(code=POLICY_VIOLATION)  # before accept: the handshake is refused (403)
+        return
+    await websocket.accept()
+    actor = fleet()
+    connection: str = await actor.ws_opened.remote()
+    sending = asyncio.Lock()
+
+    async def send(frame: dict[str, Any]) -> None:
+        async with sending:
+            await websocket.send_text(json.dumps(frame))
+
+    async def outbound() -> None:
+        while True:
+            for frame in await actor.ws_next.remote(connection, NEXT_WAIT_S):
+                if frame.get("type") == CLOSE_SOCKET:
+                    log.info("closing sidecar socket %s: %s", connection, frame.get("reason"))
+                    await websocket.close(code=POLICY_VIOLATION)
+                    return
+                await send(frame)
+
+    writer = asyncio.create_task(outbound())
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            raw = message.get("text")
+            if raw is None:
+                raw = message.get("bytes") or b""
+            refused = frame_too_large(raw)
+            if refused is not None:  # never forwarded: the fleet actor parses nothing this large
+                await send(refused)
+                continue
+            frames, close = await actor.ws_frame.remote(connection, raw)
+            for frame in frames:
+                await send(frame)
+            if close:
+                await websocket.close(code=POLICY_VIOLATION)
+                break
+            if writer.done():  # the fleet closed this socket
+                break
+    except (WebSocketDisconnect, RuntimeError):
+        pass  # the peer went away mid-send; cleaned up below
+    finally:
+        writer.cancel()
+        await actor.ws_closed.remote(connection)
+
+
+async def _fallback(
+    request: Request, path: str, settings: SamespaceSettings, fleet: Callable[[], ActorHandle]
+) -> Response:
+    """One POST of the HTTP fallback: the token before the body, the body capped, then the fleet actor."""
+    if not settings.fleet.http_fallback:
+        return Response(status_code=404)
+    if not bearer_matches(request.headers.get("authorization"), settings.fleet_token):
+        return Response(status_code=401)  # no detail, before the body is read
+    limit = BODY_LIMITS[path]
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > limit):
+        return JSONResponse(status_code=413, content=error_frame(f"body too large (limit {limit} bytes)"))
+    body = await read_capped(request, limit)
+    if body is None:
+        return JSONResponse(status_code=413, content=error_frame(f"body too large (limit {limit} bytes)"))
+    actor = fleet()
+    if path == "register":
+        status, answer = await actor.http_register.remote(body)
+    else:
+        credential = request.headers.get(CREDENTIAL_HEADER)
+        digest = credential_digest(credential) if credential else None
+        agent_id = request.headers.get(AGENT_ID_HEADER)
+        status, answer = await getattr(actor, FALLBACK_ROUTES[path]).remote(body, agent_id, digest)
+    return JSONResponse(status_code=status, content=answer)

@@ -1,12 +1,7 @@
-"""The admin API under /admin (same port as MCP): providers, gate, budget, health, the OpenRouter key.
+"""The admin API's service: providers, gate, budget, health, sidecars, the OpenRouter key and its push.
 
-    serve run serve_apps.admin_app:build_app      # or via serve_config.yaml
-
-Every route needs `Authorization: Bearer <SAMESPACE_ADMIN__TOKEN>`; a missing or wrong token is
-401 with no detail, checked before anything else (no body is even parsed); the only exceptions are the
-signed git webhook and the operator page's data-free shell, GET /ui and /ui.js (serve_apps/admin_ui.py).
-The key is write-only: it goes to the virtual containers and nowhere else; responses and validation
-errors never echo input.
+`AdminApi` is the plain class behind the routes of `serve_apps/admin/_app.py`; it reaches the actors
+through their named handles. The key is write-only: it goes to the virtual containers and nowhere else.
 """
 
 from __future__ import annotations
@@ -18,14 +13,9 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat
-from ray import serve
 from ray.actor import ActorHandle
 from ray.exceptions import ActorUnavailableError, RayActorError
-from ray.serve import Application
 
 from cluster.admin.push_plan import (
     NO_KEY_YET,
@@ -38,17 +28,11 @@ from cluster.admin.push_plan import (
 )
 from cluster.admin.role_status import CallFailure, RoleAnswer, RoleStatus, role_answer
 from cluster.cloud.state import ContainerState, disagreements
-from cluster.errors import ConfigError, NoProviderLeft, original_error
+from cluster.errors import NoProviderLeft, original_error
 from cluster.naming import dispatcher_actor_name
 from cluster.providers import ProviderInfo, ProviderView
 from cluster.roles import Role
-from cluster.settings import SamespaceSettings, load_settings
-from serve_apps.admin_indexes import HOOK_ROUTE, add_index_routes
-from serve_apps.admin_jobs import JobList, add_job_routes
-from serve_apps.admin_ui import add_ui_routes, is_open
-from serve_apps.auth import bearer_matches
-from serve_apps.http_guard import HttpGuard
-from serve_apps.index_tools import IndexService
+from cluster.settings import SamespaceSettings
 
 log = logging.getLogger("samespace.admin")
 
@@ -239,8 +223,8 @@ class AdminApi:
         """The fleet: each host, when it was last seen, its transport, and per role the provider it
         is, whether it serves, and the gate's verdict on it (embedding roles)."""
         from actors.fleet import find_fleet_actor
-        from cluster.fleet.providers import sidecar_providers
-        from cluster.fleet.registry import Fleet, HostView
+        from cluster.fleet.agent_registry import Fleet, HostView
+        from cluster.fleet.sidecar_providers import sidecar_providers
         from cluster.naming import sidecar_provider_name
 
         fleet = await asyncio.to_thread(find_fleet_actor, self._settings)
@@ -364,115 +348,3 @@ def _failure(exc: BaseException) -> CallFailure:
     if isinstance(exc, RayActorError):
         return CallFailure.DIED
     return CallFailure.TIMED_OUT
-
-
-def _authorized(request: Request, settings: SamespaceSettings) -> bool:
-    """The bearer token matches; a token file shortened below the minimum since start fails closed (401)."""
-    try:
-        expected = settings.admin.expected_token()
-    except ConfigError as exc:
-        log.warning("admin token refused: %s", exc)
-        return False
-    return bearer_matches(request.headers.get("authorization"), expected)
-
-
-def build_admin_asgi(
-    api: AdminApi, settings: SamespaceSettings, indexes: IndexService | None = None, jobs: JobList | None = None
-) -> FastAPI:
-    """The admin app; with `indexes`, its index routes and the git webhook too (serve_apps/admin_indexes.py).
-    The recent jobs (`jobs`, default Ray's job API: serve_apps/admin_jobs.py) and the operator page
-    (serve_apps/admin_ui.py) always."""
-    app = FastAPI(title="samespace admin", docs_url=None, redoc_url=None, openapi_url=None)
-
-    @app.middleware("http")
-    async def require_token(request: Request, call_next: Any) -> Response:
-        # The webhook is signed instead (a git host sends no bearer token); it checks its signature itself.
-        signed = indexes is not None and request.url.path.endswith(HOOK_ROUTE) and request.method == "POST"
-        # The operator page's shell and script (GET /ui, GET /ui.js, exactly) are open: a browser cannot send a
-        # bearer header on a plain navigation. They hold no data at all; every figure on the page is fetched
-        # by the script from the routes below, with the token the user typed into the page.
-        shell = is_open(request)
-        if not signed and not shell and not _authorized(request, settings):
-            return Response(status_code=401)  # no detail, before any parsing
-        response: Response = await call_next(request)
-        return response
-
-    app.add_middleware(HttpGuard, allowed_hosts=settings.serve.allowed_hosts)  # outermost: Host/Origin first
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # Never echo input (a bad body may carry the key): location, message and type only.
-        errors = [
-            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()
-        ]
-        return JSONResponse(status_code=422, content={"detail": errors})
-
-    @app.get("/providers")
-    async def providers() -> dict[str, Any]:
-        return await api.providers()
-
-    @app.get("/gate")
-    async def gate() -> dict[str, Any]:
-        return await api.gate(verify=False)
-
-    @app.post("/gate/verify")
-    async def gate_verify() -> dict[str, Any]:
-        return await api.gate(verify=True)
-
-    @app.get("/budget")
-    async def budget() -> dict[str, Any]:
-        return await api.budget()
-
-    @app.put("/budget")
-    async def budget_override(body: BudgetOverride) -> dict[str, Any]:
-        return await api.budget(body)
-
-    @app.put("/budget/caps")
-    async def budget_caps(body: SpendCaps) -> dict[str, Any]:
-        return await api.set_caps(body)
-
-    @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return await api.health()
-
-    @app.get("/sidecars")
-    async def sidecars() -> dict[str, Any]:
-        return await api.sidecars()
-
-    @app.get("/openrouter")
-    async def openrouter() -> dict[str, Any]:
-        return await api.openrouter()
-
-    @app.post("/openrouter")
-    async def openrouter_push(body: OpenRouterPush) -> dict[str, Any]:
-        return await api.push(body)
-
-    @app.post("/openrouter/repush")
-    async def openrouter_repush() -> dict[str, Any]:
-        return await api.repush()
-
-    if indexes is not None:
-        add_index_routes(app, indexes, settings)
-    add_job_routes(app, jobs)
-    add_ui_routes(app)
-    return app
-
-
-@serve.deployment(ray_actor_options={"num_cpus": 0.05})
-@serve.ingress()
-class AdminIngress:
-    def __init__(self, settings: SamespaceSettings) -> None:
-        from actors.sync import get_sync_actor
-
-        self._settings = settings
-        self._api = AdminApi(settings)
-        self._indexes = IndexService(settings, partial(get_sync_actor, settings))
-
-    def __serve_build_asgi_app__(self) -> FastAPI:
-        return build_admin_asgi(self._api, self._settings, self._indexes)
-
-
-def build_app(args: dict[str, Any] | None = None) -> Application:
-    """Serve app builder (`serve run serve_apps.admin_app:build_app`, route prefix /admin)."""
-    settings = load_settings(**(args or {}))
-    return AdminIngress.bind(settings)  # type: ignore[attr-defined]  # .bind comes from @serve.deployment

@@ -1,6 +1,8 @@
-"""A real MCP client for the samespace endpoint: a sample query, and a paste-ready client config.
+"""A real MCP client for the samespace endpoint, behind `samespace search`, `ask`, `mcp-config` and `run`:
+a sample query, and a paste-ready client config.
 
-    python -m serve_apps.mcp_client --url http://127.0.0.1:8000/mcp/ "where is retry with backoff"
+    mcp_command(["--url", "http://127.0.0.1:8000/mcp/", "where is retry with backoff"])
+    mcp_command(["--url", "http://127.0.0.1:8000/mcp/", "--print-config"])
 
 When the endpoint has a bearer token (`serve.token`: SAMESPACE_SERVE__TOKEN or
 SAMESPACE_SERVE__TOKEN_FILE), the client sends it; `--print-config` then prints a header that
@@ -22,6 +24,8 @@ from mcp.types import CallToolResult
 from pydantic import SecretStr
 
 from cluster.settings import ServeSettings, load_settings
+
+__all__ = ["DEFAULT_URL", "call_tool", "client_config", "mcp_command", "result_text", "token_hint"]
 
 DEFAULT_URL = "http://127.0.0.1:8000/mcp/"
 TOKEN_ENV = "SAMESPACE_SERVE__TOKEN"
@@ -84,8 +88,9 @@ async def _demo(url: str, query: str, k: int, token: SecretStr | None, repo: str
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m serve_apps.mcp_client")
+def mcp_command(argv: list[str] | None = None) -> int:
+    """Print the top hits of a query (`search_code`), or with `--print-config` the client config."""
+    parser = argparse.ArgumentParser(prog="samespace")
     parser.add_argument("query", nargs="?", default="retry a call with exponential backoff")
     parser.add_argument("--url", default=DEFAULT_URL)
     parser.add_argument("-k", type=int, default=5)
@@ -100,7 +105,3 @@ def main(argv: list[str] | None = None) -> int:
             print(token_hint(serve), file=sys.stderr)
         return 0
     return asyncio.run(_demo(args.url, args.query, args.k, token, args.repo))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

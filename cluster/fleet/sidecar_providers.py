@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from cluster.cloud.wire import ChatResult, chat_request_body, parse_chat_result
+from cluster.cloud.openai_wire import ChatResult, chat_request_body, parse_chat_result
 from cluster.errors import MalformedResponse, SamespaceError
-from cluster.fleet.registry import HostView
+from cluster.fleet.agent_registry import HostView
 from cluster.local.chat_client import context_window_of
 from cluster.naming import sidecar_provider_name
 from cluster.providers import ProviderInfo, ProviderKind
