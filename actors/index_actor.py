@@ -18,6 +18,7 @@ from ray.actor import ActorHandle
 from actors.handles import get_or_start
 from actors.metrics import forget_index, publish_progress, record_commit
 from cluster.errors import IndexNotFound, ReadRefused
+from cluster.index.carry import CarriedRow, CarryResult, carry_rows
 from cluster.index.catalog import IndexCatalog, PointKey
 from cluster.index.incremental import ReusableRows, reusable_rows
 from cluster.index.query import SearchQuery
@@ -140,6 +141,11 @@ class IndexActor:
         """One page of a build's vectors by embed hash, with the provider and encoder of each."""
         page, next_offset = self._catalog.points_page(build, offset, limit)
         return reusable_rows(page), next_offset
+
+    def carry_rows(self, base: str, build: str, rows: Sequence[CarriedRow]) -> CarryResult:
+        """Write `rows` into `build` with the vectors of their source rows in `base`: reused vectors
+        never leave this actor (a page of rows per call, so queries interleave)."""
+        return carry_rows(self._catalog, base, build, rows)
 
     # reads (MCP)
     def names(self) -> list[str]:

@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     import ray
 
     from actors import get_index_actor
+    from actors.build_ports import run_reindex
     from actors.dispatcher import get_dispatcher
     from actors.query_path import QueryPath
     from actors.search_ports import IndexActorPort, RerankerPort
@@ -109,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.search import CodeSearchService
     from cluster.search.query_cache import QueryVectorCache
     from cluster.settings import SamespaceSettings
-    from jobs.reindex import run_reindex
 
     work = Path(tempfile.mkdtemp(prefix="samespace-bench-ask-"))
     settings = SamespaceSettings(store={"data_dir": work / "data"}, ray={"address": "local", "namespace": "bench-ask"})

@@ -43,11 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     import ray
     from ray import serve
 
+    from actors.build_ports import run_reindex
     from actors.fleet import get_fleet_actor
     from cluster.naming import sidecar_provider_name
     from cluster.roles import Role
     from cluster.settings import SamespaceSettings
-    from jobs.reindex import run_reindex
     from serve_apps.mcp import McpIngress
     from tests.fakes.embedding_server import FakeEmbeddingServer
     from tests.fakes.openrouter_server import free_port

@@ -16,7 +16,7 @@ eligible queries, about 600 per set).
    brute-force cosine, and (b) plain BM25 (bm25s). Their latency is the script's own: query encode
    (or tokenize) + scoring + top 10, no network.
 3. One local Ray indexes each copy as its own repo ("quality-dev", "quality-test";
-   jobs.reindex.run_reindex); the MCP app is deployed on Serve (one replica), and every query goes
+   actors.build_ports.run_reindex); the MCP app is deployed on Serve (one replica), and every query goes
    through the SDK client (one session) as `search_code(query, k=10, repo=<the set's repo>, ...)`:
    the path a user hits.
 4. Rows: keyword (BM25) | dense | hybrid | default (no `mode` argument, rerank=False: what an agent
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         try:
             from actors import ensure_embedders, ensure_virtual_containers, get_index_actor
-            from jobs.reindex import run_reindex
+            from actors.build_ports import run_reindex
             from serve_apps.mcp import McpIngress
 
             t0 = time.perf_counter()

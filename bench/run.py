@@ -5,7 +5,7 @@
 1. raw: the same model's encode() on the texts the job embeds (each chunk's code text and name
    text), in this process (all cores), in fp32 and in bf16; and the gate's verdict on a bf16
    encoder against an fp32 reference (the probe texts, as the gate runs them).
-2. job: jobs.reindex.run_reindex on a local Ray (walk + chunk + dispatch + store + commit), with
+2. job: actors.build_ports.run_reindex on a local Ray (walk + chunk + dispatch + store + commit), with
    the embedder actor and the dispatcher already started (a serving cluster has them up), in
    the precision `--precision` asks (default: the settings' own, fp32).
 3. MCP: search_code over streamable HTTP on Serve (the SDK client, one session) vs raw
@@ -50,7 +50,7 @@ COPY_IGNORED = (".git", ".venv", ".samespace", "__pycache__", "*.egg-info", "res
 
 def _incremental(settings: Any, repo: Path, first_s: float) -> dict[str, Any]:
     """A second reindex of the unchanged copy, then one with a single edited file: time and log."""
-    from jobs.reindex import run_reindex
+    from actors.build_ports import run_reindex
 
     lines: list[str] = []
     t0 = time.perf_counter()
@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", choices=["fp32", "bf16"], default=None, help="the job's encoder precision")
     args = parser.parse_args(argv)
 
+    from cluster.build import collect_chunks
     from cluster.index.catalog import point_id
     from cluster.index.representations import name_text
     from cluster.index.store.engines import open_vector_store
@@ -102,7 +103,6 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.settings import SamespaceSettings
     from cluster.space import embedding_text
     from cluster.types import StoredPoint
-    from jobs.reindex import collect_chunks
 
     work = Path(tempfile.mkdtemp(prefix="samespace-bench-"))
     repo = work / "repo"  # a copy: the incremental part edits one file
@@ -153,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         from actors import ensure_embedders, get_index_actor
+        from actors.build_ports import run_reindex
         from actors.dispatcher import get_dispatcher
         from cluster.roles import Role
-        from jobs.reindex import run_reindex
 
         # A serving cluster has its actors up and its dispatcher warm: start them untimed.
         ray.get([e.identity.remote() for e in ensure_embedders(settings)])

@@ -2,7 +2,7 @@
 
     python -m bench.single_process --repo DIR --port P
 
-At start-up it chunks DIR as the reindex job does (`jobs.reindex.collect_chunks`), encodes each
+At start-up it chunks DIR as the reindex job does (`cluster.build.collect_chunks`), encodes each
 chunk's embedding text (`cluster.space.embedding_text`) once with the packaged all-MiniLM-L6-v2
 (`cluster.local.LocalEncoder`, offline) and keeps the rows in one numpy matrix. The MCP tool
 `search_code(query, k)` encodes the query with the same encoder and returns the k rows with the
@@ -26,12 +26,12 @@ import numpy as np
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from cluster.build import collect_chunks
 from cluster.local import LocalEncoder
 from cluster.search import snippet_of
 from cluster.settings import EmbeddingSettings, SamespaceSettings
 from cluster.space import embedding_text
 from cluster.types import Chunk
-from jobs.reindex import collect_chunks
 
 __all__ = ["Hit", "SearchResult", "VectorIndex", "build_app", "main"]
 

@@ -17,7 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from cluster.roles import Policy, Role
-from samespace.cluster_commands import RunPlan, direct_ingress_fits, reindex_argv, run, stop, submit_reindex
+from samespace.cluster_commands import (
+    RunPlan,
+    direct_ingress_fits,
+    reindex_argv,
+    reindex_here,
+    run,
+    stop,
+    submit_reindex,
+)
 from samespace.failures import one_line
 from samespace.head import DEFAULT_DASHBOARD_PORT, DEFAULT_GCS_PORT, DEFAULT_METRICS_PORT, HeadRecord, HeadSpec
 from samespace.state import ADMIN_TOKEN_FILE_ENV, ROOT, StateDir, cluster_env
@@ -214,7 +222,7 @@ def _add_stop_and_reindex(commands: argparse._SubParsersAction[argparse.Argument
     reindex.add_argument(
         "--ref", help="index this branch, tag or commit, read from the repository's objects (the checkout is untouched)"
     )
-    reindex.add_argument("--local", action="store_true", help="run the job's driver in this process, not as a Ray job")
+    reindex.add_argument("--local", action="store_true", help="run the job's driver on this machine, not as a Ray job")
     _state_option(reindex)
     _dashboard_option(reindex)
 
@@ -364,10 +372,7 @@ def _reindex(args: argparse.Namespace) -> int:
     job_args = reindex_argv(args.repo, args.name, full=args.full, allow_shrink=args.allow_shrink, ref=args.ref)
     if not args.local:
         return submit_reindex(_dashboard(args, state), args.working_dir.resolve(), job_args, env)
-    os.environ.update(env)  # the driver joins the token-guarded cluster from this process
-    from jobs.reindex import main as reindex_main
-
-    return reindex_main(job_args)
+    return reindex_here(args.working_dir.resolve(), job_args, env)  # joins the token-guarded cluster as a driver
 
 
 def _search(args: argparse.Namespace) -> int:

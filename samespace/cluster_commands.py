@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -219,6 +220,12 @@ def stop(state: StateDir, dashboard_url: str, env: Mapping[str, str]) -> int:
 
 def submit_reindex(dashboard_url: str, working_dir: Path, job_args: list[str], env: Mapping[str, str]) -> int:
     return subprocess.run(submit_argv(dashboard_url, working_dir, job_args), env=dict(env), cwd=working_dir).returncode
+
+
+def reindex_here(working_dir: Path, job_args: list[str], env: Mapping[str, str]) -> int:
+    """The reindex job's driver on this machine instead of as a Ray job: the same entrypoint, a child process."""
+    argv = [sys.executable, "-m", "jobs.reindex", *job_args]
+    return subprocess.run(argv, env=dict(env), cwd=working_dir).returncode
 
 
 def _check(argv: list[str], env: Mapping[str, str], cwd: Path | None = None) -> None:

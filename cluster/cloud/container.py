@@ -7,7 +7,7 @@ space its route embeds into, and the key's limits as GET /key and /credits repor
 from __future__ import annotations
 
 from cluster.cloud.budget import KeyFacts
-from cluster.cloud.wire import KeyInfo
+from cluster.cloud.openai_wire import KeyInfo
 from cluster.roles import Policy, Role
 from cluster.settings import RoleRoute, SamespaceSettings
 from cluster.space import EncoderIdentity

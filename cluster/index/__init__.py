@@ -4,6 +4,7 @@ tokens, and the vector store (Edge or Qdrant)."""
 
 from __future__ import annotations
 
+from cluster.index.carry import CarriedRow, CarryResult, carry_rows, chunk_point
 from cluster.index.catalog import (
     IndexCatalog,
     PointKey,
@@ -15,7 +16,7 @@ from cluster.index.catalog import (
 )
 from cluster.index.fusion import ALSO_IN
 from cluster.index.globs import Glob, check_glob, compile_glob
-from cluster.index.incremental import PlanMode, ReusableRows, full_reason, plan_reindex, reusable_rows
+from cluster.index.incremental import PlanMode, ReindexPlan, ReusableRows, full_reason, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords, query_keywords
 from cluster.index.payload import RowPayload, with_source
 from cluster.index.progress_meter import ProgressMeter
@@ -41,18 +42,23 @@ __all__ = [
     "IDENTIFIER",
     "BuildProgress",
     "BuildState",
+    "CarriedRow",
+    "CarryResult",
     "Glob",
     "IndexCatalog",
     "IndexRecord",
     "PlanMode",
     "PointKey",
     "ProgressMeter",
+    "ReindexPlan",
     "ReusableRows",
     "RowPayload",
     "SearchMode",
     "SearchQuery",
+    "carry_rows",
     "check_glob",
     "chunk_keywords",
+    "chunk_point",
     "compile_glob",
     "embed_hash",
     "export_folder",

@@ -286,6 +286,14 @@ class IndexCatalog:
         """One page of a build's rows with their vectors (for reuse: `cluster.index.incremental.reusable_rows`)."""
         return self._store.scroll_points(build, None, limit, offset)
 
+    def points(self, build: str, ids: Sequence[str]) -> list[StoredPoint]:
+        """A build's rows with these ids, with their vectors (for reuse: `cluster.index.carry`)."""
+        return self._store.retrieve_points(build, ids)
+
+    def build_record(self, build: str) -> IndexRecord:
+        """The record of a build, serving or still in progress."""
+        return self._load_record(build)
+
     # ---- reads ----------------------------------------------------------------------------
     def names(self) -> list[str]:
         return sorted(self._store.aliases())

@@ -106,8 +106,8 @@ def ask_env(
     from ray import serve
 
     from actors import ensure_virtual_containers
+    from actors.build_ports import run_reindex
     from cluster.settings import SamespaceSettings
-    from jobs.reindex import run_reindex
     from serve_apps.mcp import McpIngress
 
     with contextlib.ExitStack() as stack:

@@ -242,8 +242,8 @@ def test_the_cli_pushes_a_key_from_a_file_and_sets_a_policy(
 def local_embedder_answers(admin: dict[str, Any]) -> None:
     """Wait until this namespace's local embedder has loaded its model (a cold actor does not answer)."""
     from actors.dispatcher import get_dispatcher
+    from cluster.build import await_reference
     from cluster.roles import Role
-    from jobs.reindex import await_reference
 
     dispatcher = get_dispatcher(admin["settings"], Role.CODE_EMBEDDING)
     await_reference(lambda: ray.get(dispatcher.reference.remote()), 300.0, lambda line: None)
@@ -482,10 +482,10 @@ def test_cloud_traffic_and_upstream_faults_under_the_canary_key(
     admin: dict[str, Any], fake_openrouter: Any, tmp_path: Path
 ) -> None:
     """A reindex and queries through the cloud path, then 401, 429, 500 and malformed answers."""
+    from actors.build_ports import run_reindex
     from actors.dispatcher import get_dispatcher
     from cluster.errors import AuthFailed, MalformedResponse, RateLimited, UpstreamError, UpstreamUnavailable
     from cluster.roles import Role
-    from jobs.reindex import run_reindex
 
     assert call(
         admin,

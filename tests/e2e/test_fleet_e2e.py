@@ -63,7 +63,7 @@ class Fleet:
             raise AssertionError(f"{exc}\n{sidecar.log()[-3000:]}") from None
 
     def reindex(self, name: str, **kwargs: Any) -> tuple[Any, list[str]]:
-        from jobs.reindex import run_reindex
+        from actors.build_ports import run_reindex
 
         lines: list[str] = []
         record = run_reindex(self.settings, self.repo, name, emit=lines.append, **kwargs)

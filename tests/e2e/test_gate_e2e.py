@@ -172,7 +172,7 @@ def test_an_upstream_exact_on_the_probe_texts_only_is_caught_in_service_and_writ
     from collections import Counter
 
     from actors import get_index_actor
-    from jobs.reindex import run_reindex
+    from actors.build_ports import run_reindex
 
     repo = tmp_path / "gamed"
     repo.mkdir()
@@ -236,7 +236,7 @@ def test_a_pinned_upstream_that_drifts_is_evicted_and_never_written(
     gate: Any, fake_openrouter: Any, tmp_path: Path
 ) -> None:
     from actors import get_index_actor
-    from jobs.reindex import run_reindex
+    from actors.build_ports import run_reindex
 
     repo = tmp_path / "drift"
     repo.mkdir()

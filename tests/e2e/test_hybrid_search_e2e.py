@@ -71,8 +71,8 @@ def reload(path):
 def hybrid(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from ray import serve
 
+    from actors.build_ports import run_reindex
     from cluster.settings import SamespaceSettings
-    from jobs.reindex import run_reindex
     from serve_apps.mcp import McpIngress
 
     repo = tmp_path_factory.mktemp("hybrid-repo") / REPO

@@ -41,7 +41,7 @@ class Env:
         return ray.get_actor(EMBEDDER, namespace=NAMESPACE)
 
     def reindex(self, repo: Path, name: str, **kwargs: Any) -> tuple[Any, list[str]]:
-        from jobs.reindex import run_reindex
+        from actors.build_ports import run_reindex
 
         lines: list[str] = []
         record = run_reindex(self.settings, repo, name, emit=lines.append, **kwargs)
@@ -49,8 +49,8 @@ class Env:
 
     def texts(self, repo: Path) -> dict[str, str]:
         """Embedded text of every chunk of `repo`, by 'path:symbol'."""
+        from cluster.build import collect_chunks
         from cluster.space import embedding_text
-        from jobs.reindex import collect_chunks
 
         chunks, _, _ = collect_chunks(repo, self.settings)
         return {f"{c.path}:{c.symbol}": embedding_text(c) for c in chunks}
@@ -186,8 +186,8 @@ def test_a_deleted_file_has_no_points_and_read_code_refuses_it(env: Env) -> None
 
 
 def test_a_moved_function_keeps_its_vector_and_provider_at_its_new_lines(env: Env) -> None:
+    from cluster.build import collect_chunks
     from cluster.index.catalog import embed_hash
-    from jobs.reindex import collect_chunks
 
     repo = write_repo(env.tmp.mktemp("move") / "shop")
     first, _ = env.reindex(repo, "move")
@@ -268,9 +268,9 @@ def test_queries_during_an_incremental_update_never_fail(env: Env) -> None:
 
 
 def test_an_index_in_another_encoder_space_is_rebuilt_in_full(env: Env) -> None:
+    from cluster.build import collect_repository
     from cluster.index.catalog import embed_hash, point_id, point_payload
     from cluster.types import StoredPoint
-    from jobs.reindex import collect_repository
 
     repo = write_repo(env.tmp.mktemp("space") / "shop")
     first, _ = env.reindex(repo, "space")

@@ -70,9 +70,9 @@ class Env:
         return sum(ray.get([embedder.encode_count.remote(text) for text in texts]))
 
     def texts(self, folder: Path) -> list[str]:
+        from cluster.build import collect_chunks
         from cluster.index.representations import name_text
         from cluster.space import embedding_text
-        from jobs.reindex import collect_chunks
 
         chunks, _, _ = collect_chunks(folder, self.settings)
         return [embedding_text(c) for c in chunks] + [name_text(c) for c in chunks]

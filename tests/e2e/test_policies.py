@@ -257,10 +257,10 @@ def test_an_aggregate_reindex_records_rows_from_both_local_and_cloud_providers(
     cloud: CloudCluster, tmp_path: Path
 ) -> None:
     from actors import get_index_actor
+    from actors.build_ports import run_reindex
     from actors.config_push import push_policy
     from cluster.index import SearchQuery
     from cluster.roles import Role
-    from jobs.reindex import run_reindex
 
     repo = tmp_path / "agg"
     repo.mkdir()

@@ -19,8 +19,8 @@ from cluster.cloud import (
     starting_config,
 )
 from cluster.cloud.budget.model import DEFAULT_PERMITS
+from cluster.cloud.openai_wire import KeyInfo, RateLimitInfo
 from cluster.cloud.spend import SpendRecord
-from cluster.cloud.wire import KeyInfo, RateLimitInfo
 from cluster.config.store import PersistedConfig, PersistedRole, overlay
 from cluster.roles import Policy, Role
 from cluster.settings import BudgetSettings, RoleRoute, SamespaceSettings

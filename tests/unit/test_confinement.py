@@ -9,15 +9,18 @@ the roots is never exported or read, and that the refusal says why.
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import ray
 
 import cluster.ingest.git_state as git_state
-import jobs.reindex as reindex
+import cluster.settings
 from cluster.errors import PathRefused, ScanError
 from cluster.ingest import (
     change_signature,
@@ -291,41 +294,49 @@ class RayStarted(Exception):
 
 @pytest.fixture
 def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """jobs.reindex.main with `tmp_path/allowed` as the only root; Ray is never reached."""
+    """The reindex job's entrypoint with `tmp_path/allowed` as the only root; Ray is never reached."""
     root = tmp_path / "allowed"
     root.mkdir()
     settings = SamespaceSettings(index=IndexSettings(allowed_roots=[root]))
-    monkeypatch.setattr(reindex, "load_settings", lambda: settings)
+    monkeypatch.setattr(cluster.settings, "load_settings", lambda: settings)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
     def no_ray(*args: object, **kwargs: object) -> None:
         raise RayStarted()
 
-    monkeypatch.setattr(reindex.ray, "init", no_ray)
+    monkeypatch.setattr(ray, "init", no_ray)
     return root
 
 
+def run_job(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    """`python -m jobs.reindex ARGS` in this process (the job is an entrypoint, not a library); its exit code."""
+    monkeypatch.setattr(sys, "argv", ["python -m jobs.reindex", *args])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("jobs.reindex", run_name="__main__")
+    return int(exited.value.code or 0)
+
+
 def test_a_confined_job_refuses_a_folder_outside_the_roots_before_reading_anything(
-    job: Path, tmp_path: Path, other: Path, capsys: pytest.CaptureFixture[str]
+    job: Path, tmp_path: Path, other: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert reindex.main(["--repo", str(other), "--name", "x", "--confined"]) == 2
+    assert run_job(monkeypatch, "--repo", str(other), "--name", "x", "--confined") == 2
     assert "outside the allowed roots" in capsys.readouterr().err
     proj = job / "proj"
     dot_git_file(proj, other)  # planted after the request was admitted
-    assert reindex.main(["--repo", str(proj), "--name", "x", "--confined", "--ref", "main"]) == 2
+    assert run_job(monkeypatch, "--repo", str(proj), "--name", "x", "--confined", "--ref", "main") == 2
     assert "is a file pointing to a git folder elsewhere" in capsys.readouterr().err
     ok = job / "ok"
     ok.mkdir()
     with pytest.raises(RayStarted):  # inside the roots: the job goes on
-        reindex.main(["--repo", str(ok), "--name", "x", "--confined"])
+        run_job(monkeypatch, "--repo", str(ok), "--name", "x", "--confined")
     with pytest.raises(RayStarted):  # not confined: any indexable folder
-        reindex.main(["--repo", str(other), "--name", "x"])
+        run_job(monkeypatch, "--repo", str(other), "--name", "x")
 
 
 def test_an_unconfined_job_still_refuses_what_is_never_indexed(
-    job: Path, other: Path, capsys: pytest.CaptureFixture[str]
+    job: Path, other: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert reindex.main(["--repo", str(other / ".git"), "--name", "x"]) == 2
+    assert run_job(monkeypatch, "--repo", str(other / ".git"), "--name", "x") == 2
     assert "lies inside a git folder" in capsys.readouterr().err
 
 

@@ -1,6 +1,6 @@
 """The reindex's walk-and-chunk step on hostile input, and its refusal to shrink an index by accident.
 
-Plain Python (no Ray): `collect_repository` and `check_shrink` are the job's pure parts.
+Plain Python (no Ray): `cluster.build`'s collect and shrink-check stages.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import jobs.reindex as reindex
+import cluster.build.collect as collect
+from cluster.build import RepoChunks, check_shrink, collect_repository, report_skips
 from cluster.errors import ScanError, ShrinkRefused
 from cluster.index.records import IndexRecord
 from cluster.ingest.skips import SkipReason
@@ -41,7 +42,7 @@ def test_a_chunk_holding_a_credential_is_dropped_and_its_clean_neighbours_kept(t
     leaky = f'def connect():\n    key = "{AWS_KEY}"\n    return key\n'
     repo = write(tmp_path / "repo", {"app.py": clean + "\n\n" + leaky, "ok.py": clean})
     lines: list[str] = []
-    found = reindex.collect_repository(repo, SamespaceSettings(), lines.append)
+    found = collect_repository(repo, SamespaceSettings(), lines.append)
     texts = "\n".join(c.text for c in found.chunks)
     assert AWS_KEY not in texts
     assert "def add" in texts and found.paths == ["app.py", "ok.py"]
@@ -52,7 +53,7 @@ def test_a_chunk_holding_a_credential_is_dropped_and_its_clean_neighbours_kept(t
 
 def test_a_file_whose_every_chunk_holds_a_secret_is_not_an_indexed_file(tmp_path: Path) -> None:
     repo = write(tmp_path / "repo", {"keys.txt": PEM + "\n", "main.py": "print('hi')\n"})
-    found = reindex.collect_repository(repo, SamespaceSettings())
+    found = collect_repository(repo, SamespaceSettings())
     assert found.paths == ["main.py"]
     assert found.skipped.counts[SkipReason.SECRET_CONTENT.value] >= 1
 
@@ -64,16 +65,16 @@ def test_one_file_the_chunker_cannot_handle_is_skipped_and_the_walk_goes_on(
         tmp_path / "repo",
         {"a.py": "def a():\n    pass\n", "b.py": "def b():\n    pass\n", "c.py": "def c():\n    pass\n"},
     )
-    real = reindex.chunk_file
+    real = collect.chunk_file
 
     def fragile(path: str, text: str, settings: object) -> object:
         if path == "b.py":
             raise RecursionError("maximum recursion depth exceeded")
         return real(path, text, settings)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(reindex, "chunk_file", fragile)
+    monkeypatch.setattr(collect, "chunk_file", fragile)
     lines: list[str] = []
-    found = reindex.collect_repository(repo, SamespaceSettings(), lines.append)
+    found = collect_repository(repo, SamespaceSettings(), lines.append)
     assert found.paths == ["a.py", "c.py"]
     assert found.skipped.counts == {SkipReason.CHUNK_FAILED.value: 1}
     assert any("b.py" in line and "RecursionError" in line for line in lines)
@@ -90,21 +91,21 @@ def test_secret_files_and_generated_files_are_reported_by_reason_with_paths(tmp_
             "src/main.py": "def main():\n    return 0\n",
         },
     )
-    found = reindex.collect_repository(repo, SamespaceSettings())
+    found = collect_repository(repo, SamespaceSettings())
     assert found.paths == ["src/main.py"]
     counts = found.skipped.counts
     assert counts[SkipReason.SECRET_FILE.value] == 2
     assert sorted(found.skipped.paths[SkipReason.SECRET_FILE.value]) == [".env", "deploy/server.pem"]
     assert found.skipped.paths[SkipReason.GENERATED.value] == ["web/app.min.js"]
     lines: list[str] = []
-    reindex.report_skips(found.skipped, lines.append)
+    report_skips(found.skipped, lines.append)
     assert lines[0].startswith("skipped: ") and "secret-file 2" in lines[0]
     assert "whatever" not in "\n".join(lines)
 
 
 def test_a_root_that_cannot_be_scanned_is_an_error_not_an_empty_repository(tmp_path: Path) -> None:
     with pytest.raises(ScanError):
-        reindex.collect_repository(tmp_path / "not-mounted", SamespaceSettings())
+        collect_repository(tmp_path / "not-mounted", SamespaceSettings())
 
 
 @pytest.mark.parametrize(
@@ -128,14 +129,14 @@ def test_a_build_that_drops_too_many_files_is_refused(
         Chunk(path=f"f{i}.py", start_line=1, end_line=1, language="python", symbol=None, kind="module", text="x = 1")
         for i in range(new_files)
     ]
-    found = reindex.RepoChunks(chunks, list(range(new_files)), [c.path for c in chunks], ["h"] * new_files)
+    found = RepoChunks(chunks, list(range(new_files)), [c.path for c in chunks], ["h"] * new_files)
     if refused:
         with pytest.raises(ShrinkRefused) as caught:
-            reindex.check_shrink("r", serving(serving_files), found, share)
+            check_shrink("r", serving(serving_files), found, share)
         assert "--allow-shrink" in str(caught.value) and f"to {new_files} files" in str(caught.value)
     else:
-        reindex.check_shrink("r", serving(serving_files), found, share)
+        check_shrink("r", serving(serving_files), found, share)
 
 
 def test_no_serving_index_means_no_shrink_check() -> None:
-    reindex.check_shrink("r", None, reindex.RepoChunks([], [], [], []), 0.5)
+    check_shrink("r", None, RepoChunks([], [], [], []), 0.5)

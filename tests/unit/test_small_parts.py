@@ -124,9 +124,9 @@ def test_a_width_that_disagrees_with_the_model_is_a_config_error() -> None:
 
 
 def test_a_reindex_waits_for_encoders_still_starting_and_fails_at_once_for_anything_else() -> None:
+    from cluster.build import await_reference
     from cluster.errors import NoProviderLeft
     from cluster.space import EncoderIdentity
-    from jobs.reindex import await_reference
 
     identity = EncoderIdentity(model="m", weights_sha256="w", width=4, max_seq_length=8)
     now = [0.0]

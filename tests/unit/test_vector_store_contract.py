@@ -430,11 +430,31 @@ def test_scroll_points_returns_vectors_and_keyword_terms_for_copying(store: Vect
         read.extend(page)
         if offset is None:
             break
-    by_id = {p.id: p for p in read}
+    assert_same_points(read, points)
+
+
+def assert_same_points(got: list[StoredPoint], points: list[StoredPoint]) -> None:
+    """`got` holds exactly `points`: ids, payloads, both vectors and the keyword terms."""
+    by_id = {p.id: p for p in got}
     assert set(by_id) == {p.id for p in points}
     for point in points:
-        got = by_id[point.id]
-        assert np.allclose(got.vector, point.vector, atol=1e-6) and got.payload == point.payload
-        assert got.name_vector is not None and np.allclose(got.name_vector, point.name_vector, atol=1e-6)  # type: ignore[arg-type]
-        assert got.sparse is not None and got.sparse.indices == point.sparse.indices  # type: ignore[union-attr]
-        assert np.allclose(got.sparse.values, point.sparse.values, atol=1e-5)  # type: ignore[union-attr]
+        read = by_id[point.id]
+        assert np.allclose(read.vector, point.vector, atol=1e-6) and read.payload == point.payload
+        assert read.name_vector is not None and np.allclose(read.name_vector, point.name_vector, atol=1e-6)  # type: ignore[arg-type]
+        assert read.sparse is not None and read.sparse.indices == point.sparse.indices  # type: ignore[union-attr]
+        assert np.allclose(read.sparse.values, point.sparse.values, atol=1e-5)  # type: ignore[union-attr]
+
+
+def test_retrieve_points_reads_the_named_points_whole_through_an_alias_and_skips_unknown_ids(
+    store: VectorStore,
+) -> None:
+    store.create_collection("kw", WIDTH, KEYWORDS)
+    points = _keyword_points()
+    store.upsert("kw", points)
+    store.set_alias("kw-alias", "kw")
+    wanted = [points[2], points[0]]
+    got = store.retrieve_points("kw-alias", [p.id.upper() for p in wanted] + [str(uuid.uuid4())])
+    assert_same_points(got, wanted)
+    assert store.retrieve_points("kw", []) == []
+    with pytest.raises(CollectionNotFound):
+        store.retrieve_points("no-such", [points[0].id])

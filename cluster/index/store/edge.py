@@ -19,10 +19,8 @@ sets before it opens the store (actors/index_actor.py).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import stat
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -32,9 +30,10 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from cluster.config.atomic_file import fsync_dir, write_bytes_atomic
+from cluster.config.atomic_file import fsync_dir
 from cluster.errors import CollectionNotFound, StoreError
 from cluster.index.query import SearchQuery
+from cluster.index.store.edge_files import PRIVATE_DIR_MODE, make_private, read_json, write_json_atomic
 from cluster.index.store.protocol import (
     CODE_VECTOR,
     KEYWORD_VECTOR,
@@ -59,43 +58,6 @@ CONFIG_FILE = "collection.json"
 METADATA_FILE = "meta.json"
 SHARD_DIR = "shard"
 TOMBSTONE_PREFIX = ".dropping-"
-PRIVATE_DIR_MODE = 0o700
-NOT_OWNER = 0o077  # group and other permission bits
-
-
-def make_private(root: Path) -> None:
-    """Create `root` 0700 (parents as the umask says) and take group/other access off its tree."""
-    try:
-        root.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-        os.chmod(root, PRIVATE_DIR_MODE)
-        for directory, dirnames, filenames in os.walk(root):  # symlinks are listed, never followed
-            for name in (*dirnames, *filenames):
-                path = os.path.join(directory, name)
-                mode = os.lstat(path).st_mode
-                if not stat.S_ISLNK(mode) and mode & NOT_OWNER:
-                    os.chmod(path, stat.S_IMODE(mode) & ~NOT_OWNER)
-    except OSError as exc:
-        raise StoreError("open", f"cannot make {root} private: {exc}") from exc
-
-
-def write_json_atomic(path: Path, value: Any, operation: str) -> None:
-    """Write JSON to a temp file beside `path`, fsync it, rename over `path`, fsync the dir."""
-    try:
-        data = json.dumps(value, sort_keys=True, indent=1).encode("utf-8")
-    except (TypeError, ValueError) as exc:
-        raise StoreError(operation, f"not JSON-able: {exc}") from exc
-    try:
-        write_bytes_atomic(path, data)
-    except OSError as exc:
-        raise StoreError(operation, f"cannot write {path}: {exc}") from exc
-
-
-def _read_json(path: Path) -> Any | None:
-    """Parsed JSON, or None when the file is missing or unreadable."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
@@ -305,6 +267,13 @@ class EdgeStore(PagedReads):
                 records, next_offset = self._shard(name).scroll(request)
             return records, next_offset
 
+    def _read_points(self, collection_or_alias: str, ids: list[str]) -> Iterable[Any]:
+        with self._lock:
+            self._check_open()
+            shard, wanted = self._shard(self._resolve(collection_or_alias)), list[int | uuid.UUID | str](ids)
+            with _engine_errors("retrieve_points"):
+                return shard.retrieve(wanted, with_payload=True, with_vector=True)
+
     # --- aliases ----------------------------------------------------------------
 
     def set_alias(self, alias: str, collection: str) -> None:
@@ -352,7 +321,7 @@ class EdgeStore(PagedReads):
             path = self._collections / name / METADATA_FILE
             if not path.exists():
                 return None
-            value = _read_json(path)
+            value = read_json(path)
             if not isinstance(value, dict):
                 raise StoreError("get_metadata", f"metadata of {name!r} is unreadable")
             return value
@@ -391,7 +360,7 @@ class EdgeStore(PagedReads):
     def _is_valid(self, directory: Path) -> bool:
         if directory.name.startswith(".") or not (directory / SHARD_DIR).is_dir():
             return False
-        config = _read_json(directory / CONFIG_FILE)
+        config = read_json(directory / CONFIG_FILE)
         return isinstance(config, dict) and isinstance(config.get("width"), int)
 
     def _exists(self, name: str) -> bool:
@@ -407,7 +376,7 @@ class EdgeStore(PagedReads):
 
     def _width(self, name: str) -> int:
         if name not in self._widths:
-            config = _read_json(self._collections / name / CONFIG_FILE)
+            config = read_json(self._collections / name / CONFIG_FILE)
             if not isinstance(config, dict) or not isinstance(config.get("width"), int):
                 raise CollectionNotFound(name)
             self._widths[name] = config["width"]
@@ -426,7 +395,7 @@ class EdgeStore(PagedReads):
         path = self._root / ALIASES_FILE
         if not path.exists():
             return {}
-        loaded = _read_json(path)
+        loaded = read_json(path)
         if not isinstance(loaded, dict):
             raise StoreError("open", f"alias file {path} is unreadable")
         return {str(alias): str(target) for alias, target in loaded.items()}

@@ -105,6 +105,11 @@ class VectorStore(Protocol):
         """One page of matching points (score 0.0) and the offset of the next page, None at the end."""
         ...
 
+    def retrieve_points(self, collection_or_alias: str, ids: Sequence[str]) -> list[StoredPoint]:
+        """The points with these ids, with their vectors and keyword terms (to copy points); an id
+        the collection lacks is left out, and the order is the engine's."""
+        ...
+
     def set_alias(self, alias: str, collection: str) -> None:
         """Point `alias` at `collection` atomically: readers see the old or the new target, never none."""
         ...

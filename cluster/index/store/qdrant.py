@@ -220,6 +220,10 @@ class QdrantServerStore(PagedReads):
                 with_vectors=page.with_vectors,
             )
 
+    def _read_points(self, collection_or_alias: str, ids: list[str]) -> Iterable[Any]:
+        with self._call("retrieve_points", collection_or_alias):
+            return self._client.retrieve(collection_or_alias, ids, with_payload=True, with_vectors=True)
+
     # --- aliases ----------------------------------------------------------------
 
     def set_alias(self, alias: str, collection: str) -> None:

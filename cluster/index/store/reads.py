@@ -4,12 +4,13 @@
 leg, the keyword terms), each with the named vector it searches and its filter; an engine only
 writes each leg in its own client's types. `PagedReads` is the scroll of both engines: a page of
 payloads (`scroll`) or of whole points (`scroll_points`) from an offset; an engine reads one `Page`.
+Its `retrieve_points` reads whole points by id (a reindex carries them into a new build).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -77,7 +78,8 @@ class Page:
 
 
 class PagedReads(ABC):
-    """`scroll` and `scroll_points` of the `VectorStore` protocol over one engine call, `_read_page`."""
+    """`scroll` and `scroll_points` of the `VectorStore` protocol over one engine call, `_read_page`, and
+    `retrieve_points` over another, `_read_points`."""
 
     def scroll(
         self, collection_or_alias: str, filter: PayloadFilter | None, limit: int, offset: str | None
@@ -91,6 +93,11 @@ class PagedReads(ABC):
         records, next_offset = self._page(collection_or_alias, Page("scroll_points", filter, limit, offset, True))
         return [stored_point(record.id, record.vector, record.payload) for record in records], next_offset
 
+    def retrieve_points(self, collection_or_alias: str, ids: Sequence[str]) -> list[StoredPoint]:
+        wanted = [canonical_id(point_id) for point_id in ids]
+        records = self._read_points(collection_or_alias, wanted) if wanted else []
+        return [stored_point(record.id, record.vector, record.payload) for record in records]
+
     def _page(self, collection_or_alias: str, page: Page) -> tuple[list[Any], str | None]:
         """`page` from its offset (any id spelling; the engine reads the canonical one) and the next offset."""
         check_limit(page.limit, page.operation)
@@ -101,3 +108,7 @@ class PagedReads(ABC):
     @abstractmethod
     def _read_page(self, collection_or_alias: str, page: Page) -> tuple[Iterable[Any], Any]:
         """One page of records (id, vector, payload) and the engine's next offset (None: the end)."""
+
+    @abstractmethod
+    def _read_points(self, collection_or_alias: str, ids: list[str]) -> Iterable[Any]:
+        """The records (id, vector, payload) of these canonical ids; one the collection lacks is left out."""
