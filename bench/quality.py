@@ -33,6 +33,9 @@ A hit counts when its path is the target's and its lines overlap the target def'
 rule for the baselines). Results, per set: a markdown table (recall@1/5/10, MRR@10, p50 ms), then
 every row's delta against "function dense (script)" in points and its p50 against the hybrid row;
 all of it in bench/results/quality.json.
+
+The rows and what search_code declares are in `bench.quality_rows`, the tables and deltas in
+`bench.quality_report`.
 """
 
 from __future__ import annotations
@@ -45,8 +48,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ from cluster.environment import set_local_env_defaults
 
 set_local_env_defaults()
 
-from bench.baselines import FUNCTION_DENSE, BaselineRun, TextEncoder, run_baselines  # noqa: E402
+from bench.baselines import FUNCTION_DENSE, TextEncoder, run_baselines  # noqa: E402
 from bench.quality_corpus import (  # noqa: E402
     DEFAULT_SEED,
     PACKAGE_SETS,
@@ -62,197 +63,28 @@ from bench.quality_corpus import (  # noqa: E402
     build_corpus,
     corpus_dir,
     first_match_rank,
-    mrr_at,
     read_facts,
-    recall_at,
 )
-from bench.run import RESULTS, latency_summary  # noqa: E402
+from bench.quality_report import code_version, delta_table, set_report, sets_line, table  # noqa: E402
+from bench.quality_rows import (  # noqa: E402
+    HYBRID,
+    RERANK_NOTE,
+    ROWS,
+    STAND_IN,
+    Interface,
+    K,
+    Row,
+    SetRun,
+    plan_row,
+    read_interface,
+)
+from bench.run import RESULTS  # noqa: E402
 from samespace.head import free_port  # noqa: E402
 
 NAMESPACE = "bench-quality"
-K = 10
 KEY = "sk-or-v1-" + "9a11e" * 9  # accepted by the fake only
 RERANK_MODEL = "qwen/qwen3-reranker-8b"
-RERANK_NOTE = "rerank = fake (MiniLM cosine), not a cross-encoder"
 NO_QUERY_CACHE_TTL_S = 1e-9  # every call encodes its query: modes are timed alike
-HYBRID = "hybrid"  # the row the p50 ratios are taken against (today's default search)
-BASELINE_MARK = " ²"  # marks the same-run baselines in the tables
-
-
-def repo_name(set_name: str) -> str:
-    """The index each package set is searched in: one function spells it."""
-    return f"quality-{set_name}"
-
-
-@dataclass(frozen=True)
-class RowSpec:
-    label: str
-    mode: str | None  # None: no `mode` argument, search_code's own default
-    rerank: bool
-
-
-ROWS = (
-    RowSpec("BM25 / keyword", "keyword", False),
-    RowSpec("dense", "dense", False),
-    RowSpec(HYBRID, "hybrid", False),
-    RowSpec("default", None, False),
-    RowSpec("hybrid + rerank", "hybrid", True),
-)
-STAND_IN = RowSpec("dense + rerank", "dense", True)  # only while hybrid is not offered
-
-
-@dataclass
-class Interface:
-    """What search_code declares: its `mode` values (None: no `mode` argument), their default, `rerank`."""
-
-    modes: list[str] | None
-    rerank: bool
-    schema: dict[str, Any]
-    default_mode: str | None = None  # the schema's default for `mode`, when it declares one
-
-
-def metrics(ranks: list[int | None], latencies_s: list[float]) -> dict[str, Any]:
-    """The reported figures of one row (MCP or baseline), from its ranks and per-query latencies."""
-    return {
-        "recall@1": round(recall_at(ranks, 1), 4),
-        "recall@5": round(recall_at(ranks, 5), 4),
-        "recall@10": round(recall_at(ranks, 10), 4),
-        "mrr@10": round(mrr_at(ranks, K), 4),
-        "latency": latency_summary(latencies_s),
-    }
-
-
-@dataclass
-class Row:
-    spec: RowSpec
-    arguments: dict[str, Any] | None  # None: unavailable
-    notes: list[str] = field(default_factory=list)
-    expected_mode: str | None = None  # the `mode` an answer must say ran (None: not known, not checked)
-    ranks: list[int | None] = field(default_factory=list)
-    latencies_s: list[float] = field(default_factory=list)
-    errors: int = 0
-    reranked: int = 0
-    other_mode: int = 0  # answers whose `mode` says other legs ran than expected (e.g. degraded to keyword)
-    modes_answered: Counter[str] = field(default_factory=Counter)
-    empty: int = 0  # answers with no hit at all
-
-    @property
-    def available(self) -> bool:
-        return self.arguments is not None and bool(self.ranks)
-
-    def metrics(self) -> dict[str, Any]:
-        return metrics(self.ranks, self.latencies_s) if self.available else {}
-
-    def report(self) -> dict[str, Any]:
-        return {
-            "row": self.spec.label,
-            "mode": self.spec.mode,
-            "rerank": self.spec.rerank,
-            "available": self.available,
-            "arguments": self.arguments,
-            "notes": self.notes,
-            "errors": self.errors,
-            "reranked_calls": self.reranked,
-            "modes_answered": dict(self.modes_answered),
-            "other_mode_calls": self.other_mode,
-            "empty_answers": self.empty,
-            **self.metrics(),
-            "ranks": self.ranks,
-        }
-
-
-def baseline_report(run: BaselineRun) -> dict[str, Any]:
-    return {
-        "row": run.label,
-        "same_run_baseline": True,
-        "units": run.units,
-        "index_s": run.index_s,
-        **metrics(run.ranks, run.latencies_s),
-        "ranks": run.ranks,
-    }
-
-
-@dataclass
-class SetRun:
-    """One package set: its corpus, queries, baselines and MCP rows."""
-
-    name: str
-    packages: tuple[str, ...]
-    work: Path
-    queries: list[Query]
-    facts: dict[str, Any]
-    baselines: list[BaselineRun] = field(default_factory=list)
-    rows: list[Row] = field(default_factory=list)
-
-    @property
-    def repo(self) -> str:
-        return repo_name(self.name)
-
-    def lines(self) -> list[tuple[str, dict[str, Any]]]:
-        """(label, metrics) of every row, baselines first; metrics {} when the row is unavailable."""
-        out = [(run.label + BASELINE_MARK, metrics(run.ranks, run.latencies_s)) for run in self.baselines]
-        for row in self.rows:
-            label = row.spec.label + (" ¹" if row.spec.rerank else "") + (" (stand-in)" if row.spec is STAND_IN else "")
-            out.append((label, row.metrics()))
-        return out
-
-
-# --- search_code's interface ------------------------------------------------------------------
-
-
-def _enum_values(prop: Any) -> list[str]:
-    """Enum values anywhere in a JSON-schema property (enum, anyOf/oneOf, const)."""
-    if isinstance(prop, dict):
-        values = [str(v) for v in prop.get("enum", [])] + ([str(prop["const"])] if "const" in prop else [])
-        for key in ("anyOf", "oneOf", "allOf"):
-            for sub in prop.get(key, []):
-                values += _enum_values(sub)
-        return values
-    return []
-
-
-def read_interface(schema: dict[str, Any]) -> Interface:
-    props = schema.get("properties", {})
-    modes = None
-    default_mode = None
-    if "mode" in props:
-        modes = _enum_values(props["mode"]) or [spec.mode for spec in ROWS if spec.mode]  # no enum: ask and see
-        default = props["mode"].get("default") if isinstance(props["mode"], dict) else None
-        default_mode = str(default) if default is not None else None
-    return Interface(modes=modes, rerank="rerank" in props, schema=props, default_mode=default_mode)
-
-
-def plan_row(spec: RowSpec, interface: Interface, repo: str) -> Row:
-    """The arguments a row sends besides the query, or why it cannot run (its notes say either way)."""
-    args: dict[str, Any] = {"k": K, "repo": repo}
-    notes: list[str] = []
-    expected = spec.mode
-    if spec.mode is None:
-        expected = interface.default_mode
-        declared = f"declared default {expected!r}" if expected else "no declared default: the answered mode is noted"
-        notes.append(f"no `mode` argument: search_code's default ({declared})")
-    elif interface.modes is None:
-        if spec.mode != "dense":
-            return Row(spec, None, [f"unavailable: search_code has no `mode` argument ({spec.mode} not offered)"])
-        notes.append(
-            "search_code has no `mode` argument: this row is its default path (dense, on servers without `mode`)"
-        )
-    elif spec.mode not in interface.modes:
-        return Row(spec, None, [f"unavailable: mode {spec.mode!r} not among {interface.modes}"])
-    else:
-        args["mode"] = spec.mode
-    if interface.rerank:
-        args["rerank"] = spec.rerank
-    elif spec.rerank:
-        notes.append(
-            "search_code has no `rerank` argument: called without it once a reranker serves "
-            "(the service reranks by default)"
-        )
-    else:
-        notes.append("search_code has no `rerank` argument: called without it before any reranker serves")
-    if spec.rerank:
-        notes.append(RERANK_NOTE)
-    return Row(spec, args, notes, expected_mode=expected)
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -345,102 +177,7 @@ async def evaluate(url: str, runs: list[SetRun], push_key: Any, *, with_rerank: 
     return interface
 
 
-# --- the report ---------------------------------------------------------------------------------
-
-
-def table(lines: list[tuple[str, dict[str, Any]]]) -> str:
-    out = ["| row | recall@1 | recall@5 | recall@10 | MRR@10 | p50 ms |", "|---|---|---|---|---|---|"]
-    for label, m in lines:
-        if not m:
-            out.append(f"| {label} | n/a | n/a | n/a | n/a | n/a |")
-        else:
-            out.append(
-                f"| {label} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | "
-                f"{m['mrr@10']:.3f} | {m['latency']['p50_ms']:.1f} |"
-            )
-    return "\n".join(out)
-
-
-def delta_points(value: float, reference: float) -> float:
-    """value - reference in percentage points, to one decimal (0.461 vs 0.387 → 7.4)."""
-    points = round(100 * (value - reference), 1)
-    return points if points != 0 else 0.0  # never -0.0
-
-
-def format_points(points: float) -> str:
-    return f"{points:+.1f}"
-
-
-def deltas(lines: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Each row against "function dense (script)" (points) and its p50 against the hybrid row (ratio)."""
-    by_label = {label.removesuffix(BASELINE_MARK): m for label, m in lines}
-    reference = by_label.get(FUNCTION_DENSE) or {}
-    hybrid_p50 = (by_label.get(HYBRID) or {}).get("latency", {}).get("p50_ms")
-    out = []
-    for label, m in lines:
-        if not m:
-            out.append({"row": label, "available": False})
-            continue
-        entry: dict[str, Any] = {"row": label, "available": True}
-        for key in ("recall@1", "recall@10", "mrr@10"):
-            entry[f"{key}_points"] = delta_points(m[key], reference[key]) if reference else None
-        p50 = m["latency"]["p50_ms"]
-        entry["p50_vs_hybrid"] = round(p50 / hybrid_p50, 3) if hybrid_p50 else None
-        out.append(entry)
-    return out
-
-
-def delta_table(rows: list[dict[str, Any]]) -> str:
-    def points(value: float | None) -> str:
-        return "n/a" if value is None else format_points(value)
-
-    out = [
-        f"| row | Δ recall@1 | Δ recall@10 | Δ MRR@10 | p50 ÷ {HYBRID} |",
-        "|---|---|---|---|---|",
-    ]
-    for d in rows:
-        if not d["available"]:
-            out.append(f"| {d['row']} | n/a | n/a | n/a | n/a |")
-            continue
-        ratio = d["p50_vs_hybrid"]
-        ratio = "n/a" if ratio is None else "<0.01×" if ratio < 0.01 else f"{ratio:.2f}×"  # the in-process BM25
-        out.append(
-            f"| {d['row']} | {points(d['recall@1_points'])} | {points(d['recall@10_points'])} | "
-            f"{points(d['mrr@10_points'])} | {ratio} |"
-        )
-    return "\n".join(out)
-
-
-def set_report(run: SetRun) -> dict[str, Any]:
-    lines = run.lines()
-    return {
-        "packages": list(run.packages),
-        "repo": run.repo,
-        "corpus": run.facts,
-        "baselines": [baseline_report(b) for b in run.baselines],
-        "rows": [row.report() for row in run.rows],
-        "deltas": deltas(lines),
-    }
-
-
-def sets_line() -> str:
-    dev, test = PACKAGE_SETS["dev"], PACKAGE_SETS["test"]
-    return f"dev (tuning) packages: {', '.join(dev)}; test (held out, never tuned on) packages: {', '.join(test)}"
-
-
-def code_version() -> dict[str, Any]:
-    """The commit and uncommitted paths the numbers were measured on (search code changes often)."""
-    import subprocess
-
-    root = Path(__file__).resolve().parent.parent
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted": git("status", "--short").splitlines()}
+# --- the sets and their baselines ---------------------------------------------------------------
 
 
 def build_sets(names: list[str], work: Path, max_queries: int | None, seed: int) -> list[SetRun]:

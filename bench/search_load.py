@@ -27,107 +27,65 @@ Issue 17's comparison, measured back to back on one machine, one corpus and one 
 Prints the comparison table, the memory tables and issue 17's acceptance checks (PASS/FAIL: a
 FAIL does not change the exit status; only a failure to measure does). Writes
 bench/results/search_load.json.
+
+The servers and the corpus are in `bench.load_servers`, the clients' sessions in `bench.load_clients`,
+what is read from /proc in `bench.process_memory` (all three shared with `bench.soak`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from bench.run import latency_summary, percentile
-from cluster.environment import LOCAL_ENV
-from samespace.head import FIXED_PORT_FLAGS, HeadRecord, free_port
+from bench.load_clients import bearer_headers, client_offsets, mcp_session
+from bench.load_servers import (
+    QUERY_CACHE_TTL_S,
+    LoadFailed,
+    SamespaceCluster,
+    SingleProcess,
+    package_corpus,
+)
+from bench.process_memory import GB, MemorySampler, cpu_per_call, memory_table, read_cpu
+from bench.run import RESULTS, latency_summary, percentile
+from samespace.head import free_port
 
 __all__ = [
     "MAX_SAMESPACE_RSS_BYTES",
-    "QUERY_CACHE_TTL_S",
     "Check",
-    "Memory",
-    "MemoryTrace",
-    "ProcessMemory",
-    "aggregate_by_name",
-    "client_offsets",
     "compare",
-    "descendants",
     "evaluate",
     "load_summary",
     "main",
     "markdown_table",
-    "memory_table",
-    "package_corpus",
-    "parse_smaps_rollup",
-    "process_name",
-    "run_env",
+    "run_load",
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
 RESULTS_FILE = "search_load.json"
 DEFAULT_CLIENTS = (1, 4, 8)
 DEFAULT_SECONDS = 20.0
 DEFAULT_PACKAGE = "httpx"
-INDEX_NAME = "load"
 K = 10
 WARMUP_CALLS = 3  # per client, before the timed window
-SAMPLE_EVERY_S = 0.5
-QUERY_CACHE_TTL_S = 1e-6  # the settings refuse 0; a microsecond lets no query vector be reused
 SIDES = ("samespace", "single")
-RUN_TIMEOUT_S = 1500.0  # a cold head, two model loads and the reindex job on a shared 2-core box
-SERVE_WAIT_S = 900.0
-SINGLE_START_S = 600.0
-STOP_TIMEOUT_S = 120.0
-HEALTH_POLL_S = 1.0
 CALL_TIMEOUT_S = 60.0
 # Issue 17's acceptance (bench, not timed tests).
 MAX_P50_RATIO_AT_1 = 2.0
 MIN_QPS_RATIO = 0.7
 QPS_RATIO_CLIENTS = (4, 8)
 MAX_SAMESPACE_RSS_BYTES = 2_500_000_000  # 2.5 GB
-GB = 1e9
-MB = 1e6
-MAX_CODE_CHARS = 60  # of a `python -c` process's first statement, in its name
 
 
-class LoadFailed(RuntimeError):
-    """Something broke while measuring (a call errored, a server did not start or stop)."""
-
-
-# Pure parts: process names, memory, summaries, acceptance, tables.
-
-
-@dataclass(frozen=True)
-class Memory:
-    """Resident memory in bytes: rss counts shared pages in full, pss shares them out, uss is private only."""
-
-    rss: int = 0
-    pss: int = 0
-    uss: int = 0
-
-    def __add__(self, other: Memory) -> Memory:
-        return Memory(self.rss + other.rss, self.pss + other.pss, self.uss + other.uss)
-
-
-@dataclass(frozen=True)
-class ProcessMemory:
-    pid: int
-    name: str
-    memory: Memory
+# Pure parts: summaries, acceptance, the table.
 
 
 @dataclass(frozen=True)
@@ -141,88 +99,6 @@ class Check:
     @property
     def verdict(self) -> str:
         return {True: "PASS", False: "FAIL", None: "SKIP"}[self.passed]
-
-
-def parse_smaps_rollup(text: str) -> Memory:
-    """Rss, Pss and Private_Clean + Private_Dirty (USS) of a /proc/<pid>/smaps_rollup, in bytes."""
-    kb: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        parts = rest.split()
-        if len(parts) == 2 and parts[1] == "kB" and parts[0].isdigit():
-            kb[key.strip()] = int(parts[0])
-    if "Rss" not in kb:
-        raise ValueError("not an smaps_rollup: no Rss line")
-    uss = kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)
-    return Memory(rss=kb["Rss"] * 1024, pss=kb.get("Pss", 0) * 1024, uss=uss * 1024)
-
-
-def process_name(cmdline: Sequence[str], comm: str) -> str:
-    """A readable name: Ray's process title without the running method (`ray::IndexActor`) or the
-    incarnation (`ray-dashboard-JobHead`, a dashboard module forked from its forkserver), an
-    executable's name (`raylet`), a Python script's file name (`dashboard.py`), `-m module`, or
-    `-c <first statement>`."""
-    if not cmdline or not cmdline[0].strip():
-        return comm
-    first = cmdline[0].split()[0]
-    if first.startswith("ray::"):
-        title = first.removesuffix("()")
-        head, _, last = title.rpartition(":")
-        return f"{head}:{last.split('.')[0]}" if head else title.split(".")[0]
-    if first.startswith("ray-"):
-        return first.rstrip("0123456789").removesuffix("-")
-    program = Path(first).name
-    if not program.startswith("python"):
-        return program
-    rest = list(cmdline[1:])
-    while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c"):
-        rest.pop(0)
-    if not rest or (rest[0] in ("-m", "-c") and len(rest) < 2):
-        return program
-    if rest[0] == "-m":
-        return f"-m {rest[1]}"
-    if rest[0] == "-c":
-        return f"-c {rest[1].split(';')[0].strip()[:MAX_CODE_CHARS]}"
-    script = Path(rest[0])
-    return f"{script.parent.name}/{script.name}" if script.name in ("main.py", "__main__.py") else script.name
-
-
-def descendants(roots: Iterable[int], parents: Mapping[int, int]) -> set[int]:
-    """`roots` and every process below them, given each live process's parent."""
-    children: dict[int, list[int]] = {}
-    for pid, parent in parents.items():
-        children.setdefault(parent, []).append(pid)
-    found: set[int] = set()
-    todo = list(roots)
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.add(pid)
-            todo.extend(children.get(pid, []))
-    return found
-
-
-def aggregate_by_name(processes: Iterable[ProcessMemory]) -> list[dict[str, Any]]:
-    """One row per process name (count, MB of RSS/PSS/USS summed), largest RSS first."""
-    rows: dict[str, tuple[int, Memory]] = {}
-    for p in processes:
-        count, memory = rows.get(p.name, (0, Memory()))
-        rows[p.name] = (count + 1, memory + p.memory)
-    table = [
-        {
-            "process": name,
-            "count": count,
-            "rss_mb": round(m.rss / MB, 1),
-            "pss_mb": round(m.pss / MB, 1),
-            "uss_mb": round(m.uss / MB, 1),
-        }
-        for name, (count, m) in rows.items()
-    ]
-    return sorted(table, key=lambda row: (-row["rss_mb"], row["process"]))
-
-
-def total(processes: Iterable[ProcessMemory]) -> Memory:
-    return sum((p.memory for p in processes), Memory())
 
 
 def load_summary(latencies_s: Sequence[float], elapsed_s: float, errors: int = 0) -> dict[str, Any]:
@@ -251,13 +127,6 @@ def compare(clients: int, samespace: Mapping[str, Any], single: Mapping[str, Any
         "qps_ratio": round(samespace["qps"] / single["qps"], 3),
         "p50_ratio": round(samespace["p50_ms"] / single["p50_ms"], 3),
     }
-
-
-def client_offsets(n_queries: int, n_clients: int) -> list[int]:
-    """Where each client starts in the query list: spread evenly, so concurrent clients ask different things."""
-    if n_queries < 1 or n_clients < 1:
-        raise ValueError("need at least one query and one client")
-    return [i * n_queries // n_clients for i in range(n_clients)]
 
 
 def evaluate(rows: Sequence[Mapping[str, Any]], samespace_peak_rss: int | None) -> list[Check]:
@@ -314,301 +183,6 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def memory_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["| process | count | RSS MB | PSS MB | USS MB |", "|---|---|---|---|---|"]
-    lines += [
-        f"| {r['process']} | {r['count']} | {r['rss_mb']:.0f} | {r['pss_mb']:.0f} | {r['uss_mb']:.0f} |" for r in rows
-    ]
-    return "\n".join(lines)
-
-
-def run_env(base: Mapping[str, str], state_dir: Path, mcp_port: int) -> dict[str, str]:
-    """The environment `make run` gives `samespace run` (the Makefile's exports), with this run's
-    state folder for the store and the admin files, and a query-vector cache that never hits."""
-    env = {key: value for key, value in base.items() if key != "PYTEST_CURRENT_TEST"}
-    env.update(LOCAL_ENV)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["SAMESPACE_STORE__DATA_DIR"] = str(state_dir / "data")
-    env["SAMESPACE_SERVE__PORT"] = str(mcp_port)
-    env["SAMESPACE_ADMIN__TOKEN_FILE"] = str(state_dir / "admin-token")
-    env["SAMESPACE_ADMIN__CONFIG_PATH"] = str(state_dir / "config.json")
-    env["SAMESPACE_RLM__QUERY_CACHE_TTL_S"] = repr(QUERY_CACHE_TTL_S)
-    return env
-
-
-# /proc readers and the sampler.
-
-
-def read_process(pid: int) -> ProcessMemory | None:
-    """A live process's name and memory; None when it is gone (or unreadable)."""
-    proc = Path(f"/proc/{pid}")
-    try:
-        cmdline = [part for part in (proc / "cmdline").read_bytes().decode(errors="replace").split("\0") if part]
-        comm = (proc / "comm").read_text().strip()
-        memory = parse_smaps_rollup((proc / "smaps_rollup").read_text())
-    except (OSError, ValueError):
-        return None
-    return ProcessMemory(pid=pid, name=process_name(cmdline, comm), memory=memory)
-
-
-def parse_stat_cpu_s(stat: str, ticks_per_s: float) -> float:
-    """User plus system CPU seconds from a /proc/<pid>/stat line (fields 14 and 15, after the comm)."""
-    fields = stat.rsplit(")", 1)[1].split()  # "pid (comm) state ppid ...": utime and stime are fields 12, 13 here
-    return (int(fields[11]) + int(fields[12])) / ticks_per_s
-
-
-def read_cpu(pids: Iterable[int]) -> dict[int, tuple[str, float]]:
-    """Each live process's name and CPU seconds so far."""
-    ticks = float(os.sysconf("SC_CLK_TCK"))
-    found = {}
-    for pid in pids:
-        proc = Path(f"/proc/{pid}")
-        try:
-            cmdline = [part for part in (proc / "cmdline").read_bytes().decode(errors="replace").split("\0") if part]
-            found[pid] = (
-                process_name(cmdline, (proc / "comm").read_text().strip()),
-                parse_stat_cpu_s((proc / "stat").read_text(), ticks),
-            )
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
-def cpu_per_call(
-    before: Mapping[int, tuple[str, float]], after: Mapping[int, tuple[str, float]], calls: int
-) -> list[dict[str, Any]]:
-    """Where a search's CPU went: each process name's CPU ms per call over a load window (processes
-    alive at both ends), busiest first."""
-    spent: dict[str, float] = {}
-    for pid, (name, cpu_s) in after.items():
-        if pid in before:
-            spent[name] = spent.get(name, 0.0) + cpu_s - before[pid][1]
-    per_call = {name: round(1000 * cpu_s / max(calls, 1), 2) for name, cpu_s in spent.items()}
-    ranked = sorted((item for item in per_call.items() if item[1] > 0), key=lambda item: -item[1])
-    return [{"process": name, "cpu_ms_per_call": ms} for name, ms in ranked]
-
-
-def parent_map() -> dict[int, int]:
-    """Every live process's parent PID."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    return parents
-
-
-@dataclass
-class MemoryTrace:
-    """What the sampler saw: the peak totals (each on its own) and the last per-process snapshot."""
-
-    samples: int = 0
-    peak: Memory = field(default_factory=Memory)
-    last: list[ProcessMemory] = field(default_factory=list)
-
-    def add(self, snapshot: list[ProcessMemory]) -> None:
-        now = total(snapshot)
-        self.peak = Memory(max(self.peak.rss, now.rss), max(self.peak.pss, now.pss), max(self.peak.uss, now.uss))
-        self.last = snapshot
-        self.samples += 1
-
-    def report(self) -> dict[str, Any]:
-        end = total(self.last)
-        return {
-            "samples": self.samples,
-            "peak_rss_gb": round(self.peak.rss / GB, 3),
-            "peak_pss_gb": round(self.peak.pss / GB, 3),
-            "peak_uss_gb": round(self.peak.uss / GB, 3),
-            "end_rss_gb": round(end.rss / GB, 3),
-            "end_pss_gb": round(end.pss / GB, 3),
-            "processes": aggregate_by_name(self.last),
-        }
-
-
-class MemorySampler:
-    """Samples the memory of the processes `pids()` names every `every_s` in a background thread."""
-
-    def __init__(self, pids: Callable[[], Iterable[int]], every_s: float = SAMPLE_EVERY_S) -> None:
-        self._pids = pids
-        self._every_s = every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
-        self.trace = MemoryTrace()
-
-    def __enter__(self) -> MemoryTrace:
-        self._thread.start()
-        return self.trace
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        while True:
-            snapshot = [p for p in map(read_process, self._pids()) if p is not None]
-            self.trace.add(snapshot)
-            if self._stop.wait(self._every_s):
-                return
-
-
-# The two servers.
-
-
-def wait_healthy(url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and alive():
-        try:
-            response = httpx.get(url, timeout=5.0)
-            if response.is_success:
-                body: dict[str, Any] = response.json()
-                return body
-        except httpx.TransportError:
-            pass
-        time.sleep(HEALTH_POLL_S)
-    raise LoadFailed(f"{url} did not answer within {timeout_s:.0f} s")
-
-
-@dataclass
-class SamespaceCluster:
-    """The embedded default as `make run` starts it, in a state folder and Ray temp dir of its own."""
-
-    state_dir: Path
-    temp_dir: Path
-    corpus: Path
-    mcp_port: int
-    log: Path
-    session: int | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.mcp_port}/mcp/"
-
-    @property
-    def env(self) -> dict[str, str]:
-        return run_env(os.environ, self.state_dir, self.mcp_port)
-
-    def start(self) -> None:
-
-        argv = [
-            sys.executable,
-            "-m",
-            "samespace",
-            "run",
-            "--state-dir",
-            str(self.state_dir),
-            "--repo",
-            str(self.corpus),
-            "--name",
-            INDEX_NAME,
-            "--query",
-            "send a request and follow redirects",
-            "--port",
-            str(free_port()),
-            "--dashboard-port",
-            str(free_port()),
-            "--mcp-port",
-            str(self.mcp_port),
-            "--temp-dir",
-            str(self.temp_dir),
-            "--wait-s",
-            str(SERVE_WAIT_S),
-            *(f"--ray-arg={flag}={free_port()}" for flag in FIXED_PORT_FLAGS),
-        ]
-        with self.log.open("wb") as log:
-            try:
-                done = subprocess.run(
-                    argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S
-                )
-            finally:
-                record = HeadRecord.read(self.state_dir / "ray-head.json")
-                self.session = record.session if record is not None else None
-        if done.returncode != 0:
-            raise LoadFailed(f"samespace run exited {done.returncode}; its output: {self.log}\n{_tail(self.log)}")
-
-    def pids(self) -> set[int]:
-        from samespace.head import session_members
-
-        if self.session is None:
-            return set()
-        return descendants(session_members(self.session), parent_map())
-
-    def stop(self) -> list[int]:
-        """`samespace stop`; returns the PIDs of the session (or of its temp dir) still alive after it."""
-        from samespace.head import HeadRecord, processes_naming
-
-        # Without a record `samespace stop` falls back to `ray stop`, which would stop every Ray of this user.
-        if HeadRecord.read(self.state_dir / "ray-head.json") is not None:
-            subprocess.run(
-                [sys.executable, "-m", "samespace", "stop", "--state-dir", str(self.state_dir)],
-                cwd=ROOT,
-                env=self.env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=STOP_TIMEOUT_S,
-            )
-        left = self.pids() | set(processes_naming(str(self.temp_dir)))
-        for pid in left:  # ours: this run's session and temp dir only
-            _kill(pid)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
-        return sorted(left)
-
-
-@dataclass
-class SingleProcess:
-    corpus: Path
-    port: int
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp/"
-
-    def start(self) -> None:
-        argv = [sys.executable, "-m", "bench.single_process", "--repo", str(self.corpus), "--port", str(self.port)]
-        argv += ["--name", INDEX_NAME]
-        env = {**os.environ, **LOCAL_ENV}
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-    def wait(self) -> dict[str, Any]:
-        process = self.process
-        if process is None:
-            raise LoadFailed("the single process was never started")
-        try:
-            return wait_healthy(f"http://127.0.0.1:{self.port}/healthz", SINGLE_START_S, lambda: process.poll() is None)
-        except LoadFailed as exc:
-            raise LoadFailed(f"{exc}; its output:\n{_tail(self.log)}") from exc
-
-    def pids(self) -> set[int]:
-        if self.process is None or self.process.poll() is not None:
-            return set()
-        return descendants([self.process.pid], parent_map())
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-
-
 # The load.
 
 
@@ -631,15 +205,7 @@ async def run_load(
     go = asyncio.Event()
 
     async def client(offset: int) -> None:
-        import httpx2
-        from mcp import Client
-        from mcp.client.streamable_http import streamable_http_client
-
-        timeout = httpx2.Timeout(CALL_TIMEOUT_S)
-        async with (
-            httpx2.AsyncClient(headers=dict(headers), timeout=timeout) as http,
-            Client(streamable_http_client(url, http_client=http)) as session,
-        ):
+        async with mcp_session(url, headers, CALL_TIMEOUT_S) as session:
             i = offset
             for _ in range(WARMUP_CALLS):
                 first.update(await _search(session, queries[i % len(queries)]))
@@ -681,17 +247,6 @@ async def _search(session: Any, query: str) -> dict[str, Any]:
 # The run.
 
 
-def package_corpus(package: str, work: Path) -> tuple[Path, list[str], dict[str, Any]]:
-    """The stripped copy of an installed package under `work`, its docstring queries and its facts
-    (version, files), printed."""
-    from bench.quality_corpus import build_corpus, corpus_dir, read_facts
-
-    queries = [q.query for q in build_corpus((package,), work / "eval")]
-    facts = read_facts(work / "eval")
-    print(f"corpus: {package} {facts['packages'][package]}, {facts['files']} files, {len(queries)} queries")
-    return corpus_dir(work / "eval"), queries, facts
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.search_load")
     parser.add_argument("--clients", type=int, nargs="+", default=list(DEFAULT_CLIENTS), help="client counts")
@@ -700,8 +255,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.clients) < 1 or args.seconds <= 0:
         parser.error("client counts must be at least 1 and --seconds positive")
-
-    from cluster.settings import load_settings
 
     work = Path(tempfile.mkdtemp(prefix="samespace-load-"))
     corpus, queries, facts = package_corpus(args.package, work)
@@ -713,8 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         log=work / "samespace-run.log",
     )
     single = SingleProcess(corpus=corpus, port=free_port(), log=work / "single-process.log")
-    token = load_settings().serve.expected_token()  # the cluster reads the same SAMESPACE_* environment
-    headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token is not None else {}
+    headers = bearer_headers()
     left: list[int] = []
     try:
         single.start()

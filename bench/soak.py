@@ -27,6 +27,10 @@ Prints the calls per kind (errors by name, p50/p99), the RSS per minute and the 
 writes bench/results/soak.json (every sample, the tables, the summary). The exit status is
 non-zero only when it could not measure (the cluster did not start or stop, no sample at the
 baseline or the last minute); a FAIL is printed. Everything it started is stopped at the end.
+
+The mix and the call log are in `bench.soak_mix`, the minute samples and the verdicts in
+`bench.soak_verdicts`; the cluster, the clients' sessions and /proc come from the modules it shares
+with `bench.search_load` (`load_servers`, `load_clients`, `process_memory`).
 """
 
 from __future__ import annotations
@@ -35,57 +39,41 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import shutil
 import sys
 import tempfile
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.run import percentile
-from bench.search_load import (
-    INDEX_NAME,
-    MB,
-    RESULTS,
-    LoadFailed,
-    ProcessMemory,
-    SamespaceCluster,
-    aggregate_by_name,
-    package_corpus,
-    read_process,
+from bench.load_clients import bearer_headers, client_offsets, mcp_session
+from bench.load_servers import INDEX_NAME, LoadFailed, SamespaceCluster, package_corpus
+from bench.process_memory import MB, ProcessMemory, read_processes
+from bench.run import RESULTS
+from bench.soak_mix import MINUTE_S, CallLog, MixScheduler, calls_markdown, max_calls, weighted_cycle
+from bench.soak_verdicts import (
+    GROWTH_TOLERANCE,
+    MinuteSample,
+    minute_markdown,
+    minute_table,
+    name_verdicts,
+    overall,
+    process_verdicts,
+    verdict_markdown,
 )
 from samespace.head import free_port
 
-__all__ = [
-    "KINDS",
-    "CallLog",
-    "MinuteSample",
-    "MixScheduler",
-    "Verdict",
-    "main",
-    "max_calls",
-    "minute_markdown",
-    "minute_table",
-    "name_verdicts",
-    "overall",
-    "process_verdicts",
-    "verdict_markdown",
-    "weighted_cycle",
-    "within_growth",
-]
+__all__ = ["CallFailed", "Load", "SoakCluster", "main", "one_call", "soak"]
 
 RESULTS_FILE = "soak.json"
 DEFAULT_MINUTES = 20
 DEFAULT_BASELINE_MINUTE = 5
 DEFAULT_CLIENTS = 4
 DEFAULT_PACKAGE = "httpx"
-MINUTE_S = 60.0
-KINDS = ("search_code", "read_code", "index_status", "ask_code", "refresh_index")
 MIX_WEIGHTS = {"search_code": 6, "read_code": 2, "index_status": 1}
 CLIENT_INTERVAL_S = 0.25  # a client starts at most 4 calls a second (fewer when calls take longer)
 ASK_EVERY_S = 60.0  # per client; the clients' first asks are staggered across FIRST_ASK_S..ASK_EVERY_S
@@ -97,353 +85,8 @@ CALL_TIMEOUT_S = 60.0
 RECONNECT_PAUSE_S = 1.0
 RECENT_HITS = 20
 K = 10
-GROWTH_TOLERANCE = 0.10
-ERROR_SAMPLES = 3  # messages kept per (kind, error name)
 SESSION = "session"  # the log's kind for a session that could not open or broke outside a call
 ALLOWED_ROOTS_ENV = "SAMESPACE_INDEX__ALLOWED_ROOTS"
-
-
-# Pure parts: the mix, the call log, the minute tables, the verdicts.
-
-
-def weighted_cycle(weights: Mapping[str, int]) -> list[str]:
-    """One period of a smooth weighted round-robin: each kind `weight` times, spread out (a x2, b x1: a b a)."""
-    if not weights or any(w < 1 for w in weights.values()):
-        raise ValueError("every weight must be at least 1")
-    total_weight = sum(weights.values())
-    current = dict.fromkeys(weights, 0)
-    cycle = []
-    for _ in range(total_weight):
-        for kind, weight in weights.items():
-            current[kind] += weight
-        chosen = max(current, key=lambda kind: current[kind])  # ties: the first in `weights`
-        current[chosen] -= total_weight
-        cycle.append(chosen)
-    return cycle
-
-
-def max_calls(minutes: float, interval_s: float, ask_every_s: float) -> int:
-    """A client's bound on calls: one per interval over the run, plus its asks."""
-    seconds = minutes * MINUTE_S
-    return math.ceil(seconds / interval_s) + math.ceil(seconds / ask_every_s) + 1
-
-
-class MixScheduler:
-    """What one client calls next: an ask when one is due (the first at `first_ask_s`, then one per
-    `ask_every_s`; missed ones are skipped, never made up in a burst), else the next kind of the
-    cycle, with read_code turned into search_code while no hit is known; None once `limit` calls
-    were scheduled. Times are seconds since the load began."""
-
-    def __init__(self, cycle: Sequence[str], ask_every_s: float, first_ask_s: float, limit: int) -> None:
-        if not cycle or ask_every_s <= 0 or limit < 0:
-            raise ValueError("need a cycle, a positive ask period and a non-negative limit")
-        self._cycle = list(cycle)
-        self._ask_every_s = ask_every_s
-        self._next_ask_s = first_ask_s
-        self._limit = limit
-        self._position = 0
-        self.scheduled = 0
-
-    def next_kind(self, now_s: float, have_hit: bool) -> str | None:
-        if self.scheduled >= self._limit:
-            return None
-        self.scheduled += 1
-        if now_s >= self._next_ask_s:
-            while self._next_ask_s <= now_s:
-                self._next_ask_s += self._ask_every_s
-            return "ask_code"
-        kind = self._cycle[self._position % len(self._cycle)]
-        self._position += 1
-        return "search_code" if kind == "read_code" and not have_hit else kind
-
-
-@dataclass
-class CallLog:
-    """Every call: when it ended (seconds since the load began), its kind, its latency, its error's
-    name (None: it succeeded) and an outcome worth counting (an ask's mode, a refresh's phase)."""
-
-    calls: list[tuple[float, str, float, str | None]] = field(default_factory=list)
-    messages: dict[tuple[str, str], list[str]] = field(default_factory=dict)
-    outcomes: dict[str, Counter[str]] = field(default_factory=dict)
-
-    def record(
-        self, at_s: float, kind: str, seconds: float, error: str | None = None, message: str = "", outcome: str = ""
-    ) -> None:
-        self.calls.append((at_s, kind, seconds, error))
-        if error is not None:
-            kept = self.messages.setdefault((kind, error), [])
-            if len(kept) < ERROR_SAMPLES:
-                kept.append(message[:300])
-        if outcome:
-            self.outcomes.setdefault(kind, Counter())[outcome] += 1
-
-    def errors(self) -> int:
-        return sum(1 for call in self.calls if call[3] is not None)
-
-    def summary(self) -> dict[str, dict[str, Any]]:
-        """Per kind (the five, then any other seen): calls, errors by name with sample messages, the
-        latency percentiles of the calls that succeeded, and the outcomes counted."""
-        seen = [kind for kind in dict.fromkeys(call[1] for call in self.calls) if kind not in KINDS]
-        table = {}
-        for kind in [*KINDS, *seen]:
-            mine = [call for call in self.calls if call[1] == kind]
-            ok_ms = [call[2] * 1000 for call in mine if call[3] is None]
-            errors = Counter(call[3] for call in mine if call[3] is not None)
-            table[kind] = {
-                "calls": len(mine),
-                "ok": len(ok_ms),
-                "errors": dict(sorted(errors.items())),
-                "error_messages": {name: self.messages.get((kind, name), []) for name in sorted(errors)},
-                "p50_ms": round(percentile(ok_ms, 50), 1) if ok_ms else None,
-                "p99_ms": round(percentile(ok_ms, 99), 1) if ok_ms else None,
-                "outcomes": dict(sorted(self.outcomes.get(kind, Counter()).items())),
-            }
-        return table
-
-    def per_minute(self, minutes: int) -> list[dict[str, Any]]:
-        """Calls, errors and p50 per kind in each minute of the load (a call counts in the minute it ended)."""
-        rows = []
-        for minute in range(minutes):
-            row: dict[str, Any] = {"minute": minute}
-            for kind in KINDS:
-                mine = [c for c in self.calls if c[1] == kind and minute * MINUTE_S <= c[0] < (minute + 1) * MINUTE_S]
-                ok_ms = [c[2] * 1000 for c in mine if c[3] is None]
-                row[kind] = {
-                    "calls": len(mine),
-                    "errors": len(mine) - len(ok_ms),
-                    "p50_ms": round(percentile(ok_ms, 50), 1) if ok_ms else None,
-                }
-            rows.append(row)
-        return rows
-
-
-def calls_markdown(summary: Mapping[str, Mapping[str, Any]]) -> str:
-    lines = ["| kind | calls | errors | p50 ms | p99 ms | errors by name | outcomes |", "|---|---|---|---|---|---|---|"]
-    for kind, row in summary.items():
-        errors = sum(row["errors"].values())
-        names = ", ".join(f"{name} x{n}" for name, n in row["errors"].items()) or "-"
-        outcomes = ", ".join(f"{name} x{n}" for name, n in row["outcomes"].items()) or "-"
-        p50 = "-" if row["p50_ms"] is None else f"{row['p50_ms']:.0f}"
-        p99 = "-" if row["p99_ms"] is None else f"{row['p99_ms']:.0f}"
-        lines.append(f"| {kind} | {row['calls']} | {errors} | {p50} | {p99} | {names} | {outcomes} |")
-    return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class MinuteSample:
-    """The processes seen at one minute mark (`at_s`: when, in seconds since the load began)."""
-
-    minute: int
-    at_s: float
-    processes: tuple[ProcessMemory, ...]
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "minute": self.minute,
-            "at_s": round(self.at_s, 1),
-            "total_rss_mb": round(sum(p.memory.rss for p in self.processes) / MB, 1),
-            "total_pss_mb": round(sum(p.memory.pss for p in self.processes) / MB, 1),
-            "processes": [
-                {
-                    "process": p.name,
-                    "pid": p.pid,
-                    "rss_mb": round(p.memory.rss / MB, 1),
-                    "pss_mb": round(p.memory.pss / MB, 1),
-                    "uss_mb": round(p.memory.uss / MB, 1),
-                }
-                for p in sorted(self.processes, key=lambda p: (p.name, p.pid))
-            ],
-            "by_name": aggregate_by_name(self.processes),
-        }
-
-
-def minute_table(samples: Sequence[MinuteSample], by_name: bool = False) -> list[dict[str, Any]]:
-    """One row per process (name + pid), or per name with same-name processes summed: its RSS and
-    PSS in MB at each sample, in the samples' order (None where it was not there), and for names
-    the count of processes at each."""
-    keys: dict[tuple[str, int | None], None] = {}
-    for sample in samples:
-        for p in sample.processes:
-            keys[(p.name, None if by_name else p.pid)] = None
-    rows = []
-    for name, pid in sorted(keys, key=lambda key: (key[0], key[1] or 0)):
-        row: dict[str, Any] = {"process": name} if by_name else {"process": name, "pid": pid}
-        rss: list[float | None] = []
-        pss: list[float | None] = []
-        counts: list[int] = []
-        for sample in samples:
-            mine = [p for p in sample.processes if p.name == name and (by_name or p.pid == pid)]
-            counts.append(len(mine))
-            rss.append(round(sum(p.memory.rss for p in mine) / MB, 1) if mine else None)
-            pss.append(round(sum(p.memory.pss for p in mine) / MB, 1) if mine else None)
-        row |= {"minutes": [s.minute for s in samples], "rss_mb": rss, "pss_mb": pss}
-        if by_name:
-            row["count"] = counts
-        rows.append(row)
-    return rows
-
-
-def minute_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """RSS MB per minute, a row per process (a name's count after its figure when it is not 1)."""
-    if not rows:
-        return "(no samples)"
-    minutes = rows[0]["minutes"]
-    with_pid = "pid" in rows[0]
-    head = ["process", *(["pid"] if with_pid else []), *(f"m{m}" for m in minutes)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
-        cells = [str(row["process"]), *([str(row["pid"])] if with_pid else [])]
-        for i, mb in enumerate(row["rss_mb"]):
-            count = row["count"][i] if "count" in row else 1
-            cells.append("-" if mb is None else f"{mb:.0f}" + (f" (x{count})" if count != 1 else ""))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def within_growth(baseline: int, last: int, tolerance: float = GROWTH_TOLERANCE) -> bool:
-    """The soak's test: `last` at most `tolerance` above `baseline` (a drop passes)."""
-    return last <= baseline * (1 + tolerance)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One process (pid set) or one name's sum (pid None) at the baseline and the last minute.
-    status: compared, new (no baseline), restarted (its name lost `previous_pid` and gained `pid`),
-    gone (not there at the last minute). `passed` is None unless compared."""
-
-    process: str
-    pid: int | None
-    status: str
-    baseline_rss: int | None
-    last_rss: int | None
-    baseline_pss: int | None = None
-    last_pss: int | None = None
-    previous_pid: int | None = None
-    counts: tuple[int, int] | None = None
-    passed: bool | None = None
-
-    @property
-    def ratio(self) -> float | None:
-        if self.baseline_rss is None or self.last_rss is None or self.baseline_rss == 0:
-            return None
-        return self.last_rss / self.baseline_rss
-
-    @property
-    def verdict(self) -> str:
-        if self.status == "compared":
-            return "PASS" if self.passed else "FAIL"
-        return self.status.upper()
-
-    def record(self) -> dict[str, Any]:
-        ratio = self.ratio
-        return asdict(self) | {"ratio": None if ratio is None else round(ratio, 3), "verdict": self.verdict}
-
-
-def _compared(
-    name: str, pid: int | None, b: Sequence[ProcessMemory], a: Sequence[ProcessMemory], tolerance: float
-) -> Verdict:
-    rss_b, rss_a = sum(p.memory.rss for p in b), sum(p.memory.rss for p in a)
-    return Verdict(
-        process=name,
-        pid=pid,
-        status="compared",
-        baseline_rss=rss_b,
-        last_rss=rss_a,
-        baseline_pss=sum(p.memory.pss for p in b),
-        last_pss=sum(p.memory.pss for p in a),
-        counts=(len(b), len(a)) if pid is None else None,
-        passed=within_growth(rss_b, rss_a, tolerance),
-    )
-
-
-def process_verdicts(
-    baseline: Sequence[ProcessMemory], last: Sequence[ProcessMemory], tolerance: float = GROWTH_TOLERANCE
-) -> list[Verdict]:
-    """Each process (name + pid) at the baseline and the last minute: compared when it is in both;
-    within a name, a baseline pid missing at the end and a new pid are paired as a restart (in pid
-    order); what is left over is new or gone. Sorted by name, then pid."""
-    before = {(p.name, p.pid): p for p in baseline}
-    after = {(p.name, p.pid): p for p in last}
-    verdicts = [
-        _compared(name, pid, [before[(name, pid)]], [after[(name, pid)]], tolerance)
-        for name, pid in before.keys() & after.keys()
-    ]
-    for name in sorted({name for name, _ in before.keys() ^ after.keys()}):
-        gone = sorted(pid for n, pid in before.keys() - after.keys() if n == name)
-        new = sorted(pid for n, pid in after.keys() - before.keys() if n == name)
-        for old_pid, new_pid in zip(gone, new, strict=False):
-            old, now = before[(name, old_pid)], after[(name, new_pid)]
-            verdicts.append(
-                Verdict(
-                    name, new_pid, "restarted", old.memory.rss, now.memory.rss, old.memory.pss, now.memory.pss, old_pid
-                )
-            )
-        for pid in new[len(gone) :]:
-            now = after[(name, pid)]
-            verdicts.append(Verdict(name, pid, "new", None, now.memory.rss, None, now.memory.pss))
-        for pid in gone[len(new) :]:
-            old = before[(name, pid)]
-            verdicts.append(Verdict(name, pid, "gone", old.memory.rss, None, old.memory.pss, None))
-    return sorted(verdicts, key=lambda v: (v.process, v.pid or 0))
-
-
-def name_verdicts(
-    baseline: Sequence[ProcessMemory], last: Sequence[ProcessMemory], tolerance: float = GROWTH_TOLERANCE
-) -> list[Verdict]:
-    """Each process name, same-name processes summed (as search_load's table): compared when the name
-    is there at both minutes (counts shown), else new or gone."""
-    names = sorted({p.name for p in baseline} | {p.name for p in last})
-    verdicts = []
-    for name in names:
-        b = [p for p in baseline if p.name == name]
-        a = [p for p in last if p.name == name]
-        if b and a:
-            verdicts.append(_compared(name, None, b, a, tolerance))
-        elif a:
-            rss, pss = sum(p.memory.rss for p in a), sum(p.memory.pss for p in a)
-            verdicts.append(Verdict(name, None, "new", None, rss, None, pss, counts=(0, len(a))))
-        else:
-            rss, pss = sum(p.memory.rss for p in b), sum(p.memory.pss for p in b)
-            verdicts.append(Verdict(name, None, "gone", rss, None, pss, None, counts=(len(b), 0)))
-    return verdicts
-
-
-def overall(verdicts: Iterable[Verdict]) -> bool | None:
-    """False when any compared row failed, True when every compared row passed, None when none was compared."""
-    passed = [v.passed for v in verdicts if v.status == "compared"]
-    if not passed:
-        return None
-    return all(passed)
-
-
-def verdict_markdown(verdicts: Sequence[Verdict], baseline_minute: int, last_minute: int) -> str:
-    """The verdict table: RSS (and PSS) MB at both minutes, the ratio, the verdict and what it means."""
-    lines = [
-        (
-            f"| process | pid | RSS m{baseline_minute} | RSS m{last_minute} | ratio | PSS m{baseline_minute} | "
-            f"PSS m{last_minute} | verdict | note |"
-        ),
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-
-    def mb(value: int | None) -> str:
-        return "-" if value is None else f"{value / MB:.0f}"
-
-    for v in verdicts:
-        ratio = v.ratio
-        note = ""
-        if v.status == "restarted":
-            note = f"pid {v.previous_pid} → {v.pid}"
-        elif v.counts is not None and v.counts[0] != v.counts[1]:
-            note = f"{v.counts[0]} → {v.counts[1]} processes"
-        elif v.counts is not None and v.counts[0] > 1:
-            note = f"{v.counts[0]} processes"
-        lines.append(
-            f"| {v.process} | {'-' if v.pid is None else v.pid} | {mb(v.baseline_rss)} | {mb(v.last_rss)} | "
-            f"{'-' if ratio is None else f'{ratio:.2f}'} | {mb(v.baseline_pss)} | {mb(v.last_pss)} | {v.verdict} | "
-            f"{note} |"
-        )
-    return "\n".join(lines)
 
 
 # The load.
@@ -533,19 +176,12 @@ async def one_call(session: Any, kind: str, query: str, hits: deque[dict[str, An
 async def run_client(load: Load, offset: int, scheduler: MixScheduler) -> None:
     """One MCP client: a session (reopened after a call that raised, or one that broke), the scheduler's
     calls, one started per CLIENT_INTERVAL_S at most, until the stop or the scheduler's bound."""
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
     hits: deque[dict[str, Any]] = deque(maxlen=RECENT_HITS)
     position = offset
     while not load.stop.is_set():
         opened = time.monotonic()
         try:
-            async with (
-                httpx2.AsyncClient(headers=load.headers, timeout=httpx2.Timeout(CALL_TIMEOUT_S)) as http,
-                Client(streamable_http_client(load.url, http_client=http)) as session,
-            ):
+            async with mcp_session(load.url, load.headers, CALL_TIMEOUT_S) as session:
                 load.sessions += 1
                 while not load.stop.is_set():
                     kind = scheduler.next_kind(load.now_s(), bool(hits))
@@ -571,20 +207,13 @@ async def run_client(load: Load, offset: int, scheduler: MixScheduler) -> None:
 
 async def refresh(load: Load) -> None:
     """One refresh_index of the corpus's index in a session of its own, followed to the build's end."""
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
     kind, began = "refresh_index", time.monotonic()
 
     async def heard(done: float, total: float | None, message: str | None) -> None:
         return None
 
     try:
-        async with (
-            httpx2.AsyncClient(headers=load.headers, timeout=httpx2.Timeout(REFRESH_TIMEOUT_S)) as http,
-            Client(streamable_http_client(load.url, http_client=http)) as session,
-        ):
+        async with mcp_session(load.url, load.headers, REFRESH_TIMEOUT_S) as session:
             report = await _tool(session, kind, {"name": INDEX_NAME}, REFRESH_TIMEOUT_S, heard)
         phase = str(report.get("phase", "?"))
         if phase == "failed" or not report.get("done"):
@@ -630,8 +259,6 @@ async def soak(
     sample: Callable[[], list[ProcessMemory]],
 ) -> tuple[CallLog, list[MinuteSample], int]:
     """The whole load: the minute loop and `clients` clients; the call log, the samples, sessions opened."""
-    from bench.search_load import client_offsets
-
     load = Load(url=url, headers=headers, queries=queries, log=CallLog())
     samples: list[MinuteSample] = []
     cycle = weighted_cycle(MIX_WEIGHTS)
@@ -659,7 +286,7 @@ class SoakCluster(SamespaceCluster):
 
 
 def sample_processes(cluster: SamespaceCluster) -> list[ProcessMemory]:
-    return [p for p in map(read_process, cluster.pids()) if p is not None]
+    return read_processes(cluster.pids())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -674,8 +301,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.minutes < 1 or not 0 <= args.baseline_minute < args.minutes or args.clients < 1:
         parser.error("need --minutes >= 1, 0 <= --baseline-minute < --minutes and --clients >= 1")
 
-    from cluster.settings import load_settings
-
     work = Path(tempfile.mkdtemp(prefix="samespace-soak-"))
     corpus, queries, facts = package_corpus(args.package, work)
     cluster = SoakCluster(
@@ -686,8 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         log=work / "samespace-run.log",
         extra_env={ALLOWED_ROOTS_ENV: json.dumps([str(corpus.parent)])},  # refresh_index over MCP
     )
-    token = load_settings().serve.expected_token()  # the cluster reads the same SAMESPACE_* environment
-    headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token is not None else {}
+    headers = bearer_headers()
     try:
         began = time.perf_counter()
         cluster.start()

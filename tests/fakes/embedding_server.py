@@ -93,6 +93,38 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> JS
     return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
 
 
+def _read_request(raw: bytes) -> tuple[_EmbeddingsRequest, list[str]] | JSONResponse:
+    """The request and its texts, or the 400 an OpenAI-compatible server answers."""
+    try:
+        body = _EmbeddingsRequest.model_validate(json.loads(raw))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _error(400, "Invalid JSON body")
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        return _error(400, f"Invalid request: {'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}")
+    texts = [body.input] if isinstance(body.input, str) else body.input
+    if not texts:
+        return _error(400, "Invalid request: input must not be empty")
+    if any(not t for t in texts):
+        return _error(400, "Invalid request: input must not contain empty strings")
+    return body, texts
+
+
+def _embeddings_answer(rows: np.ndarray, texts: list[str], encoding_format: str, model_name: str) -> dict[str, Any]:
+    """OpenAI's embeddings body: each row as floats or as base64 of little-endian float32."""
+    if encoding_format == "base64":
+        embedded: list[Any] = [base64.b64encode(r.astype("<f4").tobytes()).decode("ascii") for r in rows]
+    else:
+        embedded = [r.astype(np.float32).tolist() for r in rows]
+    tokens = sum(len(t.split()) for t in texts)
+    return {
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(embedded)],
+        "model": model_name,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
 def build_embedding_app(
     encode: Encode,
     *,
@@ -127,37 +159,17 @@ def build_embedding_app(
     async def embeddings(request: Request) -> JSONResponse:
         if not authorised(request):
             return _error(401, "Invalid API key", "authentication_error")
-        try:
-            body = _EmbeddingsRequest.model_validate(json.loads(await request.body()))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "Invalid JSON body")
-        except ValidationError as exc:
-            first = exc.errors(include_url=False, include_input=False)[0]
-            return _error(400, f"Invalid request: {'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}")
-        texts = [body.input] if isinstance(body.input, str) else body.input
-        if not texts:
-            return _error(400, "Invalid request: input must not be empty")
-        if any(not t for t in texts):
-            return _error(400, "Invalid request: input must not contain empty strings")
+        parsed = _read_request(await request.body())
+        if isinstance(parsed, JSONResponse):
+            return parsed
+        body, texts = parsed
         rows = await run_in_threadpool(run_encode, texts)
-        if body.encoding_format == "base64":
-            embedded: list[Any] = [base64.b64encode(r.astype("<f4").tobytes()).decode("ascii") for r in rows]
-        else:
-            embedded = [r.astype(np.float32).tolist() for r in rows]
-        tokens = sum(len(t.split()) for t in texts)
         with stats_lock:
             stats.requests += 1
             stats.texts += len(texts)
             stats.texts_by_request.append(len(texts))
             stats.models.append(body.model)
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(embedded)],
-                "model": model_name,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            }
-        )
+        return JSONResponse(_embeddings_answer(rows, texts, body.encoding_format, model_name))
 
     async def get_stats(request: Request) -> JSONResponse:
         with stats_lock:

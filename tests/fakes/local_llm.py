@@ -134,6 +134,35 @@ def prompt_token_count(body: dict[str, Any]) -> int:
     return len(conversation_text(body).split())
 
 
+def chat_refusal(body: Any, config: LocalLlmConfig) -> Response | None:
+    """The 400 or 404 vLLM answers this chat request with (a bad body, another model, stream, too long
+    a prompt); None when the request may be served."""
+    if not isinstance(body, dict):
+        return openai_error(400, "Invalid JSON body", "BadRequestError")
+    messages = body.get("messages")
+    if not isinstance(body.get("model"), str) or not isinstance(messages, list) or not messages:
+        return openai_error(400, "Invalid request: `model` and a non-empty `messages` are required", "BadRequestError")
+    if not all(isinstance(m, dict) for m in messages):
+        return openai_error(400, "Invalid request: every message must be an object", "BadRequestError")
+    if body["model"] != config.model:
+        return openai_error(404, f"The model `{body['model']}` does not exist.", "NotFoundError")
+    if body.get("stream"):
+        return openai_error(400, "stream is not supported by the fake", "BadRequestError")
+    prompt_tokens = prompt_token_count(body)
+    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+    if not isinstance(max_tokens, int):
+        return openai_error(400, "Invalid request: max_tokens must be an integer", "BadRequestError")
+    if prompt_tokens + max_tokens > config.max_model_len:
+        message = (
+            f"This model's maximum context length is {config.max_model_len} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+            f"{max_tokens} in the completion). "
+            "Please reduce the length of the messages or completion."
+        )
+        return openai_error(400, message, "BadRequestError")
+    return None
+
+
 def build_local_llm_app(state: LocalLlmState | None = None) -> Starlette:
     """The fake as an ASGI app. Without `state` it serves a default LocalLlmConfig."""
     state = state if state is not None else LocalLlmState()
@@ -161,31 +190,9 @@ def build_local_llm_app(state: LocalLlmState | None = None) -> Starlette:
         if refused is not None:
             return refused
         config = state.config
-        if not isinstance(body, dict):
-            return openai_error(400, "Invalid JSON body", "BadRequestError")
-        messages = body.get("messages")
-        if not isinstance(body.get("model"), str) or not isinstance(messages, list) or not messages:
-            return openai_error(
-                400, "Invalid request: `model` and a non-empty `messages` are required", "BadRequestError"
-            )
-        if not all(isinstance(m, dict) for m in messages):
-            return openai_error(400, "Invalid request: every message must be an object", "BadRequestError")
-        if body["model"] != config.model:
-            return openai_error(404, f"The model `{body['model']}` does not exist.", "NotFoundError")
-        if body.get("stream"):
-            return openai_error(400, "stream is not supported by the fake", "BadRequestError")
-        prompt_tokens = prompt_token_count(body)
-        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 0
-        if not isinstance(max_tokens, int):
-            return openai_error(400, "Invalid request: max_tokens must be an integer", "BadRequestError")
-        if prompt_tokens + max_tokens > config.max_model_len:
-            message = (
-                f"This model's maximum context length is {config.max_model_len} tokens. However, you requested "
-                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
-                f"{max_tokens} in the completion). "
-                "Please reduce the length of the messages or completion."
-            )
-            return openai_error(400, message, "BadRequestError")
+        refused = chat_refusal(body, config)
+        if refused is not None:
+            return refused
         rule = state.match_chat_rule(body)
         if rule is not None:
             return await scripted_response(rule, body, state.next_id(), config.model)

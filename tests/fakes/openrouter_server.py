@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from samespace.head import free_port
 
-from .openrouter_fake import FakeConfig, FakeState, FakeStats, build_fake_app
+from .openrouter_fake import FakeConfig, FakeState, FakeStats, build_fake_app, shared_encoder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.1"
@@ -245,9 +245,7 @@ def main(argv: list[str] | None = None) -> None:
 
     config = FakeConfig.model_validate_json(args.config.read_text()) if args.config else FakeConfig()
     if not args.no_preload:
-        from .openrouter_fake import _shared_encoder
-
-        _shared_encoder()
+        shared_encoder()
     app = build_fake_app(FakeState(config=config))
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
 

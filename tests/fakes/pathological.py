@@ -26,9 +26,11 @@ def _nested(opening: str, middle: str, closing: str, depth: int = DEPTH) -> str:
 
 def _deep_files() -> dict[str, tuple[str, str]]:
     """path -> (text, description), one or more per grammar chunking parses."""
-    python_classes = "".join(f"{' ' * level}class C{level}:\n" for level in range(PYTHON_CLASS_DEPTH))
-    python_classes += " " * PYTHON_CLASS_DEPTH + "def innermost(self):\n"
-    python_classes += " " * (PYTHON_CLASS_DEPTH + 1) + "return 1\n"
+    return {**_deep_compiled_files(), **_deep_scripted_files()}
+
+
+def _deep_compiled_files() -> dict[str, tuple[str, str]]:
+    """The deep files of C++, C, Rust, Java and Go."""
     return {
         "deep/namespaces.cpp": (
             "int top_level(int x) { return x + 1; }\n"
@@ -67,6 +69,15 @@ def _deep_files() -> dict[str, tuple[str, str]]:
             "package p\n\nvar x = " + _nested("f(\n", "1", ",\n)") + "\n",
             f"Go: {DEPTH:,} nested calls",
         ),
+    }
+
+
+def _deep_scripted_files() -> dict[str, tuple[str, str]]:
+    """The deep files of Python, JavaScript, TypeScript, TSX, Markdown and Bash."""
+    python_classes = "".join(f"{' ' * level}class C{level}:\n" for level in range(PYTHON_CLASS_DEPTH))
+    python_classes += " " * PYTHON_CLASS_DEPTH + "def innermost(self):\n"
+    python_classes += " " * (PYTHON_CLASS_DEPTH + 1) + "return 1\n"
+    return {
         "deep/parens.py": (
             "def top_level():\n    return 1\n\n\nx = " + _nested("(\n", "1", "\n)") + "\n",
             f"Python: {DEPTH:,} nested parentheses",

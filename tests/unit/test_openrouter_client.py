@@ -11,7 +11,7 @@ from email.utils import format_datetime
 import httpx
 import numpy as np
 import pytest
-from fakes.openrouter_fake import FakeConfig, FakeState, KeyConfig, UpstreamBehaviour, _encode, build_fake_app
+from fakes.openrouter_fake import FakeConfig, FakeState, KeyConfig, UpstreamBehaviour, build_fake_app, encode
 from fakes.openrouter_server import FakeOpenRouterServer
 from pydantic import SecretStr
 
@@ -83,7 +83,7 @@ async def test_embed_sends_the_pin_with_fallbacks_disabled_and_returns_the_local
     async with client:
         vectors = await client.embed(MODEL, PIN, TEXTS, WIDTH)
     assert vectors.dtype == np.float32 and vectors.shape == (len(TEXTS), WIDTH)
-    assert cosines(vectors, _encode(TEXTS)).min() > 0.9999
+    assert cosines(vectors, encode(TEXTS)).min() > 0.9999
     (request,) = transport.requests
     body = json.loads(request.content)
     assert body["provider"] == {"order": [PIN], "only": [PIN], "allow_fallbacks": False}
@@ -209,7 +209,7 @@ async def test_other_model_vectors_are_far_from_the_local_space_and_perturbed_on
         other=UpstreamBehaviour(vectors="other-model"), noisy=UpstreamBehaviour(vectors="perturbed", sigma=0.002)
     )
     client, _ = client_for(state)
-    local = _encode(TEXTS)
+    local = encode(TEXTS)
     async with client:
         other = await client.embed(MODEL, "other", TEXTS, WIDTH)
         noisy = await client.embed(MODEL, "noisy", TEXTS, WIDTH)
@@ -365,7 +365,7 @@ async def test_the_fake_server_runs_as_a_subprocess_and_answers_the_client_over_
         server.reset()
         async with OpenRouterClient(provider_name=PROVIDER, key=SecretStr(CANARY), base_url=server.base_url) as client:
             vectors = await client.embed(MODEL, PIN, TEXTS, WIDTH)
-        assert cosines(vectors, _encode(TEXTS)).min() > 0.9999
+        assert cosines(vectors, encode(TEXTS)).min() > 0.9999
         stats = server.stats()
         assert stats.total("ok", key="canary", upstream=PIN, path="/embeddings") == 1
     with pytest.raises(ProcessLookupError):

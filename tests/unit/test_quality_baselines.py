@@ -173,7 +173,7 @@ def test_run_baselines_gives_dense_then_bm25_over_the_same_units(tmp_path: Path,
 
 
 def test_deltas_are_points_against_the_function_dense_script_and_p50_against_hybrid() -> None:
-    from bench.quality import delta_points, delta_table, deltas, format_points
+    from bench.quality_report import delta_points, delta_table, deltas, format_points
 
     assert delta_points(0.461, 0.387) == 7.4 and format_points(7.4) == "+7.4"
     assert format_points(delta_points(0.387, 0.461)) == "-7.4"

@@ -288,7 +288,7 @@ def test_recall_and_mrr() -> None:
 
 
 def test_the_bench_reads_search_code_s_schema_and_never_runs_a_mode_under_a_false_label() -> None:
-    from bench.quality import ROWS, STAND_IN, plan_row, read_interface
+    from bench.quality_rows import ROWS, STAND_IN, plan_row, read_interface
 
     old = read_interface({"properties": {"query": {"type": "string"}, "k": {"type": "integer"}}})
     assert old.modes is None and not old.rerank and old.default_mode is None
@@ -350,7 +350,8 @@ class FakeClient:
 
 
 async def test_the_default_row_sends_no_mode_and_flags_answers_of_another_mode_than_the_declared_default() -> None:
-    from bench.quality import ROWS, plan_row, read_interface, run_row
+    from bench.quality import run_row
+    from bench.quality_rows import ROWS, plan_row, read_interface
 
     interface = read_interface({"properties": {"mode": {"enum": ["hybrid", "dense"], "default": "hybrid"}}})
     spec = next(s for s in ROWS if s.label == "default")
@@ -374,7 +375,8 @@ async def test_every_set_runs_its_rows_without_rerank_before_the_reranker_gets_i
 ) -> None:
     import mcp
 
-    from bench.quality import SetRun, evaluate
+    from bench.quality import evaluate
+    from bench.quality_rows import SetRun
 
     schema = {"properties": {"mode": {"enum": ["hybrid", "dense", "keyword"], "default": "hybrid"}, "rerank": {}}}
     calls: list[tuple[str, str | None, bool, bool]] = []  # repo, mode, rerank, key pushed yet

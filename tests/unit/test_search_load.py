@@ -14,24 +14,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.search_load import (
-    MAX_SAMESPACE_RSS_BYTES,
-    QUERY_CACHE_TTL_S,
-    Check,
+from bench.load_clients import client_offsets
+from bench.load_servers import QUERY_CACHE_TTL_S, run_env
+from bench.process_memory import (
     Memory,
     MemoryTrace,
     ProcessMemory,
     aggregate_by_name,
-    client_offsets,
-    compare,
+    cpu_per_call,
     descendants,
-    evaluate,
-    load_summary,
-    markdown_table,
     parse_smaps_rollup,
+    parse_stat_cpu_s,
     process_name,
-    run_env,
 )
+from bench.search_load import MAX_SAMESPACE_RSS_BYTES, Check, compare, evaluate, load_summary, markdown_table
 from cluster.settings import SamespaceSettings
 from samespace.head import free_port
 
@@ -245,15 +241,11 @@ def test_the_single_process_answers_search_code_over_mcp(tmp_path: Path) -> None
 
 
 def test_the_cpu_seconds_of_a_stat_line_are_user_plus_system_even_with_a_paren_in_the_name() -> None:
-    from bench.search_load import parse_stat_cpu_s
-
     stat = "4242 (ray::Index) Actor)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 30 0 100 0 0"
     assert parse_stat_cpu_s(stat, ticks_per_s=100.0) == 3.0  # (250 + 50) / 100
 
 
 def test_cpu_per_call_counts_only_processes_alive_at_both_ends_by_name_busiest_first() -> None:
-    from bench.search_load import cpu_per_call
-
     before = {1: ("ray::IndexActor", 10.0), 2: ("ray::ProxyActor", 5.0), 3: ("ray::DispatcherActor", 1.0)}
     after = {1: ("ray::IndexActor", 10.5), 2: ("ray::ProxyActor", 5.2), 4: ("ray::DispatcherActor", 9.0)}
     assert cpu_per_call(before, after, calls=100) == [

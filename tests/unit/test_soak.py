@@ -6,21 +6,17 @@ from collections import Counter
 
 import pytest
 
-from bench.search_load import Memory, ProcessMemory
-from bench.soak import (
-    KINDS,
-    CallLog,
+from bench.process_memory import Memory, ProcessMemory
+from bench.soak_mix import KINDS, CallLog, MixScheduler, max_calls, weighted_cycle
+from bench.soak_verdicts import (
     MinuteSample,
-    MixScheduler,
     Verdict,
-    max_calls,
     minute_markdown,
     minute_table,
     name_verdicts,
     overall,
     process_verdicts,
     verdict_markdown,
-    weighted_cycle,
     within_growth,
 )
 
