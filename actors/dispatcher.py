@@ -124,7 +124,7 @@ class DispatcherActor:
         return await self._dispatcher.reference_probe()
 
     def gate_reports(self) -> list[GateReport]:
-        """Every verdict the gate holds for this role (for the admin API and `jobs.providers`)."""
+        """Every verdict the gate holds for this role (for the admin API and `jobs.show_providers`)."""
         gatekeeper = self._dispatcher.gatekeeper
         return gatekeeper.ledger.reports() if gatekeeper is not None else []
 

@@ -7,7 +7,7 @@ No Ray here: `Metric` spells every name once; `actors/metrics.py` records them t
 
 from __future__ import annotations
 
-from cluster.telemetry.catalog import (
+from cluster.telemetry.metric_catalog import (
     CATALOG,
     LATENCY_BUCKETS_S,
     METRIC_PREFIX,

@@ -1,6 +1,6 @@
 """Print which providers serve which role right now (asks every actor; nothing cached).
 
-ray job submit --address http://127.0.0.1:8265 -- python -m jobs.providers
+ray job submit --address http://127.0.0.1:8265 -- python -m jobs.show_providers
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def format_views(role: Role, views: list[ProviderView]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.providers", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m jobs.show_providers", description=__doc__.splitlines()[0])
     parser.parse_args(argv)
     settings = load_settings()
     ray.init(address=settings.ray.address, namespace=settings.ray.namespace, log_to_driver=False)
