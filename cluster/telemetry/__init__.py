@@ -7,6 +7,7 @@ No Ray here: `Metric` spells every name once; `actors/metrics.py` records them t
 
 from __future__ import annotations
 
+from cluster.telemetry.labels import FALLBACK_STAGES, OTHER_STAGE, OneHot, failure_kind, fallback_stage
 from cluster.telemetry.metric_catalog import (
     CATALOG,
     LATENCY_BUCKETS_S,
@@ -22,7 +23,6 @@ from cluster.telemetry.metric_catalog import (
     exported_names,
     metrics_table,
 )
-from cluster.telemetry.labels import FALLBACK_STAGES, OTHER_STAGE, OneHot, failure_kind, fallback_stage
 
 __all__ = [
     "CATALOG",
