@@ -89,7 +89,7 @@ set-policy:  # make set-policy ROLE=code-embedding POLICY=backup
 stop:
 	-@samespace stop --state-dir "$(STATE)"
 
-# Lint, format and types (pyproject.toml: [tool.ruff], [tool.mypy]); tests/unit/test_lint.py runs the same three.
+# Lint, format and types (pyproject.toml: [tool.ruff], [tool.mypy]); tests/contract/test_lint.py runs the same three.
 lint: $(STAMP)
 	ruff check
 	ruff format --check
@@ -103,7 +103,7 @@ test: $(STAMP) lint
 
 # Unit and contract tests (no Ray), in random order.
 test-fast: $(STAMP)
-	python -m pytest -m "not slow" tests/unit
+	python -m pytest -m "not slow" tests/unit tests/contract
 
 # Headless Chromium and chromedriver from Debian's packages, for the operator page's browser test
 # (tests/e2e/test_operator_page_e2e.py: Selenium drives /usr/bin/chromedriver; nothing is downloaded).

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from actors.virtual_container import VirtualContainerActor
     from cluster.roles import Role
     from cluster.settings import SamespaceSettings
-    from tests.fakes.openrouter_server import FakeOpenRouterServer
+    from tests.support.fakes.openrouter_server import FakeOpenRouterServer
 
     results: dict[str, Any] = {
         "limit_per_window": args.limit,

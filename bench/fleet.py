@@ -49,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.roles import Role
     from cluster.settings import SamespaceSettings
     from serve_apps.mcp import McpIngress
-    from tests.fakes.embedding_server import FakeEmbeddingServer
-    from tests.fakes.openrouter_server import free_port
-    from tests.fakes.repos import function_repo
-    from tests.fakes.sidecar_process import SidecarProcess, serve_arg
+    from tests.support.fakes.embedding_server import FakeEmbeddingServer
+    from tests.support.fakes.openrouter_server import free_port
+    from tests.support.fakes.repos import function_repo
+    from tests.support.fakes.sidecar_process import SidecarProcess, serve_arg
 
     work = Path(tempfile.mkdtemp(prefix="samespace-bench-fleet-"))
     repo = function_repo(work / "repo", args.files)

@@ -3,7 +3,7 @@ plain 40-line windows, same corpus, same run.
 
     python -m bench.pathological
 
-The corpus (tests/fakes/pathological.py: every grammar nested 10,000 deep, ~1 MB one-line files,
+The corpus (tests/support/fakes/pathological.py: every grammar nested 10,000 deep, ~1 MB one-line files,
 a 100,000-line file, NULs, invalid UTF-8, mixed line endings) is generated in a temp folder, then
 each run goes back to back in a fresh process, measured from a launcher process around it (wall
 time; CPU time and peak RSS from RUSAGE_CHILDREN once the run has exited; imports included):
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         launcher(args.launch[0], Path(args.launch[1]))
         return 0
 
-    from tests.fakes.pathological import write_pathological_corpus
+    from tests.support.fakes.pathological import write_pathological_corpus
 
     with tempfile.TemporaryDirectory(prefix="samespace-pathological-") as folder:
         root = Path(folder)

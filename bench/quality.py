@@ -20,7 +20,7 @@ eligible queries, about 600 per set).
    through the SDK client (one session) as `search_code(query, k=10, repo=<the set's repo>, ...)`:
    the path a user hits.
 4. Rows: keyword (BM25) | dense | hybrid | default (no `mode` argument, rerank=False: what an agent
-   gets unless it asks) | hybrid + rerank. The reranker is the OpenRouter fake (tests/fakes), whose
+   gets unless it asks) | hybrid + rerank. The reranker is the OpenRouter fake (tests/support/fakes), whose
    /rerank scores by MiniLM cosine: NOT a cross-encoder; that row measures the plumbing, not a real
    reranker's quality. Rows without rerank pass rerank=False and run, for both sets, before the
    reranker gets its key; every answer's `reranked_by` is checked, and so is the `mode` it says ran.
@@ -232,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from cluster.local import LocalEncoder
     from cluster.settings import EmbeddingSettings, SamespaceSettings
-    from tests.fakes.openrouter_fake import FakeConfig, KeyConfig
-    from tests.fakes.openrouter_server import FakeOpenRouterServer
+    from tests.support.fakes.openrouter_fake import FakeConfig, KeyConfig
+    from tests.support.fakes.openrouter_server import FakeOpenRouterServer
 
     print(sets_line(), flush=True)
     work = (args.work or Path(tempfile.mkdtemp(prefix="samespace-bench-quality-"))).resolve()

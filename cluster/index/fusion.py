@@ -15,7 +15,7 @@ any one dev package held out were the same (0.4, 0.2).
 The scores of several indexes are comparable: every hit scores exactly as it does when its index
 is searched alone, on one scale. Cosines are absolute (every index searched is in the query's
 encoder space). Raw BM25 is not: the store weighs terms by IDF over each collection, so the same
-chunk scores higher in a larger index (tests/unit/test_fusion.py shows a caller outscoring the
+chunk scores higher in a larger index (tests/unit/index/test_fusion.py shows a caller outscoring the
 definition it calls once they sit in different indexes); each index's keyword scores are therefore
 divided by that index's best. The same place (path, lines and text) found in several indexes is
 returned once, with the other indexes in its `also_in`.

@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 import ray
-from conftest import McpServer, RayCluster
+
+from tests.support.ray_cluster import McpServer, RayCluster
 
 pytestmark = pytest.mark.ray
 
@@ -380,11 +381,10 @@ def test_one_push_of_model_pin_and_policy_is_what_the_upstream_receives(
 
 
 def test_a_pushed_base_url_reaches_the_running_containers(admin: dict[str, Any], fake_openrouter: Any) -> None:
-    from fakes.openrouter_fake import FakeConfig, KeyConfig
-    from fakes.openrouter_server import FakeOpenRouterServer
-
     from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
+    from tests.support.fakes.openrouter_fake import FakeConfig, KeyConfig
+    from tests.support.fakes.openrouter_server import FakeOpenRouterServer
 
     setup = {"api_key": CANARY_KEY, "models": FIXTURE_ROUTE, "policies": {"code-embedding": "cloud"}}
     with FakeOpenRouterServer(config=FakeConfig(keys={CANARY_KEY: KeyConfig(label="second")}), preload=False) as second:

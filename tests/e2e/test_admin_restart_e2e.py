@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 import ray
-from conftest import McpServer, RayCluster
+
+from tests.support.ray_cluster import McpServer, RayCluster
 
 pytestmark = pytest.mark.ray
 

@@ -3,7 +3,7 @@
 The chat roles are scripted tool-calling models behind real HTTP: two vLLM-style local endpoints
 (rlm, code-assistant) and a dedicated OpenRouter fake (cloud code-assistant, cloud rlm, a cloud
 code-embedding lane). Endpoints are killed by PID in the middle of asks. The world (repository,
-endpoints, deployment) is tests/e2e/ask_env.py; the progress of an ask is test_ask_progress_e2e.py.
+endpoints, deployment) is tests/support/ask_env.py; the progress of an ask is test_ask_progress_e2e.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from typing import Any
 import httpx
 import pytest
 import ray
-from ask_env import (
+
+from samespace.clients import call_tool, result_text
+from tests.support.ask_env import (
     ANSWERING_CODER_RULE,
     ANSWERING_RLM_RULES,
     CLOUD_CODER,
@@ -26,11 +28,9 @@ from ask_env import (
     AskEnv,
     ask_env,
 )
-from conftest import McpServer, RayCluster
-from fakes.scripted_chat import ChatRule, ScriptedToolCall
-from waiting import wait_until
-
-from samespace.clients import call_tool, result_text
+from tests.support.fakes.scripted_chat import ChatRule, ScriptedToolCall
+from tests.support.ray_cluster import McpServer, RayCluster
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -1,5 +1,5 @@
 """An ask's progress end to end: real Ray, real Serve over HTTP, the real model and store, the scripted
-chat endpoints of tests/e2e/ask_env.py.
+chat endpoints of tests/support/ask_env.py.
 
 The `mcp` package's client calls ask_code with a progress callback and hears each step in order —
 plan made, the planned search, round 1 of 2, the tool that round called, round 2 of 2, synthesis
@@ -17,9 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-from ask_env import ANSWERING_CODER_RULE, ANSWERING_RLM_RULES, QUESTION, REPO, AskEnv, ask_env
-from conftest import McpServer, RayCluster
-from fakes.scripted_chat import ChatRule
+
+from tests.support.ask_env import ANSWERING_CODER_RULE, ANSWERING_RLM_RULES, QUESTION, REPO, AskEnv, ask_env
+from tests.support.fakes.scripted_chat import ChatRule
+from tests.support.ray_cluster import McpServer, RayCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

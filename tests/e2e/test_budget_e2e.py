@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 import ray
-from conftest import RayCluster
 from pydantic import SecretStr
-from waiting import wait_until
+
+from tests.support.ray_cluster import RayCluster
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -23,14 +23,14 @@ from typing import Any
 
 import pytest
 import ray
-from chaos_load import UNNAMED, Answer, SearchLoad, recovery_s
-from conftest import McpServer, RayCluster, reindex_entrypoint
-from jobs_util import wait_for_job
 from ray.job_submission import JobStatus, JobSubmissionClient
-from second_node import SecondNode
-from waiting import wait_until
 
 from actors.sync import submit_job
+from tests.support.chaos_load import UNNAMED, Answer, SearchLoad, recovery_s
+from tests.support.jobs import wait_for_job
+from tests.support.ray_cluster import McpServer, RayCluster, reindex_entrypoint
+from tests.support.second_node import SecondNode
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(900)]
 

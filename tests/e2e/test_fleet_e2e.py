@@ -6,7 +6,7 @@ gate. Real Ray, real Serve (the `/sidecar` WebSocket, or with WebSocket disabled
 fallback), the real store; what each server embedded is counted at the server, and which
 provider wrote each row is read back from the index. Serving a reindex runs on both transports;
 a kill and rejoin on the WebSocket only (the HTTP fallback's loss of an agent is
-tests/e2e/test_fleet_endpoint.py's stale-agent case).
+tests/e2e/test_fleet_endpoint_e2e.py's stale-agent case).
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from typing import Any
 import httpx
 import pytest
 import ray
-from conftest import McpServer, RayCluster
-from fakes.embedding_server import FakeEmbeddingServer
-from fakes.repos import function_repo
-from fakes.sidecar_process import SidecarProcess, serve_arg
-from waiting import wait_until
+
+from tests.support.fakes.embedding_server import FakeEmbeddingServer
+from tests.support.fakes.repos import function_repo
+from tests.support.fakes.sidecar_process import SidecarProcess, serve_arg
+from tests.support.ray_cluster import McpServer, RayCluster
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 import ray
-from conftest import RayCluster
-from git_repos import git, git_repo, module
+
+from tests.support.git_repos import git, git_repo, module
+from tests.support.ray_cluster import RayCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -24,12 +24,12 @@ from typing import Any
 import httpx
 import pytest
 import ray
-from conftest import FIXTURES, McpServer, RayCluster, reindex_entrypoint
-from jobs_util import submit_job, wait_for_job
 from pydantic import SecretStr
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from samespace.clients import call_tool, result_text
+from tests.support.jobs import submit_job, wait_for_job
+from tests.support.ray_cluster import FIXTURES, McpServer, RayCluster, reindex_entrypoint
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -339,10 +339,9 @@ def test_the_pathological_corpus_is_indexed_by_the_job(
     UTF-8 and mixed line endings, through the real job. 2,000-line windows keep the embedding work
     to ~450 chunks on 2 CPU cores; the parse, the depth cap, the byte cap and the keyword
     extraction see every line all the same (the 40-line default is covered per file, without
-    embedding, by tests/unit/test_pathological.py)."""
-    from fakes.pathological import MINIFIED, write_pathological_corpus
-
+    embedding, by tests/unit/ingest/test_pathological.py)."""
     from actors import get_index_actor
+    from tests.support.fakes.pathological import MINIFIED, write_pathological_corpus
 
     corpus = tmp_path / "pathological"
     written = write_pathological_corpus(corpus)

@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 import pytest
 import websockets
-from conftest import McpServer, RayCluster
 from pydantic import SecretStr
 from websockets.exceptions import InvalidStatus
 
 from samespace.clients import call_tool, result_text
+from tests.support.ray_cluster import McpServer, RayCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

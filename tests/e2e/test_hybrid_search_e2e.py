@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import ray
-from conftest import McpServer, RayCluster
 
 from samespace.clients import call_tool, result_text
+from tests.support.ray_cluster import McpServer, RayCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 import ray
-from conftest import McpServer, RayCluster
-from git_repos import function, git, git_repo, module
+
+from tests.support.git_repos import function, git, git_repo, module
+from tests.support.ray_cluster import McpServer, RayCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -12,14 +12,14 @@ import shutil
 
 import pytest
 import ray
-from conftest import FIXTURES, McpServer, RayCluster
-from jobs_util import reindex
-from metrics_util import EXPORT_WAIT_S, Sample, counter, gauge, histogram_count, scrape, scraped_until, total
-from waiting import wait_until_async
 
 from cluster.index.records import IndexRecord
 from cluster.telemetry import Metric
 from samespace.clients import call_tool, result_text
+from tests.support.jobs import reindex
+from tests.support.metrics import EXPORT_WAIT_S, Sample, counter, gauge, histogram_count, scrape, scraped_until, total
+from tests.support.ray_cluster import FIXTURES, McpServer, RayCluster
+from tests.support.waiting import wait_until_async
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -29,10 +29,10 @@ from typing import Any, cast
 import httpx
 import pytest
 import ray
-from conftest import McpServer, RayCluster
-from git_repos import git_repo
 
 from samespace.head import free_port
+from tests.support.git_repos import git_repo
+from tests.support.ray_cluster import McpServer, RayCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -16,16 +16,16 @@ from typing import Any
 import httpx
 import pytest
 import ray
-from conftest import RayCluster, reindex_entrypoint
-from jobs_util import wait_for_job
-from metrics_util import gauge, scraped_until, total
 from pydantic import SecretStr
 from ray.job_submission import JobStatus, JobSubmissionClient
-from waiting import wait_until
 
 from actors.sync import submit_job
 from cluster.settings import FanoutSettings
 from cluster.telemetry import Metric
+from tests.support.jobs import wait_for_job
+from tests.support.metrics import gauge, scraped_until, total
+from tests.support.ray_cluster import RayCluster, reindex_entrypoint
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -64,14 +64,13 @@ def write_repo(root: Path, files: int = 30) -> Path:
 def spend(
     ray_cluster: RayCluster, fake_openrouter: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SpendCluster]:
-    from fakes.openrouter_fake import DEFAULT_MODELS, ModelEntry
-
     from actors import ensure_embedders, ensure_virtual_containers
     from actors.budget import get_budget_actor
     from actors.config_push import push_policy
     from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
     from cluster.settings import SamespaceSettings
+    from tests.support.fakes.openrouter_fake import DEFAULT_MODELS, ModelEntry
 
     models = [m for m in DEFAULT_MODELS if m.id != MODEL]
     models.append(ModelEntry(id=MODEL, context_length=32768, output_modalities=["embeddings"], prompt_price=PRICE))
