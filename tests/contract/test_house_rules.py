@@ -4,7 +4,8 @@ cluster/. Each rule is also run over a small tree that breaks it, so a rule that
 caught too.
 
 Today's offenders are listed once, explicitly, and an entry that is no longer needed fails the test
-too: the lists can only shrink. Of tests/, only the fakes (tests/support/fakes/) are held to the length rules yet.
+too: the lists can only shrink. tests/ is held to the length rules like the code (its fixtures are
+repositories the tests index: data, not our modules).
 """
 
 from __future__ import annotations
@@ -20,21 +21,42 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("cluster", "actors", "serve_apps", "jobs", "sidecar", "samespace")  # the installed packages
-FAKES = "tests/fakes"  # the stand-ins the tests and benches run against: held to the length rules too
+TESTS = "tests"  # the tests, their support package and fakes: held to the length rules too
+DATA = "fixtures"  # tests/fixtures: repositories the tests index, not modules of ours
 MAX_MODULE_LINES = 500  # static assets (a page's JS and CSS) are not Python modules and are not counted
 MAX_FUNCTION_LINES = 80  # from `def` to its last line, docstring and nested functions included
 # The map in ARCHITECTURE.md: a line per subpackage starting with its folder, e.g. "- `cluster/gate/` — ...".
 MAP_ENTRY = re.compile(r"^- `cluster/([a-z_]+)/`", re.MULTILINE)
 
 # issue 28: being split. Modules over MAX_MODULE_LINES today; remove an entry with its split.
-LONG_MODULES_ALLOWED = frozenset({})
+LONG_MODULES_ALLOWED = frozenset(
+    {
+        "tests/unit/sidecar/test_sidecar_agent.py",
+        "tests/unit/search/test_code_map.py",
+        "tests/unit/gate/test_dispatch.py",
+        "tests/unit/ingest/test_walker.py",
+        "tests/unit/gate/test_gate.py",
+        "tests/unit/cloud/test_budget.py",
+        "tests/e2e/test_admin_e2e.py",
+        "tests/e2e/test_fleet_endpoint_e2e.py",
+        "tests/unit/ingest/test_chunking.py",
+    }
+)
 # issue 28: being split. Functions over MAX_FUNCTION_LINES today (bench/ is exempt from this rule).
-LONG_FUNCTIONS_ALLOWED = frozenset({})
+LONG_FUNCTIONS_ALLOWED = frozenset(
+    {
+        "tests/e2e/test_operator_page_e2e.py::test_the_operator_page_shows_the_live_cluster_and_acts_on_it",
+        "tests/e2e/test_spend_caps_e2e.py::test_a_cap_crossed_mid_reindex_switches_the_rest_to_local_with_nothing_lost",
+    }
+)
 
 
 def python_files(root: Path, folders: Iterable[str]) -> Iterator[Path]:
+    """Every module under `folders` (each must exist: a rule over a folder that moved would hold of
+    nothing), fixtures aside."""
     for folder in folders:
-        yield from sorted((root / folder).rglob("*.py"))
+        assert (root / folder).is_dir(), f"{folder}/ is not a folder of this repository"
+        yield from (p for p in sorted((root / folder).rglob("*.py")) if DATA not in p.relative_to(root).parts)
 
 
 def long_modules(root: Path, folders: Iterable[str], limit: int = MAX_MODULE_LINES) -> dict[str, int]:
@@ -135,13 +157,13 @@ def unmapped_subpackages(root: Path) -> tuple[set[str], set[str]]:
 
 
 def test_no_module_is_over_the_limit() -> None:
-    unlisted, stale = beyond_the_allowance(long_modules(ROOT, (*PACKAGES, "bench", FAKES)), LONG_MODULES_ALLOWED)
+    unlisted, stale = beyond_the_allowance(long_modules(ROOT, (*PACKAGES, "bench", TESTS)), LONG_MODULES_ALLOWED)
     assert unlisted == {}, f"modules over {MAX_MODULE_LINES} lines: split them"
     assert stale == [], "no longer over the limit: remove from LONG_MODULES_ALLOWED"
 
 
 def test_no_function_outside_bench_is_over_the_limit() -> None:
-    unlisted, stale = beyond_the_allowance(long_functions(ROOT, (*PACKAGES, FAKES)), LONG_FUNCTIONS_ALLOWED)
+    unlisted, stale = beyond_the_allowance(long_functions(ROOT, (*PACKAGES, TESTS)), LONG_FUNCTIONS_ALLOWED)
     assert unlisted == {}, f"functions over {MAX_FUNCTION_LINES} lines: split them"
     assert stale == [], "no longer over the limit (or gone): remove from LONG_FUNCTIONS_ALLOWED"
 
@@ -195,3 +217,12 @@ def test_an_allowance_covers_only_what_it_names_and_goes_once_it_is_not_needed()
     found = {"a.py": 600, "b.py": 700}
     assert beyond_the_allowance(found, frozenset({"a.py", "gone.py"})) == ({"b.py": 700}, ["gone.py"])
     assert beyond_the_allowance(found, frozenset(found)) == ({}, [])
+
+
+def test_a_rule_over_a_folder_that_is_not_there_fails_and_fixtures_are_not_modules(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "fixtures" / "repo").mkdir(parents=True)
+    (tmp_path / "tests" / "fixtures" / "repo" / "big.py").write_text("x = 1\n" * 900)
+    (tmp_path / "tests" / "test_big.py").write_text("x = 1\n" * 900)
+    assert long_modules(tmp_path, ["tests"]) == {"tests/test_big.py": 900}
+    with pytest.raises(AssertionError, match="tests/fakes/ is not a folder"):
+        long_modules(tmp_path, ["tests/fakes"])
