@@ -23,8 +23,15 @@ CONTRACTS = IMPORTLINTER["contracts"]
 _LAYERS = next(c for c in CONTRACTS if c["type"] == "layers" and c.get("containers") == ["cluster"])
 CLUSTER_LAYERS = [name.strip() for layer in _LAYERS["layers"] for name in layer.split("|")]
 CLUSTER_TOP = _LAYERS["exhaustive_ignores"]
-_ACTORS = next(c for c in CONTRACTS if c["type"] == "layers" and c.get("containers") == ["actors"])
-ACTORS_LAYERS = [name.strip() for layer in _ACTORS["layers"] for name in layer.split("|")]
+# Every layered container but cluster (whose concerns are packages): its layers, as empty modules.
+LAYERED_MODULES = [
+    f"{container}/{name.strip()}.py"
+    for contract in CONTRACTS
+    if contract["type"] == "layers" and contract.get("containers", ["cluster"]) != ["cluster"]
+    for container in contract["containers"]
+    for layer in contract["layers"]
+    for name in layer.split("|")
+]
 
 
 def lint_imports(config: Path, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -65,8 +72,8 @@ def make_tree(root: Path, sources: dict[str, str]) -> Path:
         (root / "cluster" / concern / "__init__.py").write_text("")
     for module in CLUSTER_TOP:
         (root / "cluster" / f"{module}.py").write_text("")
-    for module in ACTORS_LAYERS:  # actors' layered modules, empty
-        (root / "actors" / f"{module}.py").write_text("")
+    for module in LAYERED_MODULES:  # the layered containers' modules, empty
+        (root / module).write_text("")
     for path, source in {**door, **sources}.items():
         (root / path).write_text(source)
     config = root / "pyproject.toml"
@@ -87,6 +94,9 @@ def test_each_contract_breaks_when_its_boundary_is_crossed(tmp_path: Path) -> No
         "samespace/uses_actors.py": "import actors\n",  # the command line reaching an actor itself
         "cluster/ingest/uses_index.py": "import cluster.index\n",  # a lower concern importing a higher one
         "cluster/errors.py": "import cluster.gate\n",  # the vocabulary importing a concern
+        "serve_apps/auth.py": "import serve_apps.mcp\n",  # a shared module importing a surface
+        "sidecar/errors.py": "import sidecar.agent\n",  # the sidecar's floor importing its agent
+        "samespace/state.py": "import samespace.cli\n",  # the CLI's floor importing its parser
     }
     result = lint_imports(make_tree(tmp_path, crossings), tmp_path, pythonpath=tmp_path)
     assert result.returncode != 0
