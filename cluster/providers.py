@@ -130,3 +130,20 @@ def provider_views(role: Role, policy: Policy, providers: Sequence[ProviderInfo]
         for p in sorted(providers, key=lambda p: p.name)
         if role in p.roles
     ]
+
+
+def format_views(role: Role, views: list[ProviderView]) -> list[str]:
+    """A role's providers as lines a person reads: kind, model and pin, both policies, eligibility, counts."""
+    lines = [f"{role.value}:"]
+    if not views:
+        lines.append("  (no provider)")
+    for v in views:
+        p = v.provider
+        state = "eligible" if p.eligible else f"INELIGIBLE ({p.reason})"
+        applied = v.policy_applied.value if v.policy_applied else "-"
+        upstream = f" @{p.upstream}" if p.upstream else ""
+        lines.append(
+            f"  {p.name:40} {p.kind.value:5} {p.model}{upstream}  policy {v.policy_in_force.value}/applied {applied}"
+            f"  serves={v.serves}  {state}  served={p.served} failures={p.failures}"
+        )
+    return lines

@@ -11,25 +11,9 @@ import sys
 import ray
 
 from actors.dispatcher import get_dispatcher
-from cluster.providers import ProviderView
+from cluster.providers import ProviderView, format_views
 from cluster.roles import Role
 from cluster.settings import load_settings
-
-
-def format_views(role: Role, views: list[ProviderView]) -> list[str]:
-    lines = [f"{role.value}:"]
-    if not views:
-        lines.append("  (no provider)")
-    for v in views:
-        p = v.provider
-        state = "eligible" if p.eligible else f"INELIGIBLE ({p.reason})"
-        applied = v.policy_applied.value if v.policy_applied else "-"
-        upstream = f" @{p.upstream}" if p.upstream else ""
-        lines.append(
-            f"  {p.name:40} {p.kind.value:5} {p.model}{upstream}  policy {v.policy_in_force.value}/applied {applied}"
-            f"  serves={v.serves}  {state}  served={p.served} failures={p.failures}"
-        )
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

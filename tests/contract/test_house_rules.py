@@ -156,6 +156,28 @@ def unmapped_subpackages(root: Path) -> tuple[set[str], set[str]]:
     return folders - mapped, mapped - folders
 
 
+def importers_of(root: Path, folders: Iterable[str], package: str) -> list[str]:
+    """Modules under `folders` outside `package` that import it (an `import` or `from` anywhere in
+    the module, inside functions too)."""
+    found = []
+    for path in python_files(root, folders):
+        if path.relative_to(root).parts[0] == package:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            if any(name == package or name.startswith(f"{package}.") for name in names):
+                found.append(path.relative_to(root).as_posix())
+                break
+    return found
+
+
+def test_nothing_outside_jobs_imports_a_job() -> None:
+    """Jobs are entry points (`python -m jobs.reindex`): the pipeline they run lives in cluster/build."""
+    assert importers_of(ROOT, (*PACKAGES, "bench", TESTS), "jobs") == []
+
+
 def test_no_module_is_over_the_limit() -> None:
     unlisted, stale = beyond_the_allowance(long_modules(ROOT, (*PACKAGES, "bench", TESTS)), LONG_MODULES_ALLOWED)
     assert unlisted == {}, f"modules over {MAX_MODULE_LINES} lines: split them"
@@ -211,6 +233,11 @@ def test_each_rule_fails_on_a_tree_that_breaks_it(bad_tree: Path) -> None:
     assert import_circles("badpkg") == [("badpkg.a", "badpkg.b"), ("badpkg.sub.d", "badpkg.sub.e")]
     assert describe_circle(("badpkg.a", "badpkg.b"), "badpkg") == "badpkg.a -> badpkg.b -> badpkg.a"
     assert unmapped_subpackages(bad_tree) == ({"fleet"}, {"old"})
+    (bad_tree / "jobs").mkdir()
+    (bad_tree / "jobs" / "job.py").write_text("import jobs.other\n")
+    (bad_tree / "badpkg" / "runs_a_job.py").write_text("def f():\n    from jobs.job import main\n")
+    (bad_tree / "badpkg" / "names_it.py").write_text('ENTRY = "python -m jobs.job"\nimport jobsearch\n')
+    assert importers_of(bad_tree, ["badpkg", "jobs"], "jobs") == ["badpkg/runs_a_job.py"]
 
 
 def test_an_allowance_covers_only_what_it_names_and_goes_once_it_is_not_needed() -> None:

@@ -70,7 +70,7 @@ def test_views_show_policy_in_force_beside_policy_applied() -> None:
 
 
 def test_the_provider_listing_shows_eligibility_and_both_policies() -> None:
-    from jobs.show_providers import format_views
+    from cluster.providers import format_views
 
     drifted = VC.model_copy(update={"policy_applied": {Role.CODE_EMBEDDING: Policy.BACKUP}})
     lines = format_views(
