@@ -1,4 +1,5 @@
-"""Shared fixtures: one local Ray (with dashboard, for real job submission) and one Serve.
+"""Shared fixtures: one local Ray (with dashboard, for real job submission) and one Serve; on it, the
+master's sidecar endpoints for each module that asks for `master`.
 
 Everything talks to 127.0.0.1 only; every process started here is stopped here. No test sees
 another's environment: the cluster's variables are set only while Ray starts (its processes keep
@@ -10,6 +11,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -23,6 +25,9 @@ from tests.support.ray_cluster import (
     environment,
     wait_for_job_api,
 )
+
+if TYPE_CHECKING:
+    from tests.support.fleet_endpoint import Master
 
 # Before any test module is imported: whatever they import reads these defaults.
 set_local_env_defaults()
@@ -130,3 +135,14 @@ def fake_openrouter() -> Iterator[object]:
 
     with FakeOpenRouterServer() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def master(
+    ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Master]:
+    """The master's sidecar endpoints on real Serve, one per module that asks (tests/support/fleet_endpoint.py)."""
+    from tests.support.fleet_endpoint import serving_master
+
+    with serving_master(ray_cluster, mcp_server, tmp_path_factory) as served:
+        yield served

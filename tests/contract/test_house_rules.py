@@ -29,22 +29,9 @@ MAX_FUNCTION_LINES = 80  # from `def` to its last line, docstring and nested fun
 MAP_ENTRY = re.compile(r"^- `cluster/([a-z_]+)/`", re.MULTILINE)
 
 # issue 28: being split. Modules over MAX_MODULE_LINES today; remove an entry with its split.
-LONG_MODULES_ALLOWED = frozenset(
-    {
-        "tests/unit/gate/test_dispatch.py",
-        "tests/unit/gate/test_gate.py",
-        "tests/unit/cloud/test_budget.py",
-        "tests/e2e/test_admin_e2e.py",
-        "tests/e2e/test_fleet_endpoint_e2e.py",
-    }
-)
+LONG_MODULES_ALLOWED = frozenset({})
 # issue 28: being split. Functions over MAX_FUNCTION_LINES today (bench/ is exempt from this rule).
-LONG_FUNCTIONS_ALLOWED = frozenset(
-    {
-        "tests/e2e/test_operator_page_e2e.py::test_the_operator_page_shows_the_live_cluster_and_acts_on_it",
-        "tests/e2e/test_spend_caps_e2e.py::test_a_cap_crossed_mid_reindex_switches_the_rest_to_local_with_nothing_lost",
-    }
-)
+LONG_FUNCTIONS_ALLOWED = frozenset({})
 
 
 def python_files(root: Path, folders: Iterable[str]) -> Iterator[Path]:

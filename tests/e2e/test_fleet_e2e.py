@@ -6,7 +6,7 @@ gate. Real Ray, real Serve (the `/sidecar` WebSocket, or with WebSocket disabled
 fallback), the real store; what each server embedded is counted at the server, and which
 provider wrote each row is read back from the index. Serving a reindex runs on both transports;
 a kill and rejoin on the WebSocket only (the HTTP fallback's loss of an agent is
-tests/e2e/test_fleet_endpoint_e2e.py's stale-agent case).
+tests/e2e/test_fleet_endpoint_protocol_e2e.py's stale-agent case).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -31,54 +31,42 @@ import pytest
 import ray
 
 from samespace.head import free_port
+from tests.support.browser import (
+    CHROME_ARGS,
+    CHROMEDRIVER,
+    CHROMIUM,
+    REQUIRE_BROWSER,
+    all_css,
+    browser_missing,
+    css,
+    field,
+    page_ready,
+    screenshot,
+    select,
+    sign_in,
+    urls_seen,
+    wait_for,
+)
 from tests.support.git_repos import git_repo
 from tests.support.ray_cluster import McpServer, RayCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-REQUIRE_BROWSER = "SAMESPACE_REQUIRE_BROWSER"
-CHROME_ARGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1500,1200",
-)
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 TOKEN = "ops-admin-t0ken-for-ui-tests"
 NAMESPACE = "opsui"
 ROUTE = "/ops"
 INDEX = "opsui-shop"
 BUILD_WAIT_S = 300.0
-PAGE_WAIT_S = 180.0  # the status routes ask every dispatcher; on a loaded 2-core machine that takes a while
 XSS = '<img src=x onerror="window.__pwned=1">'
 
 
 # --- the browser ------------------------------------------------------------------------------------
 
 
-def _browser_missing() -> str | None:
-    """Why no browser can be driven here, or None."""
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        return f"{', '.join(missing)} missing (make browser)"
-    try:
-        import selenium  # noqa: F401  only: is it installed
-    except ImportError:
-        return "selenium is not installed (requirements.txt)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """A fresh headless Chromium with a throwaway profile; never Selenium Manager, never a download."""
-    why = _browser_missing()
+    why = browser_missing()
     if why is not None:
         if os.environ.get(REQUIRE_BROWSER):
             pytest.fail(f"{REQUIRE_BROWSER} is set but no browser can be driven: {why}")
@@ -97,69 +85,6 @@ def browser() -> Iterator[Any]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
-
-
-def wait_for(driver: Any, condition: Callable[[Any], Any], timeout_s: float = PAGE_WAIT_S, what: str = "") -> Any:
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    # The page re-renders a table when its data arrives: an element found a moment before may be gone.
-    ignored = (NoSuchElementException, StaleElementReferenceException)
-    return WebDriverWait(driver, timeout_s, poll_frequency=0.2, ignored_exceptions=ignored).until(
-        condition, message=what
-    )
-
-
-def css(driver: Any, selector: str) -> Any:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.CSS_SELECTOR, selector)
-
-
-def all_css(driver: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
-
-    return list(driver.find_elements(By.CSS_SELECTOR, selector))
-
-
-def field(driver: Any, row: str, name: str) -> str:
-    """The text of a row's cell, e.g. field(d, "table[data-table=roles] tr[data-role=rlm]", "policy")."""
-    return str(css(driver, f'{row} td[data-field="{name}"]').text)
-
-
-def sign_in(driver: Any, page: str, token: str) -> None:
-    driver.get(page)
-    wait_for(driver, lambda d: css(d, "#token").is_displayed(), 30, "the login form")
-    css(driver, "#token").send_keys(token)
-    css(driver, "#signin").click()
-
-
-def page_ready(driver: Any) -> bool:
-    return bool(css(driver, "#status").get_attribute("data-state") == "ready")
-
-
-def select(driver: Any, selector: str, value: str) -> None:
-    from selenium.webdriver.support.ui import Select
-
-    Select(css(driver, selector)).select_by_value(value)
-
-
-def urls_seen(driver: Any) -> list[str]:
-    """Every URL this tab loaded or fetched, and where it is now."""
-    script = "return [location.href, ...performance.getEntries().map((e) => e.name)];"
-    return [str(u) for u in driver.execute_script(script)]
-
-
-def screenshot(driver: Any, name: str) -> Path:
-    """The whole page as a PNG under tests/artifacts/."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    height = int(driver.execute_script("return document.documentElement.scrollHeight"))
-    driver.set_window_size(1500, min(max(height + 120, 800), 8000))
-    driver.execute_script("window.scrollTo(0, 0)")
-    path = ARTIFACTS / name
-    driver.save_screenshot(str(path))
-    driver.set_window_size(1500, 1200)
-    return path
 
 
 # --- the live cluster -------------------------------------------------------------------------------
@@ -239,23 +164,43 @@ def policies_in_force(ops: Ops, role: str) -> set[str]:
 
 @pytest.mark.ray
 def test_the_operator_page_shows_the_live_cluster_and_acts_on_it(ops: Ops, browser: Any) -> None:
-    from cluster.roles import Role
-
     build = committed_build(ops)
-    job_id = build["ticket"]["job_id"]
     page = ops.admin + "/ui"
 
-    browser.get(page)  # before signing in: the shell alone, no figure of the cluster
-    wait_for(browser, lambda d: css(d, "#token").is_displayed(), 30, "the login form")
-    body = browser.find_element("tag name", "body").text
-    assert INDEX not in body and "code-embedding" not in body and not css(browser, "#dashboard").is_displayed()
-
+    check_the_shell_before_signing_in(browser, page)
     sign_in(browser, page, TOKEN)
     history = browser.execute_script("return window.history.length")
     wait_for(browser, page_ready, what="every section loaded")
     assert all_css(browser, "[data-error]") == [], [e.text for e in all_css(browser, "[data-error]")]
 
-    # roles and their policies, as GET /admin/providers reports them
+    check_roles_and_providers(browser, ops)
+    check_the_budget(browser, ops)
+    check_the_index_and_its_job(browser, ops, build)
+    path = screenshot(browser, "operator-page.png")
+    assert path.stat().st_size > 10_000
+
+    act_from_the_page(browser, ops)
+    screenshot(browser, "operator-page-after-actions.png")
+
+    check_the_token_is_nowhere(browser, ops, history)
+    css(browser, "#signout").click()  # signing out forgets the token and every figure
+    wait_for(browser, lambda d: css(d, "#token").is_displayed(), 30, "the login form again")
+    assert browser.execute_script("return window.sessionStorage.length") == 0
+    assert INDEX not in browser.find_element("tag name", "body").text
+
+
+def check_the_shell_before_signing_in(browser: Any, page: str) -> None:
+    """Before signing in: the shell alone, no figure of the cluster."""
+    browser.get(page)
+    wait_for(browser, lambda d: css(d, "#token").is_displayed(), 30, "the login form")
+    body = browser.find_element("tag name", "body").text
+    assert INDEX not in body and "code-embedding" not in body and not css(browser, "#dashboard").is_displayed()
+
+
+def check_roles_and_providers(browser: Any, ops: Ops) -> None:
+    """Roles and their policies, as GET /admin/providers reports them."""
+    from cluster.roles import Role
+
     providers = ops.ok("GET", "/providers")
     for role in Role:
         row = f'table[data-table=roles] tr[data-role="{role.value}"]'
@@ -267,7 +212,9 @@ def test_the_operator_page_shows_the_live_cluster_and_acts_on_it(ops: Ops, brows
         v["provider"]["name"] for v in providers["code-embedding"]
     }
 
-    # the budget's figures, and its spend section
+
+def check_the_budget(browser: Any, ops: Ops) -> None:
+    """The budget's figures, and its spend section."""
     budget = ops.ok("GET", "/budget")
     ceiling = field(browser, "table[data-table=budget] tr[data-budget=ceiling]", "value")
     assert ceiling == f"{budget['ceiling']} ({budget['source']})"
@@ -278,7 +225,10 @@ def test_the_operator_page_shows_the_live_cluster_and_acts_on_it(ops: Ops, brows
     else:
         assert css(browser, "[data-empty=spend]").text == "no spend recorded"
 
-    # the index this test built, and its job
+
+def check_the_index_and_its_job(browser: Any, ops: Ops, build: dict[str, Any]) -> None:
+    """The index this test built, and its job."""
+    job_id = build["ticket"]["job_id"]
     index_row = f'table[data-table=indexes] tr[data-index="{INDEX}"]'
     assert field(browser, index_row, "phase") == "committed"
     assert field(browser, index_row, "job") == job_id
@@ -291,10 +241,10 @@ def test_the_operator_page_shows_the_live_cluster_and_acts_on_it(ops: Ops, brows
     assert field(browser, job_row, "status") == "SUCCEEDED"
     assert css(browser, "[data-empty=sidecars]").text == "no sidecar has registered"
 
-    path = screenshot(browser, "operator-page.png")
-    assert path.stat().st_size > 10_000
 
-    # an action: push a policy from the page; the page and the API agree on the new state
+def act_from_the_page(browser: Any, ops: Ops) -> None:
+    """Push a policy, re-verify the gate and set a role's daily cap from the page; the page and the API
+    agree on each new state. The policy and the cap are put back whatever happens."""
     try:
         select(browser, "#policy-role", "code-embedding")
         select(browser, "#policy-value", "local")
@@ -320,9 +270,10 @@ def test_the_operator_page_shows_the_live_cluster_and_acts_on_it(ops: Ops, brows
     finally:
         ops.ok("POST", "/openrouter", {"policies": {"code-embedding": "aggregate"}})
         ops.call("PUT", "/budget/caps", {"caps": {"rlm": None}})
-    screenshot(browser, "operator-page-after-actions.png")
 
-    # the token: in this tab's session storage only, never in a URL, the history, the page or a cookie
+
+def check_the_token_is_nowhere(browser: Any, ops: Ops, history: int) -> None:
+    """The token: in this tab's session storage only, never in a URL, the history, the page or a cookie."""
     assert TOKEN not in " ".join(urls_seen(browser))
     assert browser.execute_script("return window.history.length") == history  # no navigation, no form submitted
     assert TOKEN not in browser.page_source
@@ -330,11 +281,6 @@ def test_the_operator_page_shows_the_live_cluster_and_acts_on_it(ops: Ops, brows
     assert browser.execute_script("return window.localStorage.length") == 0
     assert ops.call("GET", "/budget", token=None).status_code == 401
     assert ops.call("GET", "/jobs", token=None).status_code == 401
-
-    css(browser, "#signout").click()  # signing out forgets the token and every figure
-    wait_for(browser, lambda d: css(d, "#token").is_displayed(), 30, "the login form again")
-    assert browser.execute_script("return window.sessionStorage.length") == 0
-    assert INDEX not in browser.find_element("tag name", "body").text
 
 
 # --- a stub admin API: rendering and errors, no Ray -------------------------------------------------------

@@ -143,20 +143,10 @@ def test_a_cap_crossed_mid_reindex_switches_the_rest_to_local_with_nothing_lost(
 ) -> None:
     from cluster.naming import pc_name
 
-    # The gate verifies the cloud lane first (its probe is charged too): what was spent before the job.
-    ray.get(spend.dispatcher.embed.remote(["def warm(): return 1"] * 8))
-    before = embedding_spend(spend)
-    assert before["calls"] >= 1 and before["spent"] > 0  # usage.cost of the probe and the batch, as reported
-    cap = round(before["spent"] + 0.0001, 6)  # the job's first cloud batch (>= 10 tokens) crosses it
-    assert admin(spend, "PUT", "/budget/caps", {"caps": {"code-embedding": cap}}).status_code == 200
+    before, cap = cap_just_above_the_spend_so_far(spend)
     cloud_before = cloud_embeddings(spend.fake)
 
-    repo = write_repo(tmp_path)
-    client = JobSubmissionClient(ray_cluster.dashboard_url)
-    job_id = submit_job(client, reindex_entrypoint(repo, INDEX), spend.env)
-    status = wait_for_job(client, job_id, timeout_s=600)
-    log = client.get_job_logs(job_id)
-    assert status == JobStatus.SUCCEEDED, log
+    log = reindex_to_success(spend, ray_cluster, write_repo(tmp_path))
 
     after = embedding_spend(spend)
     cloud_lane = f"{pc_name(socket.gethostname())}-OR-CodeEmbedding"
@@ -172,7 +162,36 @@ def test_a_cap_crossed_mid_reindex_switches_the_rest_to_local_with_nothing_lost(
     # Once over the cap the cloud lane gets no batch: what it served is what it had in flight when it crossed.
     assert after["calls"] - before["calls"] <= FanoutSettings().depth, report
 
-    # The store holds one row per chunk, from both lanes' vectors.
+    assert_one_row_per_chunk(spend, chunks, report)
+    assert_a_capped_cloud_policy_fails_saying_why(spend, after)
+    wait_for_the_spend_and_cap_gauges(ray_cluster, after["spent"], cap)
+    assert_the_spend_survives_a_budget_actor_restart(spend, after)
+    assert_the_cloud_serves_again_once_uncapped(spend)
+
+
+def cap_just_above_the_spend_so_far(spend: SpendCluster) -> tuple[dict[str, Any], float]:
+    """What was spent before the job, and a cap set just above it through the admin API."""
+    # The gate verifies the cloud lane first (its probe is charged too): what was spent before the job.
+    ray.get(spend.dispatcher.embed.remote(["def warm(): return 1"] * 8))
+    before = embedding_spend(spend)
+    assert before["calls"] >= 1 and before["spent"] > 0  # usage.cost of the probe and the batch, as reported
+    cap = round(before["spent"] + 0.0001, 6)  # the job's first cloud batch (>= 10 tokens) crosses it
+    assert admin(spend, "PUT", "/budget/caps", {"caps": {"code-embedding": cap}}).status_code == 200
+    return before, cap
+
+
+def reindex_to_success(spend: SpendCluster, ray_cluster: RayCluster, repo: Path) -> str:
+    """Run a real reindex job of `repo` into INDEX; its log, once it succeeded."""
+    client = JobSubmissionClient(ray_cluster.dashboard_url)
+    job_id = submit_job(client, reindex_entrypoint(repo, INDEX), spend.env)
+    status = wait_for_job(client, job_id, timeout_s=600)
+    log = client.get_job_logs(job_id)
+    assert status == JobStatus.SUCCEEDED, log
+    return log
+
+
+def assert_one_row_per_chunk(spend: SpendCluster, chunks: int, report: dict[str, Any]) -> None:
+    """The store holds one row per chunk, from both lanes' vectors."""
     from actors import get_index_actor
 
     index = get_index_actor(spend.settings)
@@ -185,7 +204,9 @@ def test_a_cap_crossed_mid_reindex_switches_the_rest_to_local_with_nothing_lost(
             break
     assert rows == chunks == record.chunks, report
 
-    # Under `cloud` there is no local lane to carry on: the call fails, saying why.
+
+def assert_a_capped_cloud_policy_fails_saying_why(spend: SpendCluster, after: dict[str, Any]) -> None:
+    """Under `cloud` there is no local lane to carry on: the call fails, saying why."""
     from actors.config_push import push_policy
     from cluster.errors import NoProviderLeft
     from cluster.roles import Role
@@ -199,23 +220,32 @@ def test_a_cap_crossed_mid_reindex_switches_the_rest_to_local_with_nothing_lost(
     refused = embedding_spend(spend)
     assert refused["refused"] > after["refused"] and refused["calls"] == after["calls"], refused  # no request sent
 
-    # The spend and the cap on Ray's metrics endpoint, as the admin API says.
+
+def wait_for_the_spend_and_cap_gauges(ray_cluster: RayCluster, spent: float, cap: float) -> None:
+    """The spend and the cap on Ray's metrics endpoint, as the admin API says."""
     spent_series, cap_series = gauge(Metric.CLOUD_SPEND_CREDITS), gauge(Metric.CLOUD_SPEND_CAP_CREDITS)
     scraped_until(
         ray_cluster,
         lambda samples: (
-            total(samples, spent_series, role="code-embedding") == pytest.approx(after["spent"])
+            total(samples, spent_series, role="code-embedding") == pytest.approx(spent)
             and total(samples, cap_series, role="code-embedding") == pytest.approx(cap)
         ),
         "the spend and cap gauges of code-embedding",
     )
 
-    # Spend is durable: a restarted budget actor reads today's spend back.
+
+def assert_the_spend_survives_a_budget_actor_restart(spend: SpendCluster, after: dict[str, Any]) -> None:
+    """Spend is durable: a restarted budget actor reads today's spend back."""
     ray.kill(spend.budget, no_restart=False)
     restarted = wait_until(lambda: _spend_or_none(spend), what="the budget actor back after a kill")
     assert restarted["spent"] == pytest.approx(after["spent"]) and restarted["state"] == "capped"
 
-    # Removing the cap lets the cloud serve again (once the gate re-verifies the lane it refused).
+
+def assert_the_cloud_serves_again_once_uncapped(spend: SpendCluster) -> None:
+    """Removing the cap lets the cloud serve again (once the gate re-verifies the lane it refused)."""
+    from actors.config_push import push_policy
+    from cluster.roles import Role
+
     assert admin(spend, "PUT", "/budget/caps", {"caps": {"code-embedding": None}}).status_code == 200
     push_policy(spend.settings, Role.CODE_EMBEDDING, "cloud")
     try:
