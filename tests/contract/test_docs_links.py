@@ -83,7 +83,7 @@ def unparsable_samespace_commands(markdown: str) -> list[str]:
 
     found = []
     for line in command_lines(markdown):
-        for command in re.split(r"\s*(?:&&|;|\|)\s*", line.split(" < ")[0]):
+        for command in re.split(r"\s*(?:&&|;|\|)\s*", re.split(r" [<>] ", line)[0]):
             if not command.startswith("samespace ") or any(marker in command for marker in ("<", "...", "…")):
                 continue
             words = shlex.split(command)[1:]

@@ -17,6 +17,13 @@ from samespace.state import ROOT
 from tests.support.fakes.admin_stub import ADMIN_TOKEN, RECORDED_STATUS, serve_admin_stub
 
 
+@pytest.fixture(autouse=True)
+def _no_ambient_token_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These commands name their state folder; an ambient SAMESPACE_ADMIN__TOKEN_FILE (a user's, or one
+    an earlier test in the session left) would take precedence over it."""
+    monkeypatch.delenv("SAMESPACE_ADMIN__TOKEN_FILE", raising=False)
+
+
 @pytest.fixture
 def admin_stub() -> Iterator[str]:
     with serve_admin_stub() as url:
