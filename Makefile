@@ -39,7 +39,7 @@ help:
 	@echo "make ray-token                    the cluster token (.samespace/ray-token); before 'ray up cluster.yaml'"
 	@echo "make status | push-key < key.txt | set-policy ROLE=.. POLICY=..   admin API from the shell"
 	@echo "make test                         the whole test suite"
-	@echo "make test-fast                    unit and contract tests, random order (about 1.5 min)"
+	@echo "make test-fast                    unit and contract tests, random order (about 3 min)"
 	@echo "make test-slow                    just the slow tier: the tests that start Ray (tests/e2e), chaos included"
 	@echo "make lint                         ruff check, ruff format --check, mypy (make test runs it first)"
 	@echo "make browser                      headless Chromium + chromedriver (apt) for the operator page's browser test"
