@@ -39,8 +39,8 @@ help:
 	@echo "make ray-token                    the cluster token (.samespace/ray-token); before 'ray up cluster.yaml'"
 	@echo "make status | push-key < key.txt | set-policy ROLE=.. POLICY=..   admin API from the shell"
 	@echo "make test                         the whole test suite"
-	@echo "make test-fast                    unit and contract tests, random order (about 3 min)"
-	@echo "make test-slow                    just the slow tier: the tests that start Ray (tests/e2e), chaos included"
+	@echo "make test-fast                    unit and contract tests, random order (under 2 min)"
+	@echo "make test-slow                    just the slow tier: what starts Ray, a model or a stream of processes"
 	@echo "make lint                         ruff check, ruff format --check, mypy (make test runs it first)"
 	@echo "make browser                      headless Chromium + chromedriver (apt) for the operator page's browser test"
 	@echo "make bench                        reindex/search and cloud-budget benchmarks (bench/)"
@@ -98,10 +98,14 @@ lint: $(STAMP)
 # The whole suite, after the lint, in random order (pytest-randomly shuffles modules and the tests
 # inside them; the seed is printed: `pytest -p randomly --randomly-seed=N` replays an order). The chaos
 # tests (kills under load, about 8 minutes) run in `make test-slow`, keeping this one under 30 minutes.
+# pytest rewrites each test module's asserts and caches the result beside it (__pycache__, ignored by
+# git); an ambient PYTHONDONTWRITEBYTECODE would make every run rewrite and compile them again (~8 s).
+test test-fast test-slow: export PYTHONDONTWRITEBYTECODE =
+
 test: $(STAMP) lint
 	python -m pytest -m "not chaos"
 
-# Unit and contract tests (no Ray), in random order.
+# Unit and contract tests (no Ray, no model, no stream of processes), in random order.
 test-fast: $(STAMP)
 	python -m pytest -m "not slow" tests/unit tests/contract
 
@@ -117,7 +121,8 @@ browser:
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
 	fi
 
-# Just the slow tier: every test that starts Ray, Serve or the model (tests/e2e), the chaos tests included.
+# Just the slow tier: every test that starts Ray, Serve, the model or a stream of processes (tests/e2e and
+# the few unit tests marked slow), the chaos tests included.
 test-slow: $(STAMP)
 	python -m pytest -q -m slow
 

@@ -8,6 +8,7 @@ them; jobs get them in their runtime env), and `os.environ` is restored after ev
 
 from __future__ import annotations
 
+import gc
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,3 +147,9 @@ def master(
 
     with serving_master(ray_cluster, mcp_server, tmp_path_factory) as served:
         yield served
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported lives for the whole run: out of the collector's sight, each full
+    collection scans only what the tests made."""
+    gc.freeze()

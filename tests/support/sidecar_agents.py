@@ -78,7 +78,7 @@ class ThreadedServer:
             ws=ws,
             lifespan="off",
             access_log=False,
-            timeout_graceful_shutdown=1,  # type: ignore[arg-type]
+            timeout_graceful_shutdown=0.2,  # a long poll still open at the end is cut, not waited for  # type: ignore[arg-type]
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)

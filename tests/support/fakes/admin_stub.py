@@ -47,7 +47,7 @@ def serve_admin_stub() -> Iterator[str]:
     """The stub's base URL (the Serve address: the admin API is under /admin), until the block ends."""
     AdminStub.received = []
     server = HTTPServer(("127.0.0.1", 0), AdminStub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

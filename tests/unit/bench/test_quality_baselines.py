@@ -146,6 +146,7 @@ def test_bm25_ranks_first_the_function_whose_body_holds_the_query_words(tmp_path
     assert len(run.latencies_s) == 4 and all(s > 0 for s in run.latencies_s)
 
 
+@pytest.mark.slow  # loads the packaged model
 def test_dense_baseline_with_the_packaged_model_finds_each_function_by_meaning(
     tmp_path: Path, encoder: LocalEncoder
 ) -> None:
@@ -163,6 +164,7 @@ def test_dense_baseline_with_the_packaged_model_finds_each_function_by_meaning(
     assert misses.ranks == [None]
 
 
+@pytest.mark.slow  # loads the packaged model
 def test_run_baselines_gives_dense_then_bm25_over_the_same_units(tmp_path: Path, encoder: LocalEncoder) -> None:
     lines: list[str] = []
     queries = [query("gzip the folder into a tarball archive", "pkg/archive.py", 1, 4)]

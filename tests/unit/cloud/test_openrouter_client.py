@@ -364,6 +364,7 @@ async def test_the_key_never_appears_in_reprs_errors_or_pickles() -> None:
 # -- the fake as a real server -----------------------------------------------------------------
 
 
+@pytest.mark.slow  # the fake's own process loads the packaged model to embed
 async def test_the_fake_server_runs_as_a_subprocess_and_answers_the_client_over_http() -> None:
     config = FakeConfig(keys={CANARY: KeyConfig(label="canary")}, upstreams={PIN: UpstreamBehaviour()})
     with FakeOpenRouterServer(config=config) as server:

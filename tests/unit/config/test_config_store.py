@@ -201,6 +201,7 @@ def test_normal_writes_leave_no_temp_files(store: ConfigStore) -> None:
     assert not list(store.path.parent.glob("*.tmp")) and not list(store.path.parent.glob(".*.tmp"))
 
 
+@pytest.mark.slow  # twenty writer processes started and killed
 def test_a_writer_killed_at_random_moments_never_loses_a_committed_update(store: ConfigStore) -> None:
     rng = random.Random(8)
     last_committed = 0

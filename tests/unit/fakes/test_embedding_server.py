@@ -25,7 +25,7 @@ from tests.support.fakes.embedding_server import (
     perturb_rows,
 )
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # serves the packaged model
 
 TEXTS = [
     "def binary_search(items, target): ...",

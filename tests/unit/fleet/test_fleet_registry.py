@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cluster.config.store import ConfigStore, PersistedConfig, PersistedRole
 from cluster.fleet.agent_registry import Fleet
 from cluster.fleet.frames import RegisterFrame, parse_frame
@@ -62,6 +64,7 @@ def _model(config: PersistedConfig) -> int:
     return int(record.capabilities[Role.CODE_EMBEDDING].models[0][1:])
 
 
+@pytest.mark.slow  # a stream of writer processes started and killed
 def test_hundreds_of_heartbeats_with_the_writer_killed_at_random_keep_the_config_whole(tmp_path: Path) -> None:
     store = ConfigStore(tmp_path / "cluster.json")
     store.write(_others())
