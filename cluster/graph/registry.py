@@ -1,0 +1,10 @@
+"""Every language the code graph reads, by the grammar key `cluster.ingest.languages` gives a file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cluster.graph.python_spec import PYTHON
+from cluster.graph.spec import GraphSpec
+
+SPECS: Mapping[str, GraphSpec] = {spec.language: spec for spec in (PYTHON,)}
