@@ -22,7 +22,7 @@ from cluster.graph.spec import CLASS_KINDS, GraphSpec, ModuleStyle
 from cluster.ingest.languages import GRAMMARS, parse
 from cluster.types import Chunk, Definition, ImportBinding, Reference
 
-__all__ = ["FileFacts", "MAX_FACTS", "attach_facts", "file_facts", "module_of"]
+__all__ = ["MAX_FACTS", "FileFacts", "attach_facts", "file_facts", "module_of"]
 
 MAX_FACTS = 20_000  # per kind and file: a hostile or generated file cannot grow a row without bound
 MAX_QUALIFIER = 120  # characters of a receiver kept as a reference's qualifier
