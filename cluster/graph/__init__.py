@@ -4,8 +4,38 @@ those facts make, resolved when it is read: definitions, references, callers, ca
 
 from __future__ import annotations
 
+from cluster.graph.answers import (
+    GraphAnswer,
+    GraphItem,
+    GraphQuery,
+    GraphTool,
+    ImpactAnswer,
+    ImpactFile,
+    SymbolDefinition,
+)
+from cluster.graph.code_graph import CodeGraph, is_test_path
 from cluster.graph.extract import FileFacts, attach_facts, file_facts, module_of
+from cluster.graph.nodes import GraphRow
 from cluster.graph.registry import SPECS
 from cluster.graph.spec import CLASS_KINDS, GraphSpec, ModuleStyle
 
-__all__ = ["CLASS_KINDS", "SPECS", "FileFacts", "GraphSpec", "ModuleStyle", "attach_facts", "file_facts", "module_of"]
+__all__ = [
+    "CLASS_KINDS",
+    "SPECS",
+    "CodeGraph",
+    "FileFacts",
+    "GraphAnswer",
+    "GraphItem",
+    "GraphQuery",
+    "GraphRow",
+    "GraphSpec",
+    "GraphTool",
+    "ImpactAnswer",
+    "ImpactFile",
+    "ModuleStyle",
+    "SymbolDefinition",
+    "attach_facts",
+    "file_facts",
+    "is_test_path",
+    "module_of",
+]

@@ -19,7 +19,7 @@ from tree_sitter import Language, Node, Query, QueryCursor
 
 from cluster.graph.registry import SPECS
 from cluster.graph.spec import CLASS_KINDS, GraphSpec, ModuleStyle
-from cluster.ingest.languages import GRAMMARS, parse
+from cluster.ingest import GRAMMARS, parse
 from cluster.types import Chunk, Definition, ImportBinding, Reference
 
 __all__ = ["MAX_FACTS", "FileFacts", "attach_facts", "file_facts", "module_of"]
@@ -27,6 +27,7 @@ __all__ = ["MAX_FACTS", "FileFacts", "attach_facts", "file_facts", "module_of"]
 MAX_FACTS = 20_000  # per kind and file: a hostile or generated file cannot grow a row without bound
 MAX_QUALIFIER = 120  # characters of a receiver kept as a reference's qualifier
 _IDENTIFIER = re.compile(r"[A-Za-z_$@][\w$]*")
+_DOTTED = re.compile(r"[A-Za-z_$@][\w$@]*(\(\))?(\.[A-Za-z_$@][\w$@]*(\(\))?)*")
 _BRACKETED = re.compile(r"<[^<>]*>|\[[^\[\]]*\]")
 _SOURCE_SUFFIXES = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|tsx|mts|cts|h|hh|hpp|php|rb|lua|sh|bash|rs|go)$")
 
@@ -291,8 +292,12 @@ def _last_identifier(text: str, spec: GraphSpec) -> str:
 
 
 def _qualifier(text: str, spec: GraphSpec) -> str | None:
-    text = " ".join(_unify(text, spec).split())
-    return text[:MAX_QUALIFIER] or None
+    """A receiver as a dotted name (`self`, `os.path`, `super()`); any other expression is "?", a
+    receiver whose type the code does not write (and whose text, a literal perhaps, is not kept)."""
+    text = "".join(_unify(text, spec).split())
+    if len(text) <= MAX_QUALIFIER and _DOTTED.fullmatch(text):
+        return text
+    return "?"
 
 
 def normalise_module(written: str, path: str, spec: GraphSpec) -> str:

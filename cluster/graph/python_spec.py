@@ -27,7 +27,7 @@ QUERY = r"""
 (dictionary (pair value: (identifier) @reference))
 (expression_statement (identifier) @reference)
 
-(import_statement name: (dotted_name) @import.module) @import
+(import_statement name: (dotted_name . (identifier) @import.module)) @import  ; `import a.b` binds a
 (import_statement name: (aliased_import name: (dotted_name) @import.module alias: (identifier) @import.alias)) @import
 (import_from_statement
   module_name: [(dotted_name) (relative_import)] @import.module

@@ -25,8 +25,8 @@ __all__ = [
     "DEFINES_FIELD",
     "HIT_FIELDS",
     "KEYWORD_FIELDS",
-    "REFS_FIELD",
     "PAYLOAD_FIELDS",
+    "REFS_FIELD",
     "RowPayload",
     "with_source",
 ]
