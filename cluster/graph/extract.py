@@ -101,13 +101,24 @@ def attach_facts(chunks: Sequence[Chunk], facts: FileFacts) -> list[Chunk]:
     ]
 
 
+_FOLDER_FILES = {  # files that stand for their folder: `import "./dir"`, `mod dir;`, `require "dir"`
+    ".py": {"__init__"},
+    ".pyi": {"__init__"},
+    ".rs": {"mod", "lib", "main"},
+    ".js": {"index"},
+    ".jsx": {"index"},
+    ".mjs": {"index"},
+    ".ts": {"index"},
+    ".tsx": {"index"},
+    ".lua": {"init"},
+}
+
+
 def module_of(path: str, style: ModuleStyle) -> str:
     """The dotted module key of a file: what its definitions are imported as (see ModuleStyle)."""
     pure = PurePosixPath(path)
-    if style is ModuleStyle.FOLDER:
+    if style is ModuleStyle.FOLDER or pure.stem in _FOLDER_FILES.get(pure.suffix, ()):
         parts = pure.parent.parts
-    elif style is ModuleStyle.PYTHON:
-        parts = (*pure.parent.parts, pure.stem) if pure.stem != "__init__" else pure.parent.parts
     else:
         parts = (*pure.parent.parts, pure.stem)
     return ".".join(part for part in parts if part not in ("", "."))
@@ -225,7 +236,7 @@ class _Reader:
                 qualified=q,
                 kind=d.kind,
                 line=d.node.start_point.row + 1,
-                end_line=max(d.node.end_point.row + 1, d.node.start_point.row + 1),
+                end_line=_last_line(d.node),
                 bases=tuple(d.bases),
             )
             for d, q in zip(defs, qualified, strict=True)
@@ -253,6 +264,13 @@ class _Reader:
             out.append(Reference(name=name, line=line, qualifier=qualifier, enclosing=enclosing, call=call))
         calls = {(r.name, r.line, r.qualifier) for r in out if r.call}
         return tuple(r for r in out if r.call or (r.name, r.line, r.qualifier) not in calls)
+
+
+def _last_line(node: Node) -> int:
+    """A node's last line: one that ends at a line's first column (an indented body's newline) ends before it."""
+    start, end = node.start_point, node.end_point
+    row = end.row - 1 if end.column == 0 and end.row > start.row else end.row
+    return row + 1
 
 
 def _innermost(stack: list[tuple[int, int, str]], at: int) -> str | None:

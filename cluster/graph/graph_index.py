@@ -133,11 +133,19 @@ class GraphIndex:
         if exact:
             return [target]
         suffix = "." + target
-        return [m for m in self.paths_by_module if m.endswith(suffix)]
+        found = [m for m in self.paths_by_module if m.endswith(suffix)]
+        if found:
+            return found
+        tails = [m for m in self.paths_by_module if m and target.endswith("." + m) and self._is_package(m)]
+        longest = max((len(m) for m in tails), default=0)
+        return [m for m in tails if len(m) == longest]
 
-    def defs_in_modules(self, modules: Iterable[str], name: str) -> list[DefNode]:
-        wanted = set(modules)
-        return [d for d in self.named(name) if d.module in wanted]
+    def _is_package(self, module: str) -> bool:
+        """A folder-style module (Go, Java, Kotlin, Scala, C#): an import path may end with its folder's
+        key (a Go module path, a Java package under src/main/java). Python and file-style imports may not."""
+        paths = self.paths_by_module.get(module, [])
+        spec = SPECS.get(self.language_by_path.get(paths[0], "")) if paths else None
+        return spec is not None and spec.module_style is ModuleStyle.FOLDER
 
     def same_folder(self, path: str, other: str) -> bool:
         return PurePosixPath(path).parent == PurePosixPath(other).parent

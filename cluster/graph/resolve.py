@@ -11,6 +11,7 @@ outside the repository resolves to nothing, whatever the repository defines unde
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import PurePosixPath
 
 from cluster.graph.graph_index import GraphIndex
 from cluster.graph.nodes import DefNode, RefSite
@@ -27,6 +28,20 @@ RECEIVER_UNKNOWN = 0.5  # a method by that name, on a receiver whose type is not
 
 Edge = tuple[int, float]  # (definition id, confidence)
 _DEFAULT = GraphSpec(language="", query="")
+_FAMILIES = {  # languages that call each other's definitions; any other language only its own
+    "java": "jvm",
+    "kotlin": "jvm",
+    "scala": "jvm",
+    "c": "c",
+    "cpp": "c",
+    "javascript": "js",
+    "typescript": "js",
+    "tsx": "js",
+}
+
+
+def family(language: str) -> str:
+    return _FAMILIES.get(language, language)
 
 
 class Resolver:
@@ -35,11 +50,13 @@ class Resolver:
     def __init__(self, index: GraphIndex) -> None:
         self.index = index
         self._cache: dict[int, tuple[Edge, ...]] = {}
+        self._family = ""
 
     def resolve(self, site: RefSite) -> tuple[Edge, ...]:
         cached = self._cache.get(site.id)
         if cached is None:
             spec = SPECS.get(site.language, _DEFAULT)
+            self._family = family(site.language)
             found = self._bare(site, spec) if site.qualifier is None else self._qualified(site, spec)
             cached = self._cache[site.id] = tuple(found)
         return cached
@@ -51,7 +68,7 @@ class Resolver:
         imported = index.imports.get(site.path, {}).get(site.name)
         if imported:
             return _spread(self._imported(imported), CERTAIN)
-        candidates = index.named(site.name)
+        candidates = self._named(site.name)
         if not candidates:
             return []
         here = [d for d in candidates if d.path == site.path and self._visible_from(d, site.enclosing)]
@@ -84,9 +101,9 @@ class Resolver:
             module, _, name = target.rpartition(".")
             if not name:
                 continue
-            hits = [d for d in index.named(name) if d.container is None and d.full.endswith(target)]
+            hits = [d for d in self._named(name) if d.container is None and d.full.endswith(target)]
             if not hits and module:
-                hits = [d for d in index.defs_in_modules(index.modules_matching(module), name) if d.container is None]
+                hits = _module_level(self._in_modules(index.modules_matching(module), name))
             found.extend(d for d in hits if d not in found)
         return found
 
@@ -95,7 +112,7 @@ class Resolver:
     def _qualified(self, site: RefSite, spec: GraphSpec) -> list[Edge]:
         index = self.index
         qualifier = site.qualifier or ""
-        if not index.by_name.get(site.name):
+        if not self._named(site.name):
             return []
         if qualifier in spec.self_names or qualifier in spec.super_names:
             cls = index.enclosing_class(site.path, site.enclosing)
@@ -110,11 +127,9 @@ class Resolver:
         bound = index.imports.get(site.path, {}).get(head)
         if bound:
             return _spread(self._through_import(bound, rest, site.name), CERTAIN)
-        last = qualifier.rpartition(".")[2]
-        classes = index.classes(last)
-        if classes:
-            same_file = [c for c in classes if c.path == site.path]
-            members = self._first_members(same_file or classes, site.name, lineage=True)
+        classes = [c for c in index.classes(qualifier.rpartition(".")[2]) if family(c.language) == self._family]
+        for tier in _nearest_first(classes, site.path):
+            members = [m for cls in tier for m in self._first_members([cls], site.name, lineage=True)]
             if members:
                 return _spread(members, CERTAIN)
         return _spread(self._methods(site.name), RECEIVER_UNKNOWN)
@@ -126,11 +141,10 @@ class Resolver:
         found: list[DefNode] = []
         for target in targets:
             path = f"{target}.{rest}" if rest else target
-            modules = index.modules_matching(path)
-            hits = [d for d in index.defs_in_modules(modules, name) if d.container is None]
+            hits = _module_level(self._in_modules(index.modules_matching(path), name))
             if not hits:  # alias.Class.method, or an imported class
                 owner, _, cls_name = path.rpartition(".")
-                for cls in index.classes(cls_name):
+                for cls in [c for c in index.classes(cls_name) if family(c.language) == self._family]:
                     if not owner or cls.module in index.modules_matching(owner) or cls.full.endswith(path):
                         hits.extend(self._members(cls, name))
             found.extend(d for d in hits if d not in found)
@@ -160,7 +174,31 @@ class Resolver:
         return not any(d.kind in CLASS_KINDS for d in self.index.at(definition.path, container))
 
     def _methods(self, name: str) -> list[DefNode]:
-        return [d for d in self.index.named(name) if d.container is not None and d.kind in ("method", "function")]
+        return [d for d in self._named(name) if d.container is not None and d.kind in ("method", "function")]
+
+    def _named(self, name: str) -> list[DefNode]:
+        """The definitions called `name` in the site's language family."""
+        return [d for d in self.index.named(name) if family(d.language) == self._family]
+
+    def _in_modules(self, modules: Iterable[str], name: str) -> list[DefNode]:
+        wanted = set(modules)
+        return [d for d in self._named(name) if d.module in wanted]
+
+
+def _module_level(definitions: Sequence[DefNode]) -> list[DefNode]:
+    """What a module gives its importers under a name: its top-level definitions, else the members of
+    a top-level table or object it exports (Lua's `M.f`, a JS `exports` object)."""
+    top = [d for d in definitions if d.container is None]
+    return top or [d for d in definitions if d.container is not None and "." not in d.container]
+
+
+def _nearest_first(classes: Sequence[DefNode], path: str) -> list[list[DefNode]]:
+    """Classes a qualifier may name, nearest first: the same file, the same folder, anywhere."""
+    same_file = [c for c in classes if c.path == path]
+    folder = PurePosixPath(path).parent
+    same_folder = [c for c in classes if c not in same_file and PurePosixPath(c.path).parent == folder]
+    rest = [c for c in classes if c not in same_file and c not in same_folder]
+    return [tier for tier in (same_file, same_folder, rest) if tier]
 
 
 def _spread(definitions: Sequence[DefNode], confidence: float) -> list[Edge]:

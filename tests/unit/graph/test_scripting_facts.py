@@ -97,7 +97,7 @@ def test_php_calls_read_this_parent_self_scoped_namespaced_and_new_calls() -> No
         ("helper", 20, None, "Invoice.total"),
         ("Invoice", 26, None, "compute_total"),
         ("Order", 26, "App.Models", "compute_total"),
-        ("total", 26, "(new Invoice(new .App.Models.Order()))", "compute_total"),
+        ("total", 26, "?", "compute_total"),
     ]
     assert {("Countable", 9, None), ("Document", 13, None), ("Logs", 14, None), ("Order", 15, None)} <= _mentions(facts)
     assert {("Money", 17, None), ("Order", 18, None), ("items", 19, "self.make()")} <= _mentions(facts)
@@ -178,7 +178,7 @@ def test_ruby_calls_with_and_without_parentheses_and_foo_new_as_a_call_of_foo() 
         ("Invoice", 27, "Billing", "compute_total"),
         ("generate", 28, "JSON", "compute_total"),
         ("build", 28, "Invoice", "compute_total"),
-        ("total", 28, "Invoice.build(items)", "compute_total"),
+        ("total", 28, "?", "compute_total"),
     ]
     assert {("Base", 6, None), ("Record", 6, "Base"), ("Comparable", 7, None), ("price", 17, None)} <= _mentions(facts)
     assert {("Calc", 20, "Tax"), ("RATE", 20, None), ("JSON", 28, None)} <= _mentions(facts)

@@ -191,7 +191,7 @@ def test_swift_calls_include_initialisers_implicit_members_and_receivers() -> No
         ("unit", 23, None, "Circle.make"),
         ("write", 24, "log", "Circle.make"),
         ("Circle", 25, None, "Circle.make"),
-        ("scaled", 25, "Circle(r: 2)", "Circle.make"),
+        ("scaled", 25, "?", "Circle.make"),
         ("Vector", 25, None, "Circle.make"),
         ("forEach", 32, "shapes", "render"),
     ]
