@@ -13,23 +13,22 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from tree_sitter import Language, Node, Query, QueryCursor
 
+from cluster.graph.modules import module_of, normalise_module, unify
 from cluster.graph.registry import SPECS
-from cluster.graph.spec import CLASS_KINDS, GraphSpec, ModuleStyle
+from cluster.graph.spec import CLASS_KINDS, GraphSpec
 from cluster.ingest import GRAMMARS, parse
 from cluster.types import Chunk, Definition, ImportBinding, Reference
 
-__all__ = ["MAX_FACTS", "FileFacts", "attach_facts", "file_facts", "module_of"]
+__all__ = ["MAX_FACTS", "FileFacts", "attach_facts", "file_facts", "module_of", "normalise_module"]
 
 MAX_FACTS = 20_000  # per kind and file: a hostile or generated file cannot grow a row without bound
 MAX_QUALIFIER = 120  # characters of a receiver kept as a reference's qualifier
 _IDENTIFIER = re.compile(r"[A-Za-z_$@][\w$]*")
 _DOTTED = re.compile(r"[A-Za-z_$@][\w$@]*(\(\))?(\.[A-Za-z_$@][\w$@]*(\(\))?)*")
 _BRACKETED = re.compile(r"<[^<>]*>|\[[^\[\]]*\]")
-_SOURCE_SUFFIXES = re.compile(r"\.(py|pyi|js|mjs|cjs|jsx|ts|tsx|mts|cts|h|hh|hpp|php|rb|lua|sh|bash|rs|go)$")
 
 
 @dataclass(frozen=True)
@@ -99,29 +98,6 @@ def attach_facts(chunks: Sequence[Chunk], facts: FileFacts) -> list[Chunk]:
         else chunk
         for chunk, (d, r, m) in zip(chunks, buckets, strict=True)
     ]
-
-
-_FOLDER_FILES = {  # files that stand for their folder: `import "./dir"`, `mod dir;`, `require "dir"`
-    ".py": {"__init__"},
-    ".pyi": {"__init__"},
-    ".rs": {"mod", "lib", "main"},
-    ".js": {"index"},
-    ".jsx": {"index"},
-    ".mjs": {"index"},
-    ".ts": {"index"},
-    ".tsx": {"index"},
-    ".lua": {"init"},
-}
-
-
-def module_of(path: str, style: ModuleStyle) -> str:
-    """The dotted module key of a file: what its definitions are imported as (see ModuleStyle)."""
-    pure = PurePosixPath(path)
-    if style is ModuleStyle.FOLDER or pure.stem in _FOLDER_FILES.get(pure.suffix, ()):
-        parts = pure.parent.parts
-    else:
-        parts = (*pure.parent.parts, pure.stem)
-    return ".".join(part for part in parts if part not in ("", "."))
 
 
 # --- queries ---------------------------------------------------------------------------------------
@@ -289,17 +265,10 @@ def _text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", errors="replace")
 
 
-def _unify(text: str, spec: GraphSpec) -> str:
-    for separator in spec.separators:
-        if separator != ".":
-            text = text.replace(separator, ".")
-    return text
-
-
 def _last_identifier(text: str, spec: GraphSpec) -> str:
     """The name a definition, callee or container is known by: generic arguments dropped, the last
     part of a scoped name (`ns::Foo` -> `Foo`, `*Repo` -> `Repo`)."""
-    text = _unify(text, spec)
+    text = unify(text, spec)
     for _ in range(4):
         stripped = _BRACKETED.sub("", text)
         if stripped == text:
@@ -312,30 +281,7 @@ def _last_identifier(text: str, spec: GraphSpec) -> str:
 def _qualifier(text: str, spec: GraphSpec) -> str | None:
     """A receiver as a dotted name (`self`, `os.path`, `super()`); any other expression is "?", a
     receiver whose type the code does not write (and whose text, a literal perhaps, is not kept)."""
-    text = "".join(_unify(text, spec).split())
+    text = "".join(unify(text, spec).split())
     if len(text) <= MAX_QUALIFIER and _DOTTED.fullmatch(text):
         return text
     return "?"
-
-
-def normalise_module(written: str, path: str, spec: GraphSpec) -> str:
-    """A module as an import writes it, as the dotted key `module_of` gives its file: quotes and
-    source suffixes dropped, `./` `../` and Python's leading dots made absolute from `path`."""
-    text = written.strip().strip("\"'`<>")
-    folder = list(PurePosixPath(path).parent.parts)
-    if spec.module_style is ModuleStyle.PYTHON and text.startswith("."):
-        dots = len(text) - len(text.lstrip("."))
-        base = folder[: len(folder) - (dots - 1)] if dots - 1 <= len(folder) else []
-        rest = text[dots:]
-        return ".".join([*base, *([rest] if rest else [])])
-    text = _SOURCE_SUFFIXES.sub("", text)
-    if text.startswith(("./", "../")):
-        parts = folder[:]
-        for piece in text.split("/"):
-            if piece == "..":
-                if parts:
-                    parts.pop()
-            elif piece not in (".", ""):
-                parts.append(piece)
-        return ".".join(parts)
-    return _unify(text, spec).replace("/", ".").replace("\\", ".").strip(".")

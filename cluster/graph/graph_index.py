@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
-from cluster.graph.extract import module_of
+from cluster.graph.modules import module_of
 from cluster.graph.nodes import DefNode, GraphRow, RefSite
 from cluster.graph.registry import SPECS
 from cluster.graph.spec import CLASS_KINDS, ModuleStyle

@@ -13,6 +13,7 @@ import threading
 
 from tree_sitter import Language, Node, Query, QueryCursor
 
+from cluster.graph.modules import normalise_module
 from cluster.graph.spec import GraphSpec, ModuleStyle
 from cluster.ingest.languages import GRAMMARS
 from cluster.types import ImportBinding
@@ -184,7 +185,6 @@ def _relative(path_text: str) -> str:
 
 
 def _binding(alias: str, written: str, line: int, path: str, spec: GraphSpec) -> list[ImportBinding]:
-    from cluster.graph.extract import normalise_module  # extract imports the registry, which imports us
 
     target = normalise_module(written, path, spec)
     return [ImportBinding(alias=alias, target=target, line=line)] if target and alias else []
