@@ -223,9 +223,10 @@ class CodeGraph:
         out: list[GraphItem] = []
         for d in targets:
             for path, binding in self.index.import_sites.get(d.name, ()):
-                reached = [x for x in self.resolver._imported([binding.target]) if x.id in ids]  # noqa: SLF001
+                language = self.index.language_by_path.get(path, d.language)
+                reached = [x for x in self.resolver.imported(binding.target, language) if x.id in ids]
                 if reached:
-                    site = RefSite(-1, path, d.language, binding.alias, binding.line, None, None, False)
+                    site = RefSite(-1, path, language, binding.alias, binding.line, None, None, False)
                     out.append(self._item(site, 1, CERTAIN, False, reached[0], call=False))
         return out
 

@@ -61,6 +61,11 @@ class Resolver:
             cached = self._cache[site.id] = tuple(found)
         return cached
 
+    def imported(self, target: str, language: str) -> list[DefNode]:
+        """The definitions an import binding of a file in `language` names (`pkg.mod.f`)."""
+        self._family = family(language)
+        return self._imported([target])
+
     # --- bare names ------------------------------------------------------------------------------
 
     def _bare(self, site: RefSite, spec: GraphSpec) -> list[Edge]:

@@ -190,3 +190,19 @@ def test_impact_ranks_callers_then_files_then_tests_by_distance() -> None:
 def test_the_most_called_definitions_count_their_resolved_call_sites() -> None:
     top = {d.symbol: n for d, n in graph().most_called(3)}
     assert top["subtotal"] == 2
+
+
+def test_an_import_site_is_resolved_in_its_own_language_whatever_was_resolved_before() -> None:
+    rows = []
+    for path, language, text in [
+        ("py/lib.py", "python", "def total():\n    return 1\n"),
+        ("py/use.py", "python", "from py.lib import total\n"),
+        ("rb/lib.rb", "ruby", "def total\n  1\nend\n"),
+        ("rb/use.rb", "ruby", "total\n"),
+    ]:
+        facts = file_facts(path, language, text)
+        rows.append(GraphRow(path, language, facts.definitions, facts.references, facts.imports))
+    g = CodeGraph("mixed", None, rows)
+    g.callers("total", path="rb/lib.rb")  # resolves a Ruby site last
+    answer = g.find_references("total", path="py/lib.py")
+    assert [(i.path, i.line, i.call) for i in answer.items] == [("py/use.py", 1, False)]
