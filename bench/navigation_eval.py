@@ -249,11 +249,10 @@ def evaluate_package(
         result.grep_references.add(grep.references(names), truth.references)
         if chain is not None:
             result.impact_measured += 1
-            impact = graph.impact(d.qualified, path=d.path, depth=3, limit=LIMIT)
-            result.truncated += impact.truncated
-            ours_chain = scored_sites(impact)
-            for t in thresholds:
-                result.impact[t].add(at_least(ours_chain, t), chain)
+            for t in thresholds:  # each edge must reach t (an item's confidence is the product along its path)
+                impact = graph.impact(d.qualified, path=d.path, depth=3, limit=LIMIT, min_confidence=t)
+                result.truncated += impact.truncated
+                result.impact[t].add(set(scored_sites(impact)), chain)
     result.seconds["jedi"] = round(jedi_s, 2)
     result.seconds["total"] = round(time.perf_counter() - t0, 2)
     return result

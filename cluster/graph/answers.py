@@ -98,6 +98,9 @@ class GraphQuery(Strict):
     path: str | None = Field(default=None, max_length=1000, description="A file, a folder or a path's tail.")
     depth: int | None = Field(default=None, ge=1, le=MAX_DEPTH, description="Calls to walk (default 1; impact 3).")
     limit: int = Field(default=100, ge=1, le=1000)
+    min_confidence: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="Leave out (and do not follow) edges less sure than this."
+    )
 
     @property
     def walk(self) -> int:

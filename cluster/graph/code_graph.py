@@ -70,7 +70,8 @@ class CodeGraph:
         found = [d for d in self.index.named(name) if _names(d, wanted)]
         if path:
             found = [d for d in found if _in_path(d.path, path)]
-        return found
+        exact = [d for d in found if wanted in (d.qualified, d.full)]
+        return exact or found  # `wrap_file` is the function, not also the method `Progress.wrap_file`
 
     def find_definition(self, symbol: str, path: str | None = None) -> list[SymbolDefinition]:
         return [self.definition(d) for d in self.lookup(symbol, path)]
@@ -134,16 +135,22 @@ class CodeGraph:
         owner = d.container.rpartition(".")[2]
         return d.name == owner or (spec is not None and d.name in spec.constructors)
 
-    def callers(self, symbol: str, path: str | None = None, depth: int = 1, limit: int = 100) -> GraphAnswer:
+    def callers(
+        self, symbol: str, path: str | None = None, depth: int = 1, limit: int = 100, min_confidence: float = 0.0
+    ) -> GraphAnswer:
         targets, stop = self._targets(symbol, path)
         if stop is not None:
             return stop
-        items, truncated = self._walk_callers(targets, depth, limit)
+        items, truncated = self._walk_callers(targets, depth, limit, min_confidence)
         return GraphAnswer(
             symbol=symbol, definitions=[self.definition(d) for d in targets], items=items, truncated=truncated
         )
 
-    def _walk_callers(self, targets: list[DefNode], depth: int, limit: int) -> tuple[list[GraphItem], bool]:
+    def _walk_callers(
+        self, targets: list[DefNode], depth: int, limit: int, min_confidence: float
+    ) -> tuple[list[GraphItem], bool]:
+        """Callers breadth first; an edge under `min_confidence` is neither listed nor followed. An item's
+        confidence is the product along its path."""
         items: list[GraphItem] = []
         seen_defs = {d.id for d in targets}
         seen_sites: set[int] = set()
@@ -152,7 +159,7 @@ class CodeGraph:
             following: list[tuple[list[DefNode], float]] = []
             for group, carried in frontier:
                 for reach in self.reaching(group, calls_only=True):
-                    if reach.site.id in seen_sites:
+                    if reach.site.id in seen_sites or reach.confidence < min_confidence:
                         continue
                     seen_sites.add(reach.site.id)
                     if len(items) >= limit:
@@ -168,7 +175,9 @@ class CodeGraph:
                 break
         return items, False
 
-    def callees(self, symbol: str, path: str | None = None, depth: int = 1, limit: int = 100) -> GraphAnswer:
+    def callees(
+        self, symbol: str, path: str | None = None, depth: int = 1, limit: int = 100, min_confidence: float = 0.0
+    ) -> GraphAnswer:
         targets, stop = self._targets(symbol, path)
         if stop is not None:
             return stop
@@ -186,6 +195,8 @@ class CodeGraph:
                     if not edges and level == 1:
                         items.append(self._item(site, level, 0.0, False, None))
                     for def_id, confidence in edges:
+                        if confidence < min_confidence:
+                            continue
                         callee = self.index.defs[def_id]
                         items.append(self._item(site, level, confidence * carried, len(edges) > 1, callee))
                         if callee.id not in seen:
@@ -201,13 +212,16 @@ class CodeGraph:
             frontier = following
         return GraphAnswer(symbol=symbol, definitions=[self.definition(d) for d in targets], items=items)
 
-    def find_references(self, symbol: str, path: str | None = None, limit: int = 100) -> GraphAnswer:
+    def find_references(
+        self, symbol: str, path: str | None = None, limit: int = 100, min_confidence: float = 0.0
+    ) -> GraphAnswer:
         targets, stop = self._targets(symbol, path)
         if stop is not None:
             return stop
         items = [
             self._item(r.site, 1, r.confidence, r.ambiguous, r.target, call=r.site.call)
             for r in self.reaching(targets, calls_only=False)
+            if r.confidence >= min_confidence
         ]
         items.extend(self._import_items(targets))
         items.sort(key=lambda item: (-item.confidence, item.path, item.line))
@@ -230,15 +244,17 @@ class CodeGraph:
                     out.append(self._item(site, 1, CERTAIN, False, reached[0], call=False))
         return out
 
-    def impact(self, symbol: str, path: str | None = None, depth: int = 3, limit: int = 200) -> ImpactAnswer:
+    def impact(
+        self, symbol: str, path: str | None = None, depth: int = 3, limit: int = 200, min_confidence: float = 0.0
+    ) -> ImpactAnswer:
         targets, stop = self._targets(symbol, path)
         if stop is not None:
             return ImpactAnswer(**stop.model_dump())
-        items, truncated = self._walk_callers(targets, depth, limit)
+        items, truncated = self._walk_callers(targets, depth, limit, min_confidence)
         mentions = [
             self._item(r.site, 1, r.confidence, r.ambiguous, r.target, call=False)
             for r in self.reaching(targets, calls_only=False)
-            if not r.site.call
+            if not r.site.call and r.confidence >= min_confidence
         ]
         files: dict[str, tuple[int, int]] = {}
         for item in [*items, *mentions]:
@@ -263,13 +279,14 @@ class CodeGraph:
             found = self.find_definition(query.symbol, query.path)
             note = None if found else f"no definition of {query.symbol!r} in {self.repo}"
             return GraphAnswer(symbol=query.symbol, definitions=found[: query.limit], note=note)
+        least = query.min_confidence
         if query.tool is GraphTool.REFERENCES:
-            return self.find_references(query.symbol, query.path, query.limit)
+            return self.find_references(query.symbol, query.path, query.limit, least)
         if query.tool is GraphTool.CALLERS:
-            return self.callers(query.symbol, query.path, query.walk, query.limit)
+            return self.callers(query.symbol, query.path, query.walk, query.limit, least)
         if query.tool is GraphTool.CALLEES:
-            return self.callees(query.symbol, query.path, query.walk, query.limit)
-        return self.impact(query.symbol, query.path, query.walk, query.limit)
+            return self.callees(query.symbol, query.path, query.walk, query.limit, least)
+        return self.impact(query.symbol, query.path, query.walk, query.limit, least)
 
     def most_called(self, count: int = 10) -> list[tuple[SymbolDefinition, int]]:
         """The definitions with the most call sites that surely or probably reach them."""

@@ -186,13 +186,32 @@ PathArg = Annotated[
 ]
 DepthArg = Annotated[int, Field(ge=1, le=10, description="Calls to follow: 1 is direct callers (or callees) only.")]
 LimitArg = Annotated[int, Field(ge=1, le=1000)]
+ConfidenceArg = Annotated[
+    float,
+    Field(
+        ge=0.0,
+        le=1.0,
+        description="Leave out, and do not follow, edges less sure than this (1: only what the code names; "
+        "0.5 keeps a guess between two).",
+    ),
+]
 
 
 def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
     """find_definition, find_references, callers, callees, impact: the code graph of each serving build."""
 
-    async def navigate(tool: GraphTool, symbol: str, repo: str | None, path: str | None, **walk: int) -> GraphAnswer:
-        query = GraphQuery(tool=tool, symbol=symbol, repo=repo, path=path, **walk)
+    async def navigate(
+        tool: GraphTool,
+        symbol: str,
+        repo: str | None,
+        path: str | None,
+        depth: int | None = None,
+        limit: int = 100,
+        least: float = 0.0,
+    ) -> GraphAnswer:
+        query = GraphQuery(
+            tool=tool, symbol=symbol, repo=repo, path=path, depth=depth, limit=limit, min_confidence=least
+        )
         return await _tool_call(tool.value, service.navigate(query))
 
     @mcp.tool()
@@ -202,35 +221,54 @@ def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
 
     @mcp.tool()
     async def find_references(
-        symbol: SymbolArg, repo: ScopeArg = None, path: PathArg = None, limit: LimitArg = 100
+        symbol: SymbolArg,
+        repo: ScopeArg = None,
+        path: PathArg = None,
+        limit: LimitArg = 100,
+        min_confidence: ConfidenceArg = 0.0,
     ) -> GraphAnswer:
         """Every place that uses a symbol (calls, mentions, imports), resolved through imports, aliases and
         classes; a site that may reach another definition too says so (ambiguous, confidence below 1)."""
-        return await navigate(GraphTool.REFERENCES, symbol, repo, path, limit=limit)
+        return await navigate(GraphTool.REFERENCES, symbol, repo, path, limit=limit, least=min_confidence)
 
     @mcp.tool()
     async def callers(
-        symbol: SymbolArg, repo: ScopeArg = None, path: PathArg = None, depth: DepthArg = 1, limit: LimitArg = 100
+        symbol: SymbolArg,
+        repo: ScopeArg = None,
+        path: PathArg = None,
+        depth: DepthArg = 1,
+        limit: LimitArg = 100,
+        min_confidence: ConfidenceArg = 0.0,
     ) -> GraphAnswer:
         """Who calls a symbol: each call site with the function it is in, then their callers up to `depth`.
         An ambiguous symbol is answered with its candidates: ask again with a path or a qualified name."""
-        return await navigate(GraphTool.CALLERS, symbol, repo, path, depth=depth, limit=limit)
+        return await navigate(GraphTool.CALLERS, symbol, repo, path, depth, limit, min_confidence)
 
     @mcp.tool()
     async def callees(
-        symbol: SymbolArg, repo: ScopeArg = None, path: PathArg = None, depth: DepthArg = 1, limit: LimitArg = 100
+        symbol: SymbolArg,
+        repo: ScopeArg = None,
+        path: PathArg = None,
+        depth: DepthArg = 1,
+        limit: LimitArg = 100,
+        min_confidence: ConfidenceArg = 0.0,
     ) -> GraphAnswer:
         """What a symbol calls: each call site in it and the definition it reaches (none: outside the
         repository), then what those call, up to `depth`."""
-        return await navigate(GraphTool.CALLEES, symbol, repo, path, depth=depth, limit=limit)
+        return await navigate(GraphTool.CALLEES, symbol, repo, path, depth, limit, min_confidence)
 
     @mcp.tool()
     async def impact(
-        symbol: SymbolArg, repo: ScopeArg = None, path: PathArg = None, depth: DepthArg = 3, limit: LimitArg = 200
+        symbol: SymbolArg,
+        repo: ScopeArg = None,
+        path: PathArg = None,
+        depth: DepthArg = 3,
+        limit: LimitArg = 200,
+        min_confidence: ConfidenceArg = 0.0,
     ) -> ImpactAnswer:
         """What a change to a symbol reaches: its transitive callers up to `depth`, then the files, then the
         tests that reach it, nearest first."""
-        answer = await navigate(GraphTool.IMPACT, symbol, repo, path, depth=depth, limit=limit)
+        answer = await navigate(GraphTool.IMPACT, symbol, repo, path, depth, limit, min_confidence)
         return answer if isinstance(answer, ImpactAnswer) else ImpactAnswer(**answer.model_dump())
 
 

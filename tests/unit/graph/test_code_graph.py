@@ -206,3 +206,23 @@ def test_an_import_site_is_resolved_in_its_own_language_whatever_was_resolved_be
     g.callers("total", path="rb/lib.rb")  # resolves a Ruby site last
     answer = g.find_references("total", path="py/lib.py")
     assert [(i.path, i.line, i.call) for i in answer.items] == [("py/use.py", 1, False)]
+
+
+def test_min_confidence_leaves_out_and_stops_at_the_guesses() -> None:
+    g = graph()
+    assert [i.line for i in g.callers("Base.name").items] == [8, 11]
+    assert [i.line for i in g.callers("Base.name", min_confidence=0.5).items] == [8]  # thing.name() is a 1-in-4 guess
+    assert [i.line for i in g.find_references("Ledger.name", min_confidence=0.5).items] == []
+
+
+def test_a_name_that_is_exactly_one_definitions_qualified_name_picks_it_over_members_of_that_name() -> None:
+    rows = []
+    for path, text in {
+        "m.py": "def wrap(x):\n    return x\n\n\nclass P:\n    def wrap(self):\n        return wrap(1)\n"
+    }.items():
+        facts = file_facts(path, "python", text)
+        rows.append(GraphRow(path, "python", facts.definitions, facts.references, facts.imports))
+    g = CodeGraph("m", None, rows)
+    assert [d.symbol for d in g.callers("wrap", path="m.py").definitions] == ["wrap"]
+    assert [(i.line, i.symbol) for i in g.callers("wrap").items] == [(7, "P.wrap")]
+    assert [d.symbol for d in g.callers("P.wrap").definitions] == ["P.wrap"]
