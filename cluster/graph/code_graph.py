@@ -279,7 +279,7 @@ class CodeGraph:
             found = self.find_definition(query.symbol, query.path)
             note = None if found else f"no definition of {query.symbol!r} in {self.repo}"
             return GraphAnswer(symbol=query.symbol, definitions=found[: query.limit], note=note)
-        least = query.min_confidence
+        least = query.least
         if query.tool is GraphTool.REFERENCES:
             return self.find_references(query.symbol, query.path, query.limit, least)
         if query.tool is GraphTool.CALLERS:

@@ -187,12 +187,12 @@ PathArg = Annotated[
 DepthArg = Annotated[int, Field(ge=1, le=10, description="Calls to follow: 1 is direct callers (or callees) only.")]
 LimitArg = Annotated[int, Field(ge=1, le=1000)]
 ConfidenceArg = Annotated[
-    float,
+    float | None,
     Field(
         ge=0.0,
         le=1.0,
-        description="Leave out, and do not follow, edges less sure than this (1: only what the code names; "
-        "0.5 keeps a guess between two).",
+        description="Leave out, and do not follow, edges less sure than this: 1 only what the code names, "
+        "0.5 (the default; impact 0.25) a guess between two, 0 every guess.",
     ),
 ]
 
@@ -207,7 +207,7 @@ def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         path: str | None,
         depth: int | None = None,
         limit: int = 100,
-        least: float = 0.0,
+        least: float | None = None,
     ) -> GraphAnswer:
         query = GraphQuery(
             tool=tool, symbol=symbol, repo=repo, path=path, depth=depth, limit=limit, min_confidence=least
@@ -225,7 +225,7 @@ def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         repo: ScopeArg = None,
         path: PathArg = None,
         limit: LimitArg = 100,
-        min_confidence: ConfidenceArg = 0.0,
+        min_confidence: ConfidenceArg = None,
     ) -> GraphAnswer:
         """Every place that uses a symbol (calls, mentions, imports), resolved through imports, aliases and
         classes; a site that may reach another definition too says so (ambiguous, confidence below 1)."""
@@ -238,7 +238,7 @@ def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         path: PathArg = None,
         depth: DepthArg = 1,
         limit: LimitArg = 100,
-        min_confidence: ConfidenceArg = 0.0,
+        min_confidence: ConfidenceArg = None,
     ) -> GraphAnswer:
         """Who calls a symbol: each call site with the function it is in, then their callers up to `depth`.
         An ambiguous symbol is answered with its candidates: ask again with a path or a qualified name."""
@@ -251,7 +251,7 @@ def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         path: PathArg = None,
         depth: DepthArg = 1,
         limit: LimitArg = 100,
-        min_confidence: ConfidenceArg = 0.0,
+        min_confidence: ConfidenceArg = None,
     ) -> GraphAnswer:
         """What a symbol calls: each call site in it and the definition it reaches (none: outside the
         repository), then what those call, up to `depth`."""
@@ -264,7 +264,7 @@ def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         path: PathArg = None,
         depth: DepthArg = 3,
         limit: LimitArg = 200,
-        min_confidence: ConfidenceArg = 0.0,
+        min_confidence: ConfidenceArg = None,
     ) -> ImpactAnswer:
         """What a change to a symbol reaches: its transitive callers up to `depth`, then the files, then the
         tests that reach it, nearest first."""

@@ -3,7 +3,7 @@ self and bases, constructors, the same file; ambiguity kept and said; walks at d
 
 from __future__ import annotations
 
-from cluster.graph import CodeGraph, GraphItem, GraphRow, file_facts
+from cluster.graph import CodeGraph, GraphItem, GraphQuery, GraphRow, GraphTool, file_facts
 
 FILES = {
     "shop/pricing.py": """\
@@ -226,3 +226,12 @@ def test_a_name_that_is_exactly_one_definitions_qualified_name_picks_it_over_mem
     assert [d.symbol for d in g.callers("wrap", path="m.py").definitions] == ["wrap"]
     assert [(i.line, i.symbol) for i in g.callers("wrap").items] == [(7, "P.wrap")]
     assert [d.symbol for d in g.callers("P.wrap").definitions] == ["P.wrap"]
+
+
+def test_a_tool_call_leaves_out_guesses_under_its_default_unless_asked_for_every_one() -> None:
+    g = graph()
+    asked = GraphQuery(tool=GraphTool.CALLERS, symbol="Base.name")
+    assert (asked.least, GraphQuery(tool=GraphTool.IMPACT, symbol="x").least) == (0.5, 0.25)
+    assert [i.line for i in g.answer(asked).items] == [8]
+    every = asked.model_copy(update={"min_confidence": 0.0})
+    assert [i.line for i in g.answer(every).items] == [8, 11]
