@@ -17,9 +17,7 @@ from typing import Any
 from bench.navigation_truth import CONSTRUCTORS, Grep, JediTruth, Site, Target, import_lines
 from bench.quality_corpus import package_root, package_version
 from cluster.build.collect import RepoChunks, collect_repository
-from cluster.graph import CodeGraph, GraphRow
-from cluster.graph.answers import GraphAnswer
-from cluster.graph.nodes import DefNode
+from cluster.graph import CodeGraph, DefNode, GraphAnswer, GraphRow
 from cluster.settings import SamespaceSettings
 
 __all__ = [

@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cluster.graph import CodeGraph, GraphRow, attach_facts, file_facts
-from cluster.graph.nodes import DefNode
+from cluster.graph import CodeGraph, DefNode, GraphRow, attach_facts, file_facts
 from cluster.space import embedding_text
 from cluster.types import Chunk
 

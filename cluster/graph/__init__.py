@@ -15,7 +15,7 @@ from cluster.graph.answers import (
 )
 from cluster.graph.code_graph import CodeGraph, is_test_path
 from cluster.graph.extract import FileFacts, attach_facts, file_facts, module_of
-from cluster.graph.nodes import GraphRow
+from cluster.graph.nodes import DefNode, GraphRow, RefSite
 from cluster.graph.registry import SPECS
 from cluster.graph.spec import CLASS_KINDS, GraphSpec, ModuleStyle
 
@@ -23,6 +23,7 @@ __all__ = [
     "CLASS_KINDS",
     "SPECS",
     "CodeGraph",
+    "DefNode",
     "FileFacts",
     "GraphAnswer",
     "GraphItem",
@@ -33,6 +34,7 @@ __all__ = [
     "ImpactAnswer",
     "ImpactFile",
     "ModuleStyle",
+    "RefSite",
     "SymbolDefinition",
     "attach_facts",
     "file_facts",
