@@ -4,13 +4,11 @@ constructor calls, mentions, `#include`s and `using`s as import bindings, and th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-
-import pytest
 
 from cluster.graph import file_facts
 from cluster.types import ImportBinding
+from tests.support.graph_facts import calls_of, mentions_of
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "polyglot_graph"
 
@@ -91,15 +89,6 @@ namespace Shop.Billing
 """
 
 
-def _calls(path: str, language: str, source: str) -> list[tuple[str, int, str | None, str | None]]:
-    facts = file_facts(path, language, source)
-    return [(r.name, r.line, r.qualifier, r.enclosing) for r in facts.references if r.call]
-
-
-def _mentions(path: str, language: str, source: str) -> set[tuple[str, int, str | None]]:
-    return {(r.name, r.line, r.qualifier) for r in file_facts(path, language, source).references if not r.call}
-
-
 def test_c_functions_types_typedefs_and_macros_are_definitions() -> None:
     facts = file_facts("lib/buf/buffer.c", "c", C_SOURCE)
     assert [(d.qualified, d.kind, d.line, d.end_line, d.bases) for d in facts.definitions] == [
@@ -115,14 +104,14 @@ def test_c_functions_types_typedefs_and_macros_are_definitions() -> None:
 
 
 def test_c_calls_carry_their_struct_receivers_and_functions_passed_as_values_are_mentioned() -> None:
-    assert _calls("lib/buf/buffer.c", "c", C_SOURCE) == [
+    assert calls_of(file_facts("lib/buf/buffer.c", "c", C_SOURCE)) == [
         ("malloc", 10, None, "buffer_new"),
         ("xstrdup", 11, None, "buffer_new"),
         ("log_line", 15, None, "buffer_each"),
         ("flush", 16, "b.ops", "buffer_each"),
         ("apply", 17, None, "buffer_each"),
     ]
-    mentions = _mentions("lib/buf/buffer.c", "c", C_SOURCE)
+    mentions = mentions_of(file_facts("lib/buf/buffer.c", "c", C_SOURCE))
     assert {("Buffer", 9, None), ("visit_fn", 14, None), ("buffer_new", 17, None), ("data", 11, "b")} <= mentions
     assert ("buffer_each", 14, None) not in mentions  # a definition's own name is no mention
 
@@ -148,7 +137,7 @@ def test_cpp_classes_methods_and_out_of_class_definitions_share_one_qualificatio
 
 
 def test_cpp_calls_scoped_calls_and_constructions_are_calls_of_their_names() -> None:
-    assert _calls("src/circle.cpp", "cpp", CPP_SOURCE) == [
+    assert calls_of(file_facts("src/circle.cpp", "cpp", CPP_SOURCE)) == [
         ("scale", 9, None, "Circle.area"),
         ("Circle", 16, None, "Circle.unit"),
         ("make_unique", 18, "std", "draw"),
@@ -159,7 +148,7 @@ def test_cpp_calls_scoped_calls_and_constructions_are_calls_of_their_names() -> 
         ("unit", 23, "Circle", "draw"),  # geo::Circle::unit(): the innermost scope
         ("twice", 24, None, "draw"),
     ]
-    mentions = _mentions("src/circle.cpp", "cpp", CPP_SOURCE)
+    mentions = mentions_of(file_facts("src/circle.cpp", "cpp", CPP_SOURCE))
     assert {("Shape", 6, None), ("Canvas", 17, None), ("Circle", 18, None), ("Point", 4, "geo")} <= mentions
 
 
@@ -188,7 +177,7 @@ def test_csharp_types_members_and_local_functions_are_qualified_by_their_types()
 
 
 def test_csharp_calls_keep_this_base_and_aliases_as_receivers_and_new_calls_the_type() -> None:
-    assert _calls("Shop/Billing/Invoice.cs", "csharp", CSHARP_SOURCE) == [
+    assert calls_of(file_facts("Shop/Billing/Invoice.cs", "csharp", CSHARP_SOURCE)) == [
         ("List", 10, None, "Invoice"),
         ("Total", 14, None, "Invoice.Price.Sum"),
         ("Validate", 15, "this", "Invoice.Price"),
@@ -198,7 +187,7 @@ def test_csharp_calls_keep_this_base_and_aliases_as_receivers_and_new_calls_the_
         ("Sum", 18, None, "Invoice.Price"),
         ("Serialize", 20, "Json", "Invoice.ToJson"),
     ]
-    mentions = _mentions("Shop/Billing/Invoice.cs", "csharp", CSHARP_SOURCE)
+    mentions = mentions_of(file_facts("Shop/Billing/Invoice.cs", "csharp", CSHARP_SOURCE))
     assert {("Document", 8, None), ("Line", 10, None), ("Customer", 11, None), ("Invoice", 17, None)} <= mentions
     assert not any(name == "nameof" for name, _, _ in mentions)
 
@@ -210,18 +199,6 @@ def test_csharp_usings_bind_namespaces_as_wildcards_and_aliases_by_name() -> Non
         ImportBinding(alias="Json", target="System.Text.Json.JsonSerializer", line=3),
         ImportBinding(alias="*", target="System.Math", line=4),
     ]
-
-
-@pytest.mark.parametrize("language", ["c", "cpp", "csharp"])
-def test_the_polyglot_fixture_defines_the_callee_and_calls_it_from_the_caller(language: str) -> None:
-    expected = json.loads((FIXTURES / language / "expected.json").read_text(encoding="utf-8"))
-    callee_path, call_path = expected["callee_path"], expected["call_path"]
-    defined = file_facts(callee_path, language, (FIXTURES / callee_path).read_text(encoding="utf-8"))
-    assert expected["callee"] in {d.name for d in defined.definitions}
-    calling = file_facts(call_path, language, (FIXTURES / call_path).read_text(encoding="utf-8"))
-    assert expected["caller"] in {d.qualified for d in calling.definitions}
-    calls = {(r.name, r.line, r.enclosing) for r in calling.references if r.call}
-    assert (expected["callee"], expected["call_line"], expected["caller"]) in calls
 
 
 def test_c_and_cpp_fixture_includes_name_the_module_that_defines_the_callee() -> None:

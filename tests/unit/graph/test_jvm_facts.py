@@ -5,15 +5,9 @@ every import form, and the cross-file fixtures under tests/fixtures/polyglot_gra
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import pytest
-
 from cluster.graph import SPECS, ModuleStyle, file_facts
 from cluster.types import ImportBinding
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "polyglot_graph"
+from tests.support.graph_facts import calls_of, definitions_of, mentions_of
 
 JAVA = """\
 package shop.orders;
@@ -148,19 +142,6 @@ extension (s: String)
 """
 
 
-def _definitions(path: str, language: str, text: str) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
-    return [(d.qualified, d.kind, d.line, d.end_line, d.bases) for d in file_facts(path, language, text).definitions]
-
-
-def _calls(path: str, language: str, text: str) -> list[tuple[str, int, str | None, str | None]]:
-    facts = file_facts(path, language, text)
-    return [(r.name, r.line, r.qualifier, r.enclosing) for r in facts.references if r.call]
-
-
-def _mentions(path: str, language: str, text: str) -> set[tuple[str, int, str | None]]:
-    return {(r.name, r.line, r.qualifier) for r in file_facts(path, language, text).references if not r.call}
-
-
 def test_the_three_languages_are_registered_as_folder_packages_with_implicit_members() -> None:
     for language in ("java", "kotlin", "scala"):
         spec = SPECS[language]
@@ -174,7 +155,7 @@ def test_the_three_languages_are_registered_as_folder_packages_with_implicit_mem
 
 
 def test_java_types_constructors_and_methods_are_qualified_by_their_classes_with_bases() -> None:
-    assert _definitions("shop/orders/Shop.java", "java", JAVA) == [
+    assert definitions_of(file_facts("shop/orders/Shop.java", "java", JAVA)) == [
         ("OrderService", "class", 8, 42, ("Base", "Runnable", "Comparable")),
         ("OrderService.OrderService", "method", 12, 15, ()),
         ("OrderService.total", "method", 17, 25, ()),
@@ -188,7 +169,7 @@ def test_java_types_constructors_and_methods_are_qualified_by_their_classes_with
 
 
 def test_java_calls_carry_receivers_and_new_is_a_call_of_the_class() -> None:
-    assert _calls("shop/orders/Shop.java", "java", JAVA) == [
+    assert calls_of(file_facts("shop/orders/Shop.java", "java", JAVA)) == [
         ("helper", 18, None, "OrderService.total"),
         ("save", 19, "repo", "OrderService.total"),
         ("Order", 19, None, "OrderService.total"),
@@ -200,7 +181,7 @@ def test_java_calls_carry_receivers_and_new_is_a_call_of_the_class() -> None:
         ("name", 34, None, "OrderService.Color.label"),
         ("validate", 39, None, "OrderService.Point.Point"),
     ]
-    mentions = _mentions("shop/orders/Shop.java", "java", JAVA)
+    mentions = mentions_of(file_facts("shop/orders/Shop.java", "java", JAVA))
     assert {("Service", 8, None), ("Repo", 10, None), ("Item", 17, None), ("apply", 23, "this")} <= mentions
     assert {("repo", 14, "this"), ("t", 24, None), ("EventListener", 27, None)} <= mentions
     assert ("Order", 19, None) not in mentions  # the constructor call is the fact, not a second mention
@@ -220,7 +201,7 @@ def test_java_single_wildcard_and_static_imports() -> None:
 
 
 def test_kotlin_classes_objects_and_extension_functions_are_qualified() -> None:
-    assert _definitions("shop/orders/Shop.kt", "kotlin", KOTLIN) == [
+    assert definitions_of(file_facts("shop/orders/Shop.kt", "kotlin", KOTLIN)) == [
         ("OrderService", "class", 7, 36, ("Base", "Runnable", "Comparable")),
         ("OrderService.total", "method", 9, 17, ()),
         ("OrderService.create", "method", 20, 20, ()),  # a companion's member is the class's, as it is called
@@ -236,7 +217,7 @@ def test_kotlin_classes_objects_and_extension_functions_are_qualified() -> None:
 
 
 def test_kotlin_calls_carry_receivers_and_a_class_call_is_a_constructor_call() -> None:
-    assert _calls("shop/orders/Shop.kt", "kotlin", KOTLIN) == [
+    assert calls_of(file_facts("shop/orders/Shop.kt", "kotlin", KOTLIN)) == [
         ("helper", 10, None, "OrderService.total"),
         ("save", 11, "repo", "OrderService.total"),
         ("PlacedOrder", 11, None, "OrderService.total"),
@@ -251,7 +232,7 @@ def test_kotlin_calls_carry_receivers_and_a_class_call_is_a_constructor_call() -
         ("toList", 34, "Color.values()", "OrderService.Registry.all"),
         ("uppercase", 38, None, "String.shout"),
     ]
-    mentions = _mentions("shop/orders/Shop.kt", "kotlin", KOTLIN)
+    mentions = mentions_of(file_facts("shop/orders/Shop.kt", "kotlin", KOTLIN))
     assert {("Service", 7, None), ("Repo", 8, None), ("List", 9, None), ("Item", 9, None)} <= mentions
     assert {("apply", 15, None), ("t", 16, None), ("Int", 40, None)} <= mentions
 
@@ -268,7 +249,7 @@ def test_kotlin_imports_with_alias_and_wildcard() -> None:
 
 
 def test_scala_classes_objects_traits_enums_and_extensions_are_qualified() -> None:
-    assert _definitions("shop/orders/Shop.scala", "scala", SCALA) == [
+    assert definitions_of(file_facts("shop/orders/Shop.scala", "scala", SCALA)) == [
         ("OrderService", "class", 8, 21, ("Base", "Runnable", "Ordered")),
         ("OrderService.total", "method", 12, 20, ()),  # `def this(...)` is the class's constructor, no definition
         ("OrderService", "object", 23, 25, ("Factory",)),
@@ -284,7 +265,7 @@ def test_scala_classes_objects_traits_enums_and_extensions_are_qualified() -> No
 
 
 def test_scala_calls_carry_receivers_and_new_infix_and_apply_are_calls() -> None:
-    assert _calls("shop/orders/Shop.scala", "scala", SCALA) == [
+    assert calls_of(file_facts("shop/orders/Shop.scala", "scala", SCALA)) == [
         ("Repo", 10, None, "OrderService"),
         ("helper", 13, None, "OrderService.total"),
         ("save", 14, "repo", "OrderService.total"),
@@ -296,7 +277,7 @@ def test_scala_calls_carry_receivers_and_new_infix_and_apply_are_calls() -> None
         ("max", 19, "t", "OrderService.total"),
         ("OrderService", 24, None, "OrderService.apply"),
     ]
-    mentions = _mentions("shop/orders/Shop.scala", "scala", SCALA)
+    mentions = mentions_of(file_facts("shop/orders/Shop.scala", "scala", SCALA))
     assert {("deprecated", 8, None), ("Item", 12, None), ("apply", 18, None), ("toUpperCase", 41, "s")} <= mentions
     assert not any(name == "this" for name, _, _ in mentions)
 
@@ -334,16 +315,3 @@ def test_scala_3_imports_and_indented_bodies() -> None:
 
 
 # --- the cross-file fixtures ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("language", ["java", "kotlin", "scala"])
-def test_the_polyglot_fixture_defines_the_callee_and_calls_it_from_the_caller(language: str) -> None:
-    expected = json.loads((FIXTURES / language / "expected.json").read_text())
-    callee_path, call_path = expected["callee_path"], expected["call_path"]
-    defined = file_facts(callee_path, language, (FIXTURES / callee_path).read_text())
-    assert expected["callee"] in {d.name for d in defined.definitions}
-    calls = file_facts(call_path, language, (FIXTURES / call_path).read_text())
-    assert expected["caller"] in {d.qualified for d in calls.definitions}
-    found = {(r.name, r.line, r.enclosing) for r in calls.references if r.call}
-    assert (expected["callee"], expected["call_line"], expected["caller"]) in found
-    assert Path(callee_path).parent == Path(call_path).parent  # one package: the call resolves by folder

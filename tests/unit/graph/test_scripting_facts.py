@@ -5,31 +5,19 @@ tests/fixtures/polyglot_graph."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from cluster.graph import file_facts
-from cluster.graph.extract import FileFacts, _query
+from cluster.graph.extract import _query
 from cluster.graph.registry import SPECS as REGISTERED
 from cluster.graph.scripting_spec import SPECS
 from cluster.graph.spec import GraphSpec
 from cluster.types import ImportBinding
+from tests.support.graph_facts import calls_of, definitions_of, mentions_of
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "polyglot_graph"
-
-
-def _definitions(facts: FileFacts) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
-    return [(d.qualified, d.kind, d.line, d.end_line, d.bases) for d in facts.definitions]
-
-
-def _calls(facts: FileFacts) -> list[tuple[str, int, str | None, str | None]]:
-    return [(r.name, r.line, r.qualifier, r.enclosing) for r in facts.references if r.call]
-
-
-def _mentions(facts: FileFacts) -> set[tuple[str, int, str | None]]:
-    return {(r.name, r.line, r.qualifier) for r in facts.references if not r.call}
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.language)
@@ -69,7 +57,7 @@ function compute_total(array $items): float { return (new Invoice(new \App\Model
 
 def test_php_definitions_are_qualified_by_their_class_and_keep_extends_implements_and_traits() -> None:
     facts = file_facts("app/billing/Invoice.php", "php", PHP_SOURCE)
-    assert _definitions(facts) == [
+    assert definitions_of(facts) == [
         ("Payable", "interface", 9, 9, ("Countable",)),
         ("Payable.pay", "method", 9, 9, ()),
         ("Logs", "trait", 11, 11, ()),
@@ -85,7 +73,7 @@ def test_php_definitions_are_qualified_by_their_class_and_keep_extends_implement
 
 def test_php_calls_read_this_parent_self_scoped_namespaced_and_new_calls() -> None:
     facts = file_facts("app/billing/Invoice.php", "php", PHP_SOURCE)
-    assert _calls(facts) == [
+    assert calls_of(facts) == [
         ("error_log", 11, None, "Logs.log"),
         ("__construct", 15, "parent", "Invoice.__construct"),
         ("Order", 16, None, "Invoice.make"),  # `new static(...)` is no call of a name
@@ -99,8 +87,10 @@ def test_php_calls_read_this_parent_self_scoped_namespaced_and_new_calls() -> No
         ("Order", 26, "App.Models", "compute_total"),
         ("total", 26, "?", "compute_total"),
     ]
-    assert {("Countable", 9, None), ("Document", 13, None), ("Logs", 14, None), ("Order", 15, None)} <= _mentions(facts)
-    assert {("Money", 17, None), ("Order", 18, None), ("items", 19, "self.make()")} <= _mentions(facts)
+    assert {("Countable", 9, None), ("Document", 13, None), ("Logs", 14, None), ("Order", 15, None)} <= mentions_of(
+        facts
+    )
+    assert {("Money", 17, None), ("Order", 18, None), ("items", 19, "self.make()")} <= mentions_of(facts)
 
 
 def test_php_use_clauses_groups_and_includes_bind_their_aliases() -> None:
@@ -157,7 +147,7 @@ end
 
 def test_ruby_modules_classes_mixins_and_class_methods_are_definitions() -> None:
     facts = file_facts("app/billing/invoice.rb", "ruby", RUBY_SOURCE)
-    assert _definitions(facts) == [
+    assert definitions_of(facts) == [
         ("Billing", "module", 5, 24, ()),
         ("Billing.Invoice", "class", 6, 23, ("Record", "Comparable")),
         ("Billing.Invoice.initialize", "method", 9, 12, ()),
@@ -169,7 +159,7 @@ def test_ruby_modules_classes_mixins_and_class_methods_are_definitions() -> None
 
 def test_ruby_calls_with_and_without_parentheses_and_foo_new_as_a_call_of_foo() -> None:
     facts = file_facts("app/billing/invoice.rb", "ruby", RUBY_SOURCE)
-    assert _calls(facts) == [
+    assert calls_of(facts) == [
         ("sum", 17, "@items", "Billing.Invoice.total"),
         ("log", 18, "self", "Billing.Invoice.total"),
         ("audit", 19, None, "Billing.Invoice.total"),
@@ -180,8 +170,10 @@ def test_ruby_calls_with_and_without_parentheses_and_foo_new_as_a_call_of_foo() 
         ("build", 28, "Invoice", "compute_total"),
         ("total", 28, "?", "compute_total"),
     ]
-    assert {("Base", 6, None), ("Record", 6, "Base"), ("Comparable", 7, None), ("price", 17, None)} <= _mentions(facts)
-    assert {("Calc", 20, "Tax"), ("RATE", 20, None), ("JSON", 28, None)} <= _mentions(facts)
+    assert {("Base", 6, None), ("Record", 6, "Base"), ("Comparable", 7, None), ("price", 17, None)} <= mentions_of(
+        facts
+    )
+    assert {("Calc", 20, "Tax"), ("RATE", 20, None), ("JSON", 28, None)} <= mentions_of(facts)
     assert not any(r.name in {"require", "require_relative", "include", "new"} for r in facts.references)
 
 
@@ -227,7 +219,7 @@ end
 
 def test_lua_functions_on_a_table_are_members_of_it_whatever_their_form() -> None:
     facts = file_facts("app/account.lua", "lua", LUA_SOURCE)
-    assert _definitions(facts) == [
+    assert definitions_of(facts) == [
         ("Account.new", "method", 8, 10, ()),
         ("Account.deposit", "method", 12, 15, ()),
         ("audit", "function", 17, 19, ()),
@@ -238,7 +230,7 @@ def test_lua_functions_on_a_table_are_members_of_it_whatever_their_form() -> Non
 
 def test_lua_calls_through_dots_and_colons_keep_their_table_as_qualifier() -> None:
     facts = file_facts("app/account.lua", "lua", LUA_SOURCE)
-    assert _calls(facts) == [
+    assert calls_of(facts) == [
         ("setmetatable", 9, None, "Account.new"),
         ("add", 13, "util", "Account.deposit"),
         ("notify", 14, "self", "Account.deposit"),
@@ -250,7 +242,7 @@ def test_lua_calls_through_dots_and_colons_keep_their_table_as_qualifier() -> No
         ("callback", 26, None, "compute_total"),
     ]
     assert {("Account", 9, None), ("balance", 13, "self"), ("balance", 18, "account"), ("audit", 26, None)} <= (
-        _mentions(facts)
+        mentions_of(facts)
     )
     assert not any(r.name == "require" for r in facts.references)
 
@@ -290,12 +282,12 @@ main "$@"
 
 def test_bash_functions_and_the_commands_that_may_call_them() -> None:
     facts = file_facts("ci/build.sh", "bash", BASH_SOURCE)
-    assert _definitions(facts) == [
+    assert definitions_of(facts) == [
         ("log", "function", 7, 9, ()),
         ("build", "function", 11, 16, ()),
         ("main", "function", 18, 18, ()),
     ]
-    assert _calls(facts) == [
+    assert calls_of(facts) == [
         ("dirname", 4, None, None),
         ("log", 12, None, "build"),
         ("compute_total", 14, None, "build"),
@@ -304,7 +296,7 @@ def test_bash_functions_and_the_commands_that_may_call_them() -> None:
         ("log", 18, None, "main"),
         ("main", 20, None, None),
     ]
-    assert _mentions(facts) == {("cleanup", 15, None)}  # a trap handler names a function
+    assert mentions_of(facts) == {("cleanup", 15, None)}  # a trap handler names a function
 
 
 def test_bash_sources_resolve_from_the_folder_and_an_unknown_path_is_skipped() -> None:
@@ -313,24 +305,6 @@ def test_bash_sources_resolve_from_the_folder_and_an_unknown_path_is_skipped() -
         ImportBinding(alias="*", target="ci.lib.common", line=3),
         ImportBinding(alias="*", target="ci.util", line=4),
     ]
-
-
-@pytest.mark.parametrize("language", ["php", "ruby", "lua", "bash"])
-def test_the_fixture_defines_the_callee_in_one_file_and_calls_it_from_the_caller_in_the_other(language: str) -> None:
-    expected = json.loads((FIXTURES / language / "expected.json").read_text(encoding="utf-8"))
-    callee_path, call_path = expected["callee_path"], expected["call_path"]
-    defining = file_facts(callee_path, language, (FIXTURES / callee_path).read_text(encoding="utf-8"))
-    calling = file_facts(call_path, language, (FIXTURES / call_path).read_text(encoding="utf-8"))
-    assert expected["callee"] in {d.name for d in defining.definitions}
-    assert expected["caller"] in {d.qualified for d in calling.definitions}
-    assert any(
-        r.call
-        and r.name == expected["callee"]
-        and r.line == expected["call_line"]
-        and r.enclosing == expected["caller"]
-        for r in calling.references
-    )
-    assert all(len(path.read_text(encoding="utf-8").splitlines()) < 30 for path in (FIXTURES / language).iterdir())
 
 
 def test_the_fixtures_import_the_defining_file_the_idiomatic_way() -> None:

@@ -3,7 +3,6 @@ qualifying their methods, traits and protocols as bases, calls with their receiv
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -212,17 +211,6 @@ def test_swift_sees_every_files_names_and_calls_of_a_type_reach_its_initialisers
     swift, rust = SPECS["swift"], SPECS["rust"]
     assert swift.global_names and swift.implicit_members and swift.constructors == frozenset({"init"})
     assert rust.self_names == frozenset({"self", "Self"}) and not rust.global_names and "::" in rust.separators
-
-
-@pytest.mark.parametrize("language", ["rust", "swift"])
-def test_the_fixture_pair_gives_the_callee_and_the_call_from_the_caller(language: str) -> None:
-    expected = json.loads((FIXTURES / language / "expected.json").read_text())
-    callee = file_facts(expected["callee_path"], language, (FIXTURES / expected["callee_path"]).read_text())
-    assert expected["callee"] in {d.qualified for d in callee.definitions}
-    caller = file_facts(expected["call_path"], language, (FIXTURES / expected["call_path"]).read_text())
-    assert expected["caller"] in {d.qualified for d in caller.definitions}
-    calls = [(r.line, r.enclosing) for r in caller.references if r.call and r.name == expected["callee"]]
-    assert calls == [(expected["call_line"], expected["caller"])]
 
 
 def test_the_rust_fixture_imports_the_callee_from_its_file_module() -> None:

@@ -3,17 +3,9 @@ qualified by their classes or receivers, calls with their receivers, mentions, a
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import pytest
-
 from cluster.graph import file_facts
-from cluster.graph.extract import FileFacts, module_of
-from cluster.graph.registry import SPECS
 from cluster.types import ImportBinding
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "polyglot_graph"
+from tests.support.graph_facts import calls_of, definitions_of, mentions_of
 
 JS = """\
 import { formatMoney as money, round } from "./format";
@@ -124,24 +116,12 @@ func (g Gen[T]) Get() T { return g.v }
 """
 
 
-def _definitions(facts: FileFacts) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
-    return [(d.qualified, d.kind, d.line, d.end_line, d.bases) for d in facts.definitions]
-
-
-def _calls(facts: FileFacts) -> list[tuple[str, int, str | None, str | None]]:
-    return [(r.name, r.line, r.qualifier, r.enclosing) for r in facts.references if r.call]
-
-
-def _mentions(facts: FileFacts) -> set[tuple[str, int, str | None]]:
-    return {(r.name, r.line, r.qualifier) for r in facts.references if not r.call}
-
-
 # --- JavaScript ------------------------------------------------------------------------------------
 
 
 def test_javascript_classes_methods_and_functions_assigned_to_variables_are_definitions() -> None:
     facts = file_facts("web/shop/checkout.js", "javascript", JS)
-    assert _definitions(facts) == [
+    assert definitions_of(facts) == [
         ("Checkout", "class", 7, 18, ("Base",)),
         ("Checkout.constructor", "method", 8, 11, ()),
         ("Checkout.submit", "method", 12, 16, ()),
@@ -154,7 +134,7 @@ def test_javascript_classes_methods_and_functions_assigned_to_variables_are_defi
 
 def test_javascript_calls_keep_their_receivers_and_new_is_a_call_of_the_class() -> None:
     facts = file_facts("web/shop/checkout.js", "javascript", JS)
-    assert _calls(facts) == [
+    assert calls_of(facts) == [
         ("Cart", 10, None, "Checkout.constructor"),
         ("round", 13, None, "Checkout.submit"),
         ("total", 13, "this.cart", "Checkout.submit"),
@@ -167,8 +147,8 @@ def test_javascript_calls_keep_their_receivers_and_new_is_a_call_of_the_class() 
         ("use", 22, "app", "register"),
     ]
     assert not any(r.name == "require" for r in facts.references)  # an import, not a call of the code base
-    assert {("Base", 7, None), ("send", 17, None), ("validate", 22, None), ("Checkout", 22, None)} <= _mentions(facts)
-    assert ("cart", 10, "this") in _mentions(facts)
+    assert {("Base", 7, None), ("send", 17, None), ("validate", 22, None), ("Checkout", 22, None)} <= mentions_of(facts)
+    assert ("cart", 10, "this") in mentions_of(facts)
 
 
 def test_javascript_es_imports_and_require_bind_their_aliases() -> None:
@@ -195,7 +175,7 @@ def test_a_call_of_something_other_than_require_binds_nothing() -> None:
 
 def test_typescript_interfaces_type_aliases_enums_namespaces_and_bases() -> None:
     facts = file_facts("src/repo/orders.ts", "typescript", TS)
-    assert _definitions(facts) == [
+    assert definitions_of(facts) == [
         ("Repository", "interface", 5, 7, ("Reader", "Closeable")),
         ("Repository.save", "method", 6, 6, ()),
         ("OrderId", "type", 9, 9, ()),
@@ -211,7 +191,7 @@ def test_typescript_interfaces_type_aliases_enums_namespaces_and_bases() -> None
 
 def test_typescript_calls_and_the_type_names_signatures_mention() -> None:
     facts = file_facts("src/repo/orders.ts", "typescript", TS)
-    assert _calls(facts) == [
+    assert calls_of(facts) == [
         ("Map", 14, None, "OrderRepo"),
         ("set", 18, "this.cache", "OrderRepo.save"),
         ("writeFileSync", 19, "fs", "OrderRepo.save"),
@@ -226,8 +206,8 @@ def test_typescript_calls_and_the_type_names_signatures_mention() -> None:
         ("Promise", 17, None),
         ("Order", 18, None),
         ("Line", 24, None),
-    } <= _mentions(facts)
-    assert ("Closeable", 5, None) not in _mentions(facts)  # a qualified type is mentioned once, with its module
+    } <= mentions_of(facts)
+    assert ("Closeable", 5, None) not in mentions_of(facts)  # a qualified type is mentioned once, with its module
 
 
 def test_typescript_imports_including_type_only_and_import_require() -> None:
@@ -242,8 +222,8 @@ def test_typescript_imports_including_type_only_and_import_require() -> None:
 
 def test_tsx_components_an_element_names_are_mentions_and_html_tags_are_not() -> None:
     facts = file_facts("src/ui/toolbar.tsx", "tsx", TSX)
-    assert _definitions(facts) == [("Toolbar", "function", 4, 9, ())]
-    assert _mentions(facts) == {
+    assert definitions_of(facts) == [("Toolbar", "function", 4, 9, ())]
+    assert mentions_of(facts) == {
         ("Props", 4, None),
         ("Panel", 5, None),
         ("Button", 6, None),
@@ -259,7 +239,7 @@ def test_tsx_components_an_element_names_are_mentions_and_html_tags_are_not() ->
 def test_jsx_in_a_javascript_file_is_read_too() -> None:
     facts = file_facts("app.jsx", "javascript", "function App() { return <Layout><span/></Layout>; }\n")
     assert [d.qualified for d in facts.definitions] == ["App"]
-    assert _mentions(facts) == {("Layout", 1, None)}
+    assert mentions_of(facts) == {("Layout", 1, None)}
 
 
 # --- Go --------------------------------------------------------------------------------------------
@@ -267,7 +247,7 @@ def test_jsx_in_a_javascript_file_is_read_too() -> None:
 
 def test_go_methods_are_qualified_by_their_receiver_and_structs_name_what_they_embed() -> None:
     facts = file_facts("internal/store/repo.go", "go", GO)
-    assert _definitions(facts) == [
+    assert definitions_of(facts) == [
         ("Repo", "struct", 13, 17, ("Conn", "Base")),
         ("Saver", "interface", 19, 22, ("Closer",)),
         ("Saver.Save", "method", 21, 21, ()),
@@ -282,13 +262,13 @@ def test_go_methods_are_qualified_by_their_receiver_and_structs_name_what_they_e
 
 def test_go_calls_through_packages_and_values_and_mentions_of_types() -> None:
     facts = file_facts("internal/store/repo.go", "go", GO)
-    assert _calls(facts) == [
+    assert calls_of(facts) == [
         ("NewRepo", 28, None, "Default"),
         ("Println", 35, "f", "Repo.Save"),
         ("flush", 36, "r", "Repo.Save"),
         ("write", 37, None, "Repo.Save"),
     ]
-    mentions = _mentions(facts)
+    mentions = mentions_of(facts)
     assert {("Conn", 14, "db"), ("Context", 21, "context"), ("Repo", 21, None), ("Repo", 31, None)} <= mentions
     assert {("Open", 37, "db"), ("ctx", 37, None)} <= mentions
     assert not any(r.name in {"string", "error", "nil"} for r in facts.references)  # predeclared, never the code's
@@ -311,28 +291,9 @@ def test_a_single_go_import_outside_a_group_is_read() -> None:
         "cmd/main.go", "go", 'package main\n\nimport "net/http"\n\nfunc main() { http.ListenAndServe() }\n'
     )
     assert list(facts.imports) == [ImportBinding(alias="http", target="net.http", line=3)]
-    assert _calls(facts) == [("ListenAndServe", 5, "http", "main")]
+    assert calls_of(facts) == [("ListenAndServe", 5, "http", "main")]
 
 
 # --- fixtures ----------------------------------------------------------------------------------------
 
 _LANGUAGES = {".js": "javascript", ".ts": "typescript", ".tsx": "tsx", ".go": "go"}
-
-
-@pytest.mark.parametrize("language", ["javascript", "typescript", "go"])
-def test_the_polyglot_fixture_defines_the_callee_and_calls_it_from_the_caller(language: str) -> None:
-    expected = json.loads((FIXTURES / language / "expected.json").read_text(encoding="utf-8"))
-    callee_path, call_path = expected["callee_path"], expected["call_path"]
-    defined = file_facts(
-        callee_path, _LANGUAGES[Path(callee_path).suffix], (FIXTURES / callee_path).read_text(encoding="utf-8")
-    )
-    assert expected["callee"] in {d.name for d in defined.definitions}
-    calling = file_facts(
-        call_path, _LANGUAGES[Path(call_path).suffix], (FIXTURES / call_path).read_text(encoding="utf-8")
-    )
-    assert expected["caller"] in {d.qualified for d in calling.definitions}
-    calls = [(r.line, r.enclosing) for r in calling.references if r.call and r.name == expected["callee"]]
-    assert calls == [(expected["call_line"], expected["caller"])]
-    module = module_of(callee_path, SPECS[_LANGUAGES[Path(callee_path).suffix]].module_style)
-    targets = [binding.target for binding in calling.imports]
-    assert any(t == module or t.startswith(f"{module}.") or t.endswith(f".{module}") for t in targets), targets
