@@ -18,6 +18,7 @@ from ray.actor import ActorHandle
 from actors.handles import get_or_start
 from actors.metrics import forget_index, publish_progress, record_commit
 from cluster.errors import IndexNotFound, ReadRefused
+from cluster.graph import GraphAnswer, GraphQuery
 from cluster.index.carry import CarriedRow, CarryResult, carry_rows
 from cluster.index.catalog import IndexCatalog, PointKey
 from cluster.index.incremental import ReusableRows, reusable_rows
@@ -184,8 +185,12 @@ class IndexActor:
         return self._code_maps.neighbors(repo, path, line, count)
 
     def overview(self, repo: str | None) -> RepoOverview:
-        """Files, languages, folders, main types, most referenced symbols, README head of one index."""
+        """Files, languages, folders, main types, most referenced and most called symbols, README head."""
         return self._code_maps.overview(repo)
+
+    def navigate(self, query: GraphQuery) -> GraphAnswer:
+        """Definitions, references, callers, callees or impact of a symbol (`cluster.graph`)."""
+        return self._code_maps.navigate(query)
 
     def collections(self) -> list[str]:
         return self._catalog.collections()

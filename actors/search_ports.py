@@ -11,6 +11,7 @@ from typing import Any
 
 from ray.actor import ActorHandle
 
+from cluster.graph import GraphAnswer, GraphQuery
 from cluster.index import SearchQuery
 from cluster.ingest import SourceLines
 from cluster.search import FileHit, Neighbors, RepoOverview, SymbolHit
@@ -52,6 +53,10 @@ class IndexActorPort:
     async def overview(self, repo: str | None) -> RepoOverview:
         overview: RepoOverview = await self._index.overview.remote(repo)
         return overview
+
+    async def navigate(self, query: GraphQuery) -> GraphAnswer:
+        answer: GraphAnswer = await self._index.navigate.remote(query)
+        return answer
 
 
 class RerankerPort:

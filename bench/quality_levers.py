@@ -1,6 +1,6 @@
 """The levers behind the hybrid score, measured on the DEV packages only (issue 16's tuning record).
 
-    python -m bench.quality_levers            # ~4 min on 2 cores: chunk, embed three texts per chunk, sweep
+    python -m bench.quality_levers            # ~4 min on 2 free cores (more with the graph's three texts)
 
 No Ray, no store: the dev corpus of `bench.quality` is chunked by the project's chunker, each chunk
 embedded three ways with the packaged MiniLM (code under the header = the code vector, name text =
@@ -8,17 +8,18 @@ the name vector, bare code), and the keyword leg is the project's BM25 terms wit
 `idf` modifier applies (ln((N - n + 0.5) / (n + 0.5) + 1)). Every query is scored against every
 chunk, so each lever is measured exactly, without candidate cut-offs unless the row says so. The
 hit rule and metrics are `bench.quality`'s. The test packages are refused: no tuning decision may
-look at them.
+look at them. The `graph:` rows are issue 29's code-graph levers (`bench.quality_graph_lever`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,15 @@ from bench.quality_corpus import (
     hit_matches,
     mrr_at,
     recall_at,
+)
+from bench.quality_graph_lever import (
+    ChunkCalls,
+    chunk_calls,
+    graph_line,
+    graph_text,
+    package_graph,
+    popularity,
+    propagate,
 )
 from cluster.environment import set_local_env_defaults
 from cluster.index.keywords import chunk_keywords, query_keywords
@@ -57,6 +67,8 @@ class Scores:
     name: np.ndarray  # cosine with the name vector
     bare: np.ndarray  # cosine with the bare code (no header)
     bm25: np.ndarray  # the store's BM25 score
+    calls: list[ChunkCalls] = field(default_factory=list)  # the code graph's word on each chunk
+    graph: dict[str, np.ndarray] = field(default_factory=dict)  # cosine with the code vector + a graph line
 
 
 def bm25_scores(chunks: Sequence[Chunk], queries: Sequence[Query]) -> np.ndarray:
@@ -91,18 +103,36 @@ def score_corpus(packages: Sequence[str], work: Path) -> Scores:
 
     queries = build_corpus(packages, work)
     root = corpus_dir(work)
-    chunks = [
-        chunk
-        for path in sorted(root.rglob("*.py"))
-        for chunk in chunk_file(path.relative_to(root).as_posix(), path.read_text(), ChunkingSettings())
-    ]
-    print(f"{len(queries)} queries, {len(chunks)} chunks; embedding each chunk three ways", flush=True)
+    files = []
+    for path in sorted(root.rglob("*.py")):
+        rel, text = path.relative_to(root).as_posix(), path.read_text()
+        files.append((rel, text, chunk_file(rel, text, ChunkingSettings())))
+    chunks: list[Chunk] = []
+    calls: list[ChunkCalls] = []
+    for package, group in itertools.groupby(files, key=lambda f: f[0].split("/", 1)[0]):
+        mine = list(group)
+        graph, _ = package_graph(package, mine)
+        plain = [c for _, _, cs in mine for c in cs]
+        chunks.extend(plain)
+        calls.extend(chunk_calls(plain, graph))
+        print(f"  {package}: {graph!r}", flush=True)
+    print(f"{len(queries)} queries, {len(chunks)} chunks; embedding each chunk three ways, then with the graph")
     encoder = LocalEncoder(EmbeddingSettings())
     asked = encoder.encode([q.query for q in queries])
     code = encoder.encode([embedding_text(c) for c in chunks])
     name = encoder.encode([name_text(c) for c in chunks])
     bare = encoder.encode([c.text for c in chunks])
-    return Scores(chunks, queries, asked @ code.T, asked @ name.T, asked @ bare.T, bm25_scores(chunks, queries))
+    graph_scores = {}
+    for variant, callees, callers in (("both", True, True), ("calls", True, False), ("called_by", False, True)):
+        lines = [graph_line(c, callees=callees, callers=callers) for c in calls]
+        changed = [i for i, line in enumerate(lines) if line]
+        print(f"  graph line '{variant}' on {len(changed)} of {len(chunks)} chunks", flush=True)
+        vectors = code.copy()
+        vectors[changed] = encoder.encode([graph_text(chunks[i], lines[i]) for i in changed])
+        graph_scores[variant] = asked @ vectors.T
+    scores = Scores(chunks, queries, asked @ code.T, asked @ name.T, asked @ bare.T, bm25_scores(chunks, queries))
+    scores.calls, scores.graph = calls, graph_scores
+    return scores
 
 
 def ranks(s: Scores, matrix: np.ndarray) -> list[int | None]:
@@ -197,6 +227,39 @@ def held_out_choice(s: Scores, grid: dict[tuple[float, float], list[int | None]]
     return chosen
 
 
+POPULARITY_WEIGHTS = (0.005, 0.01, 0.02)
+PROPAGATION_WEIGHTS = (0.05, 0.1, 0.2)
+
+
+def _boosted(
+    lever: Callable[[np.ndarray, list[ChunkCalls], float], np.ndarray],
+    base: Callable[[], np.ndarray],
+    s: Scores,
+    weight: float,
+) -> np.ndarray:
+    return lever(base(), s.calls, weight)
+
+
+def graph_rows(s: Scores, shipped: FusionParams) -> list[tuple[str, Callable[[], np.ndarray]]]:
+    """Issue 29's graph levers: callers/callees in the code vector's text, and in ranking."""
+    with_graph = {variant: replace(s, code=matrix) for variant, matrix in s.graph.items()}
+    rows: list[tuple[str, Callable[[], np.ndarray]]] = [
+        ("graph: code + `calls; called by` line, vector alone", lambda: s.graph["both"]),
+        ("graph: code + `calls` only, vector alone", lambda: s.graph["calls"]),
+        ("graph: code + `called by` only, vector alone", lambda: s.graph["called_by"]),
+        ("graph: shipped fusion, code leg = code + calls; called by", lambda: capped(with_graph["both"], shipped)),
+        ("graph: shipped fusion, code leg = code + calls", lambda: capped(with_graph["calls"], shipped)),
+        ("graph: shipped fusion, code leg = code + called by", lambda: capped(with_graph["called_by"], shipped)),
+    ]
+    base = functools.partial(capped, s, shipped)
+    boosts = [(f"{w} ln(1 + call sites)", popularity, w) for w in POPULARITY_WEIGHTS]
+    boosts += [(f"{w} best caller/callee score", propagate, w) for w in PROPAGATION_WEIGHTS]
+    rows.extend(
+        (f"graph: shipped + {label}", functools.partial(_boosted, lever, base, s, w)) for label, lever, w in boosts
+    )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.quality_levers")
     parser.add_argument("--packages", nargs="+", default=list(DEV_PACKAGES), help="dev packages only")
@@ -223,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         ("  20 candidates per leg", lambda: capped(s, shipped.model_copy(update={"candidates": 20}))),
         ("  100 candidates per leg", lambda: capped(s, shipped.model_copy(update={"candidates": 100}))),
         ("learned: logistic regression, leave-one-package-out", lambda: learned(s)),
+        *graph_rows(s, shipped),
     ]
     print("| lever (dev) | recall@1 | recall@5 | recall@10 | MRR@10 |\n|---|---|---|---|---|")
     for label, make in rows:

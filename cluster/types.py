@@ -22,8 +22,42 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class Definition(Strict):
+    """A symbol a chunk defines (`cluster.graph`): its bare name, its name qualified by the definitions
+    around it in the file (`Class.method`), its kind and lines, and the bases a class names."""
+
+    name: str
+    qualified: str
+    kind: str
+    line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    bases: tuple[str, ...] = ()
+
+
+class Reference(Strict):
+    """A use of a name inside a chunk: a call (`call`) or another mention, its receiver or module as
+    written (`qualifier`: `self`, `os.path`, `Foo`; None when bare) and the definition enclosing it."""
+
+    name: str
+    line: int = Field(ge=1)
+    qualifier: str | None = None
+    enclosing: str | None = None
+    call: bool = False
+
+
+class ImportBinding(Strict):
+    """A name an import statement binds in its file (`alias`) and what it names (`target`): a module
+    path or a module path and a symbol, dotted, relative imports made absolute from the file's path."""
+
+    alias: str
+    target: str
+    line: int = Field(ge=1)
+
+
 class Chunk(Strict):
-    """One span of a source file, cut at a syntax boundary or a line window."""
+    """One span of a source file, cut at a syntax boundary or a line window, with the code-graph
+    facts found on its lines (`cluster.graph`; empty for prose, windows of unknown languages and rows
+    written before the graph)."""
 
     path: str = Field(description="Repository-relative POSIX path.")
     start_line: int = Field(ge=1, description="First line, 1-based, inclusive.")
@@ -32,10 +66,25 @@ class Chunk(Strict):
     symbol: str | None = Field(default=None, description="Function/class/section name, if any.")
     kind: str = Field(description="'function', 'method', 'class', 'section', 'window', ...")
     text: str = Field(description="The exact source text of the span.")
+    definitions: tuple[Definition, ...] = Field(default=(), description="The symbols defined on its lines.")
+    references: tuple[Reference, ...] = Field(default=(), description="The names used on its lines.")
+    imports: tuple[ImportBinding, ...] = Field(default=(), description="The names imports bind on its lines.")
 
     @property
     def content_hash(self) -> str:
         return content_hash(self.text)
+
+    @property
+    def facts_hash(self) -> str:
+        return facts_hash(self.definitions, self.references, self.imports)
+
+
+def facts_hash(
+    definitions: tuple[Definition, ...], references: tuple[Reference, ...], imports: tuple[ImportBinding, ...]
+) -> str:
+    """sha256 of a chunk's code-graph facts: a row whose facts changed is rewritten, its text unchanged."""
+    parts = (definitions, references, imports)
+    return content_hash("\0".join(",".join(fact.model_dump_json() for fact in facts) for facts in parts))
 
 
 class SparseTerms(Strict):

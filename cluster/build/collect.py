@@ -1,8 +1,9 @@
 """Collect: a repository on disk into chunks, and what was left out.
 
-One file never fails the walk: a generated or minified file, or one the chunker cannot handle, is
-skipped with its reason; a chunk holding a credential is dropped before anything embeds, stores
-or sends it. Only paths and reasons reach the log, never contents.
+Each chunk carries the code-graph facts on its lines (`cluster.graph`). One file never fails the
+walk: a generated or minified file, or one the chunker cannot handle, is skipped with its reason;
+a chunk holding a credential is dropped, with its facts, before anything embeds, stores or sends
+it. Only paths and reasons reach the log, never contents.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cluster.graph import attach_facts, file_facts
 from cluster.ingest import (
     SkipLog,
     SkipReason,
@@ -59,6 +61,9 @@ def collect_repository(
             continue
         try:
             file_chunks = chunk_file(source.path, source.text, chunking)
+            if file_chunks:
+                facts = file_facts(source.path, file_chunks[0].language, source.text)
+                file_chunks = attach_facts(file_chunks, facts)
         except Exception as exc:  # noqa: BLE001 - one hostile file never fails the job (the chunker should not raise)
             skips.add(SkipReason.CHUNK_FAILED, source.path)
             emit(f"skipped {source.path}: the chunker failed ({type(exc).__name__})")

@@ -42,6 +42,7 @@ from cluster.types import (
     StoredPoint,
     Strict,
     content_hash,
+    facts_hash,
 )
 
 _POINT_NAMESPACE = uuid.UUID("5a3e5ba0-0000-4c0d-9e00-5a3e5ba0c0de")
@@ -90,6 +91,7 @@ def point_payload(
         embed_hash=hashed if hashed is not None else embed_hash(chunk),
         file_hash=file_hash,
         defines=defined_names(chunk.text, chunk.symbol),
+        refs=sorted({reference.name for reference in chunk.references}),
     ).stored()
 
 
@@ -107,6 +109,7 @@ class PointKey(Strict):
     content_hash: str
     embed_hash: str
     file_hash: str | None
+    facts_hash: str = Field(description="sha256 of its code-graph facts (`Chunk.facts_hash`).")
     complete: bool = Field(default=True, description="The row carries every payload field of this version.")
 
     @classmethod
@@ -123,6 +126,7 @@ class PointKey(Strict):
                     **row.model_dump(include={*_KEY_FIELDS, "symbol", "file_hash"}),
                     "id": point_id,
                     "embed_hash": row.embed_hash or embed_hash(row.chunk()),
+                    "facts_hash": facts_hash(row.definitions, row.references, row.imports),
                     "complete": not row.lacks(PAYLOAD_FIELDS),
                 }
             )
@@ -136,8 +140,9 @@ _KEY_FIELDS = frozenset({"path", "start_line", "end_line", "language", "kind", "
 def point_key(repo: str, chunk: Chunk, file_hash: str | None, hashed: str | None = None) -> PointKey:
     """The key the row of `chunk` gets in a build of `repo` (see PointKey)."""
     return PointKey(
-        **chunk.model_dump(exclude={"text"}),
+        **chunk.model_dump(exclude={"text", "definitions", "references", "imports"}),
         id=point_id(repo, chunk),
+        facts_hash=chunk.facts_hash,
         content_hash=chunk.content_hash,
         embed_hash=hashed if hashed is not None else embed_hash(chunk),
         file_hash=file_hash,

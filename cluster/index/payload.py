@@ -8,7 +8,8 @@ that no row stores: the commit and ref of its build (`with_source`) and the othe
 the same place (`also_in`, set by the fusion).
 
 Stored data stays readable: the keys are those rows have always had, and a row written before a
-key existed (`embed_hash`, `file_hash`, `defines`) loads with its default.
+key existed (`embed_hash`, `file_hash`, `defines`, the graph's `definitions`, `references`, `imports`
+and `refs`) loads with its default.
 """
 
 from __future__ import annotations
@@ -18,19 +19,32 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from cluster.ingest.git_state import SourceState
-from cluster.types import Chunk, Payload
+from cluster.types import Chunk, Definition, ImportBinding, Payload, Reference
 
 __all__ = [
     "DEFINES_FIELD",
     "HIT_FIELDS",
     "KEYWORD_FIELDS",
     "PAYLOAD_FIELDS",
+    "REFS_FIELD",
     "RowPayload",
     "with_source",
 ]
 
 DEFINES_FIELD = "defines"  # the names a chunk defines: the definition leg of hybrid search filters on it
-KEYWORD_FIELDS = ("repo", "path", "path_prefixes", "language", "symbol", "kind", "content_hash", "space", DEFINES_FIELD)
+REFS_FIELD = "refs"  # the names a chunk uses (`references`): "who uses X" is one filtered query
+KEYWORD_FIELDS = (
+    "repo",
+    "path",
+    "path_prefixes",
+    "language",
+    "symbol",
+    "kind",
+    "content_hash",
+    "space",
+    DEFINES_FIELD,
+    REFS_FIELD,
+)
 
 
 def _whole_number(value: object) -> object:
@@ -66,6 +80,10 @@ class RowPayload(BaseModel):
     embed_hash: str | None = Field(default=None, description="sha256 of the texts embedded (None: an older row).")
     file_hash: str | None = Field(default=None, description="sha256 of the file the chunk was cut from.")
     defines: list[str] = Field(default_factory=list, description="The names the chunk defines.")
+    definitions: tuple[Definition, ...] = Field(default=(), description="The code graph's definitions on its lines.")
+    references: tuple[Reference, ...] = Field(default=(), description="The code graph's references on its lines.")
+    imports: tuple[ImportBinding, ...] = Field(default=(), description="The names its import statements bind.")
+    refs: list[str] = Field(default_factory=list, description="The names of its references, once each (indexed).")
     commit: str | None = Field(default=None, description="A hit's: the commit its build's files were at.")
     ref: str | None = Field(default=None, description="A hit's: the ref its build indexed, or the branch then.")
     also_in: list[str] = Field(default_factory=list, description="A hit's: other indexes holding the same place.")

@@ -18,7 +18,7 @@ from cluster.ingest.git_state import (
     source_state,
     staleness,
 )
-from cluster.ingest.languages import KNOWN_LANGUAGES
+from cluster.ingest.languages import GRAMMARS, KNOWN_LANGUAGES, parse
 from cluster.ingest.secret_scan import find_secrets
 from cluster.ingest.skips import SkipLog, SkipReason, SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
@@ -26,6 +26,7 @@ from cluster.ingest.walker import walk_repository, walk_settings
 
 __all__ = [
     "GIT_DIR_RULE",
+    "GRAMMARS",
     "KNOWN_LANGUAGES",
     "Repository",
     "SkipLog",
@@ -40,6 +41,7 @@ __all__ = [
     "find_repository",
     "find_secrets",
     "generated_reason",
+    "parse",
     "read_source_lines",
     "remote_urls",
     "resolve_commit",

@@ -12,13 +12,20 @@ from pathlib import PurePosixPath
 
 import tree_sitter_bash
 import tree_sitter_c
+import tree_sitter_c_sharp
 import tree_sitter_cpp
 import tree_sitter_go
 import tree_sitter_java
 import tree_sitter_javascript
+import tree_sitter_kotlin
+import tree_sitter_lua
 import tree_sitter_markdown
+import tree_sitter_php
 import tree_sitter_python
+import tree_sitter_ruby
 import tree_sitter_rust
+import tree_sitter_scala
+import tree_sitter_swift
 import tree_sitter_typescript
 from tree_sitter import Language, Parser, Tree
 
@@ -65,9 +72,19 @@ _EXTENSIONS: Mapping[str, str] = {
     ".xml": "xml",
     ".rst": "rst",
     ".rb": "ruby",
+    ".rake": "ruby",
+    ".gemspec": "ruby",
+    ".cs": "csharp",
+    ".kt": "kotlin",
+    ".kts": "kotlin",
+    ".scala": "scala",
+    ".sc": "scala",
+    ".php": "php",
+    ".swift": "swift",
+    ".lua": "lua",
     ".txt": "text",
 }
-_FILENAMES: Mapping[str, str] = {"Dockerfile": "dockerfile", "Makefile": "make"}
+_FILENAMES: Mapping[str, str] = {"Dockerfile": "dockerfile", "Makefile": "make", "Rakefile": "ruby", "Gemfile": "ruby"}
 
 KNOWN_LANGUAGES: frozenset[str] = frozenset({*_EXTENSIONS.values(), *_FILENAMES.values(), FALLBACK_LANGUAGE})
 
@@ -83,6 +100,13 @@ GRAMMARS: Mapping[str, Callable[[], object]] = {
     "cpp": tree_sitter_cpp.language,
     "markdown": tree_sitter_markdown.language,
     "bash": tree_sitter_bash.language,
+    "csharp": tree_sitter_c_sharp.language,
+    "kotlin": tree_sitter_kotlin.language,
+    "scala": tree_sitter_scala.language,
+    "php": tree_sitter_php.language_php,
+    "ruby": tree_sitter_ruby.language,
+    "swift": tree_sitter_swift.language,
+    "lua": tree_sitter_lua.language,
 }
 
 

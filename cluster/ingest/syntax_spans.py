@@ -9,13 +9,17 @@ file whose parse failed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from tree_sitter import Node
 
 from cluster.ingest.languages import has_grammar, parse
 from cluster.ingest.syntax_rules import KIND_FUNCTION, KIND_METHOD, KIND_MODULE, KIND_SECTION, RULES, SyntaxRules
+from cluster.ingest.syntax_rules_csharp import RULES as CSHARP_RULES
+from cluster.ingest.syntax_rules_jvm import RULES as JVM_RULES
+from cluster.ingest.syntax_rules_scripting import RULES as SCRIPTING_RULES
+from cluster.ingest.syntax_rules_swift import RULES as SWIFT_RULES
 from cluster.settings import ChunkingSettings
 
 
@@ -29,8 +33,11 @@ class Span:
     symbol: str | None
 
 
+ALL_RULES: Mapping[str, SyntaxRules] = {**RULES, **JVM_RULES, **CSHARP_RULES, **SCRIPTING_RULES, **SWIFT_RULES}
+
+
 def syntax_spans(language: str, text: str, lines: Sequence[str], settings: ChunkingSettings) -> list[Span] | None:
-    if not has_grammar(language):
+    if not has_grammar(language) or (language != "markdown" and language not in ALL_RULES):
         return None
     source = text.encode("utf-8", errors="replace")
     tree = parse(language, source)
@@ -38,7 +45,7 @@ def syntax_spans(language: str, text: str, lines: Sequence[str], settings: Chunk
         return None
     if language == "markdown":
         return _markdown_spans(tree.root_node, len(lines))
-    scanner = _Scanner(RULES[language], lines, source.split(b"\n"), settings)
+    scanner = _Scanner(ALL_RULES[language], lines, source.split(b"\n"), settings)
     scanner.scan(tree.root_node.children, (), None, in_container=False, depth=0)
     spans = scanner.spans
     return [*spans, *_uncovered(1, len(lines), spans, lines, KIND_MODULE, None)]

@@ -1,7 +1,8 @@
-"""The code maps of a catalogue: one `CodeMap` per index, for the build that serves it.
+"""The code maps of a catalogue: one `CodeMap` and one `CodeGraph` per index, for the build that serves it.
 
-Pure logic, no Ray: the index actor holds one `CodeMaps` over its `IndexCatalog`. A map is built
-from every row of the serving build on first read and rebuilt when a new build starts serving.
+Pure logic, no Ray: the index actor holds one `CodeMaps` over its `IndexCatalog`. A map and its
+graph are built from every row of the serving build on first read (one scroll) and rebuilt when a
+new build starts serving.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from cluster.errors import SamespaceError
+from cluster.graph import CodeGraph, GraphAnswer, GraphQuery, GraphRow
 from cluster.index.catalog import IndexCatalog
+from cluster.index.payload import RowPayload
 from cluster.index.scope import resolve_scope
 from cluster.search.code_map import CodeMap
-from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search.models import MOST_CALLED, CalledSymbol, FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search.navigation import navigate
 from cluster.search.ranking import merge_file_hits, merge_symbol_hits
 from cluster.settings import LimitsSettings
 from cluster.types import PayloadFilter
@@ -37,31 +41,40 @@ class CodeMaps:
         self._catalog = catalog
         self._groups = dict(groups or {})
         self._limits = limits or LimitsSettings()
-        self._maps: dict[str, tuple[str, CodeMap]] = {}  # index name → (build, map)
+        self._maps: dict[str, tuple[str, CodeMap, CodeGraph]] = {}  # index name → (build, map, graph)
 
     def cached_builds(self) -> dict[str, str]:
-        return {name: build for name, (build, _) in self._maps.items()}
+        return {name: build for name, (build, _, _) in self._maps.items()}
 
     def prune(self) -> dict[str, str]:
         """Drop maps whose build no longer serves; return every serving index and its build."""
         serving = {name: self._catalog.record(name).build for name in self._catalog.names()}
-        for name in [n for n, (build, _) in self._maps.items() if serving.get(n) != build]:
+        for name in [n for n, (build, _, _) in self._maps.items() if serving.get(n) != build]:
             del self._maps[name]
         return serving
 
     def get(self, repo: str) -> CodeMap:
         """The map of the serving build of `repo`; IndexNotFound for an unknown repo."""
+        return self._built(repo)[0]
+
+    def graph(self, repo: str) -> CodeGraph:
+        """The code graph of the serving build of `repo`; IndexNotFound for an unknown repo."""
+        return self._built(repo)[1]
+
+    def _built(self, repo: str) -> tuple[CodeMap, CodeGraph]:
         serving = self.prune()
         build = serving.get(repo)
-        if build is None:
-            build = self._catalog.record(repo).build  # raises IndexNotFound, naming the ones that exist
+        record = self._catalog.record(repo)  # raises IndexNotFound, naming the ones that exist
+        build = build or record.build
         cached = self._maps.get(repo)
         if cached is not None and cached[0] == build:
-            return cached[1]
-        rows = self._catalog.scroll(repo, PayloadFilter(), sys.maxsize)
-        code_map = CodeMap.from_payloads(repo, (row.payload for row in rows))
-        self._maps[repo] = (build, code_map)
-        return code_map
+            return cached[1], cached[2]
+        payloads = [row.payload for row in self._catalog.scroll(repo, PayloadFilter(), sys.maxsize)]
+        code_map = CodeMap.from_payloads(repo, payloads)
+        commit = record.source.commit if record.source is not None else None
+        graph = CodeGraph(repo, commit, (_graph_row(payload) for payload in payloads))
+        self._maps[repo] = (build, code_map, graph)
+        return code_map, graph
 
     def resolve(self, repo: str | None) -> str:
         """`repo`, or the only index when None; an error listing the indexes when None is ambiguous."""
@@ -89,4 +102,18 @@ class CodeMaps:
         return self.get(self.resolve(repo)).neighbors(path, line, count)
 
     def overview(self, repo: str | None) -> RepoOverview:
-        return self.get(self.resolve(repo)).overview()
+        name = self.resolve(repo)
+        called = [
+            CalledSymbol(symbol=d.symbol, kind=d.kind, path=d.path, line=d.line, calls=n)
+            for d, n in self.graph(name).most_called(MOST_CALLED)
+        ]
+        return self.get(name).overview().model_copy(update={"most_called": called})
+
+    def navigate(self, query: GraphQuery) -> GraphAnswer:
+        """A navigation tool's answer over the indexes `query.repo` stands for (`cluster.search.navigation`)."""
+        return navigate({name: self.graph(name) for name in self._targets(query.repo)}, query)
+
+
+def _graph_row(payload: dict[str, object]) -> GraphRow:
+    row = RowPayload.model_validate(payload)
+    return GraphRow(row.path, row.language, row.definitions, row.references, row.imports)

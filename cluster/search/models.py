@@ -35,6 +35,7 @@ README_MAX_CHARS = 1500
 TOP_DIRS = 15
 TOP_TYPES = 10
 MOST_REFERENCED = 15
+MOST_CALLED = 10
 
 
 class CodeEntry(Strict):
@@ -105,6 +106,14 @@ class ReferencedSymbol(Strict):
     definitions: int = Field(description="How many definitions share that last component.")
 
 
+class CalledSymbol(Strict):
+    symbol: str
+    kind: str
+    path: str
+    line: int
+    calls: int = Field(description="Call sites the code graph resolves to it (surely or as one of two).")
+
+
 class RepoOverview(Strict):
     repo: str
     files: int
@@ -118,6 +127,9 @@ class RepoOverview(Strict):
         description=f"≤{MOST_REFERENCED} definitions, most referenced first."
     )
     readme: str | None = Field(description=f"First ≤{README_MAX_CHARS} chars of the root README, if indexed.")
+    most_called: list[CalledSymbol] = Field(
+        default_factory=list, description=f"≤{MOST_CALLED} functions and methods with the most resolved call sites."
+    )
 
 
 def snippet(text: str) -> str:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from cluster.graph import GraphAnswer, GraphQuery
 from cluster.index import SearchQuery
 from cluster.ingest import SourceLines
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
@@ -41,6 +42,8 @@ class SearchIndex(IndexStatusSource, Protocol):
     async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> Neighbors: ...
 
     async def overview(self, repo: str | None) -> RepoOverview: ...
+
+    async def navigate(self, query: GraphQuery) -> GraphAnswer: ...
 
 
 class QueryEncoder(Protocol):

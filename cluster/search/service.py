@@ -16,6 +16,7 @@ from pydantic import Field
 
 from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import NoProviderLeft
+from cluster.graph import GraphAnswer, GraphQuery
 from cluster.index import RowPayload, SearchMode, SearchQuery, check_glob, query_filter
 from cluster.ingest.source import SourceLines
 from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S
@@ -218,6 +219,11 @@ class CodeSearchService:
         self.check_scope(repo)
         files = await self._index.search_files(repo, query, limit)
         return FileSearchResult(query=query, files=files)
+
+    async def navigate(self, query: GraphQuery) -> GraphAnswer:
+        """find_definition, find_references, callers, callees, impact: the code graph of the indexes in scope."""
+        self.check_scope(query.repo)
+        return await self._index.navigate(query)
 
     async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> Neighbors:
         return await self._index.neighbors(repo, path, line, count)

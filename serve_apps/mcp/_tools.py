@@ -18,6 +18,7 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from cluster.ask.ask_progress import AskProgress, ProgressCallback
 from cluster.ask.pipeline import AskRequest, AskResult
 from cluster.errors import SamespaceError, original_error
+from cluster.graph import GraphAnswer, GraphQuery, GraphTool, ImpactAnswer
 from cluster.index import SearchMode
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.source import SourceLines
@@ -37,7 +38,9 @@ INSTRUCTIONS = (
     "(path:start-end), looking again with a retrieval model when one serves. Use search_code to find code "
     "by meaning (natural language or code), search_symbols to find a definition by name, search_files to "
     "find files by path, neighbors for the chunks around a hit, read_code to read exact lines, "
-    "repo_overview for a repository's shape, and index_status to see which repositories are indexed and how "
+    "repo_overview for a repository's shape, find_definition and find_references for where a symbol is defined "
+    "and used, callers and callees to follow calls, impact for what a change to a symbol reaches (callers, "
+    "files, tests), and index_status to see which repositories are indexed and how "
     "stale each is. index_repository indexes a folder (or a git ref of it) and keeps it fresh, refresh_index "
     "reindexes one now, remove_index drops one."
 )
@@ -83,6 +86,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
     _add_search_tools(mcp, service)
     _add_ask_tool(mcp, asker)
     _add_map_tools(mcp, service)
+    _add_graph_tools(mcp, service)
     if indexes is not None:
         _add_index_tools(mcp, indexes)
     return mcp
@@ -166,6 +170,106 @@ def _add_ask_tool(mcp: MCPServer, asker: AskService) -> None:
         """
         progress = _ask_progress(ctx) if _wants_progress(ctx) else None
         return await _tool_call("ask_code", asker.ask(AskRequest(question=question, repo=repo, deep=deep), progress))
+
+
+SymbolArg = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=500,
+        description="A bare or qualified name: parse_config, TaxTable.lookup, billing.tax.rate (:: reads as a dot).",
+    ),
+]
+PathArg = Annotated[
+    str | None,
+    Field(max_length=1000, description="A file, folder or path tail that picks among definitions of the same name."),
+]
+DepthArg = Annotated[int, Field(ge=1, le=10, description="Calls to follow: 1 is direct callers (or callees) only.")]
+LimitArg = Annotated[int, Field(ge=1, le=1000)]
+ConfidenceArg = Annotated[
+    float | None,
+    Field(
+        ge=0.0,
+        le=1.0,
+        description="Leave out, and do not follow, edges less sure than this: 1 only what the code names, "
+        "0.5 (the default; impact 0.25) a guess between two, 0 every guess.",
+    ),
+]
+
+
+def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
+    """find_definition, find_references, callers, callees, impact: the code graph of each serving build."""
+
+    async def navigate(
+        tool: GraphTool,
+        symbol: str,
+        repo: str | None,
+        path: str | None,
+        depth: int | None = None,
+        limit: int = 100,
+        least: float | None = None,
+    ) -> GraphAnswer:
+        query = GraphQuery(
+            tool=tool, symbol=symbol, repo=repo, path=path, depth=depth, limit=limit, min_confidence=least
+        )
+        return await _tool_call(tool.value, service.navigate(query))
+
+    @mcp.tool()
+    async def find_definition(symbol: SymbolArg, repo: ScopeArg = None, path: PathArg = None) -> GraphAnswer:
+        """Where a symbol is defined: file, lines, kind and qualified name of every definition it names."""
+        return await navigate(GraphTool.DEFINITION, symbol, repo, path)
+
+    @mcp.tool()
+    async def find_references(
+        symbol: SymbolArg,
+        repo: ScopeArg = None,
+        path: PathArg = None,
+        limit: LimitArg = 100,
+        min_confidence: ConfidenceArg = None,
+    ) -> GraphAnswer:
+        """Every place that uses a symbol (calls, mentions, imports), resolved through imports, aliases and
+        classes; a site that may reach another definition too says so (ambiguous, confidence below 1)."""
+        return await navigate(GraphTool.REFERENCES, symbol, repo, path, limit=limit, least=min_confidence)
+
+    @mcp.tool()
+    async def callers(
+        symbol: SymbolArg,
+        repo: ScopeArg = None,
+        path: PathArg = None,
+        depth: DepthArg = 1,
+        limit: LimitArg = 100,
+        min_confidence: ConfidenceArg = None,
+    ) -> GraphAnswer:
+        """Who calls a symbol: each call site with the function it is in, then their callers up to `depth`.
+        An ambiguous symbol is answered with its candidates: ask again with a path or a qualified name."""
+        return await navigate(GraphTool.CALLERS, symbol, repo, path, depth, limit, min_confidence)
+
+    @mcp.tool()
+    async def callees(
+        symbol: SymbolArg,
+        repo: ScopeArg = None,
+        path: PathArg = None,
+        depth: DepthArg = 1,
+        limit: LimitArg = 100,
+        min_confidence: ConfidenceArg = None,
+    ) -> GraphAnswer:
+        """What a symbol calls: each call site in it and the definition it reaches (none: outside the
+        repository), then what those call, up to `depth`."""
+        return await navigate(GraphTool.CALLEES, symbol, repo, path, depth, limit, min_confidence)
+
+    @mcp.tool()
+    async def impact(
+        symbol: SymbolArg,
+        repo: ScopeArg = None,
+        path: PathArg = None,
+        depth: DepthArg = 3,
+        limit: LimitArg = 200,
+        min_confidence: ConfidenceArg = None,
+    ) -> ImpactAnswer:
+        """What a change to a symbol reaches: its transitive callers up to `depth`, then the files, then the
+        tests that reach it, nearest first."""
+        answer = await navigate(GraphTool.IMPACT, symbol, repo, path, depth, limit, min_confidence)
+        return answer if isinstance(answer, ImpactAnswer) else ImpactAnswer(**answer.model_dump())
 
 
 def _add_map_tools(mcp: MCPServer, service: CodeSearchService) -> None:

@@ -223,7 +223,8 @@ def test_a_rows_payload_keeps_the_keys_rows_have_always_had_and_a_first_version_
     payload = point_payload("r", chunk, IDENTITY, IDENTITY, "p0", "r__b1", file_hash="f" * 64)
     first = {"repo", "path", "path_prefixes", "start_line", "end_line", "language", "symbol", "kind"}
     first |= {"content_hash", "text", "space", "encoder", "provider", "build"}
-    assert set(payload) == PAYLOAD_FIELDS == first | {"embed_hash", "file_hash", "defines"}
+    graph = {"definitions", "references", "imports", "refs"}
+    assert set(payload) == PAYLOAD_FIELDS == first | {"embed_hash", "file_hash", "defines"} | graph
     assert payload["path_prefixes"] == ["src", "src/a.py"] and payload["encoder"] == IDENTITY.model_dump()
     assert RowPayload.model_validate(payload).stored() == payload
     old = RowPayload.model_validate({key: payload[key] for key in first})  # written before the last three keys
