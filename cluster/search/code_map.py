@@ -60,7 +60,12 @@ class CodeMap:
     @classmethod
     def from_payloads(cls, repo: str, payloads: Iterable[Mapping[str, Any]]) -> CodeMap:
         """Build from point payloads (`RowPayload`); rows without path, lines or text are skipped."""
-        entries = (_entry(repo, payload) for payload in payloads)
+        return cls.from_rows(repo, (row for row in map(readable_row, payloads) if row is not None))
+
+    @classmethod
+    def from_rows(cls, repo: str, rows: Iterable[RowPayload]) -> CodeMap:
+        """Build from rows already read; rows without path, lines or text are skipped."""
+        entries = (_entry(repo, row) for row in rows)
         return cls(repo, (entry for entry in entries if entry is not None))
 
     def __eq__(self, other: object) -> bool:
@@ -240,12 +245,16 @@ class CodeMap:
         return self._overview
 
 
-def _entry(repo: str, payload: Mapping[str, Any]) -> CodeEntry | None:
-    """A CodeEntry from one point payload, or None when the row lacks a path, lines or text."""
+def readable_row(payload: Mapping[str, Any]) -> RowPayload | None:
+    """A stored payload as a row, or None when it does not read as one (skipped, never fatal)."""
     try:
-        row = RowPayload.model_validate(payload)
+        return RowPayload.model_validate(payload)
     except ValidationError:
         return None
+
+
+def _entry(repo: str, row: RowPayload) -> CodeEntry | None:
+    """A CodeEntry from one row, or None when the row lacks a path, lines or text."""
     if not row.path or row.text is None or row.start_line is None or row.end_line is None:
         return None
     return CodeEntry(

@@ -13,9 +13,8 @@ from collections.abc import Mapping, Sequence
 from cluster.errors import SamespaceError
 from cluster.graph import CodeGraph, GraphAnswer, GraphQuery, GraphRow
 from cluster.index.catalog import IndexCatalog
-from cluster.index.payload import RowPayload
 from cluster.index.scope import resolve_scope
-from cluster.search.code_map import CodeMap
+from cluster.search.code_map import CodeMap, readable_row
 from cluster.search.models import MOST_CALLED, CalledSymbol, FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.search.navigation import navigate
 from cluster.search.ranking import merge_file_hits, merge_symbol_hits
@@ -64,15 +63,18 @@ class CodeMaps:
     def _built(self, repo: str) -> tuple[CodeMap, CodeGraph]:
         serving = self.prune()
         build = serving.get(repo)
-        record = self._catalog.record(repo)  # raises IndexNotFound, naming the ones that exist
-        build = build or record.build
+        if build is None:
+            build = self._catalog.record(repo).build  # raises IndexNotFound, naming the ones that exist
         cached = self._maps.get(repo)
         if cached is not None and cached[0] == build:
             return cached[1], cached[2]
-        payloads = [row.payload for row in self._catalog.scroll(repo, PayloadFilter(), sys.maxsize)]
-        code_map = CodeMap.from_payloads(repo, payloads)
+        record = self._catalog.record(repo)
+        hits = self._catalog.scroll(repo, PayloadFilter(), sys.maxsize)
+        rows = [row for row in (readable_row(hit.payload) for hit in hits) if row is not None]  # read once, for both
+        code_map = CodeMap.from_rows(repo, rows)
         commit = record.source.commit if record.source is not None else None
-        graph = CodeGraph(repo, commit, (_graph_row(payload) for payload in payloads))
+        facts = (GraphRow(r.path, r.language, r.definitions, r.references, r.imports) for r in rows)
+        graph = CodeGraph(repo, commit, facts)
         self._maps[repo] = (build, code_map, graph)
         return code_map, graph
 
@@ -112,8 +114,3 @@ class CodeMaps:
     def navigate(self, query: GraphQuery) -> GraphAnswer:
         """A navigation tool's answer over the indexes `query.repo` stands for (`cluster.search.navigation`)."""
         return navigate({name: self.graph(name) for name in self._targets(query.repo)}, query)
-
-
-def _graph_row(payload: dict[str, object]) -> GraphRow:
-    row = RowPayload.model_validate(payload)
-    return GraphRow(row.path, row.language, row.definitions, row.references, row.imports)
