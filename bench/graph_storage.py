@@ -43,6 +43,7 @@ from bench import graph_storage_payload as option_a
 from bench.graph_storage_common import (
     DEFAULT_PACKAGES,
     SITE_PACKAGES,
+    WALK_LIMIT,
     Corpus,
     Target,
     collect_corpus,
@@ -118,7 +119,8 @@ NOTES = [
     ),
     (
         "A's depth-3 callers list call sites level by level (each definition walked once); B's depth-3 query "
-        "returns the distinct definitions reaching the target in 1..3 calls (walk semantics, DISTINCT)."
+        "returns the distinct definitions reaching the target in 1..3 calls (walk semantics, DISTINCT). Both stop at "
+        "1000 (the tools' maximum limit); B's queries stop after 30 s."
     ),
     (
         "B's load includes indexing the facts in memory and resolving every call site: a graph database stores "
@@ -156,8 +158,13 @@ def table(result: dict[str, Any]) -> str:
         ),
         _row("who references X p50 / p90 (ms)", ms(a["who_references"]), ms(b["who_references"])),
         _row("callers depth 1 p50 / p90 (ms)", ms(a["callers_depth1"]), ms(b["callers_depth1"])),
-        _row("callers depth 3 p50 / p90 (ms)", ms(a["callers_depth3"]), ms(b["callers_depth3"])),
-        _row("impact depth 3 p50 / p90 (ms)", ms(a["impact_depth3"]), "-"),
+        _row(
+            f"callers depth 3, at most {WALK_LIMIT}, p50 / p90 (ms)",
+            f"{ms(a['callers_depth3'])} ({a['truncated_answers']['callers_depth3']} hit the limit)",
+            f"{ms(b['callers_depth3'])} ({b['callers_depth3']['at_limit']} hit the limit,"
+            f" {b['callers_depth3']['timed_out']} past {option_b.QUERY_TIMEOUT_MS // 1000} s)",
+        ),
+        _row(f"impact depth 3, at most {WALK_LIMIT}, p50 / p90 (ms)", ms(a["impact_depth3"]), "-"),
         _row(
             "build / open (s)",
             f"{a['scroll_and_build_graph_s']} (scroll every payload + build CodeGraph)",

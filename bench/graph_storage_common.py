@@ -26,7 +26,9 @@ from cluster.types import Chunk
 SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])  # the running interpreter's installed packages
 DEFAULT_PACKAGES = ("ray", "sympy")
 COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.pyi", "*.dylib", "*.dll")
-NO_LIMIT = 1_000_000  # the walks' item limit: every option answers in full, nothing truncated
+NO_LIMIT = 1_000_000  # depth 1: every option answers in full, nothing truncated (the answers are compared)
+WALK_LIMIT = 1000  # depth 3: the most a navigation tool returns (`GraphQuery.limit`); a full 3-hop walk over
+# receiver-unknown edges (a method name shared by many classes) reaches much of the repository
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -27,7 +27,7 @@ from typing import Any
 
 import real_ladybug as lb
 
-from bench.graph_storage_common import Target, disk_usage, latencies, mean, rss_bytes, summary_ms, timed
+from bench.graph_storage_common import WALK_LIMIT, Target, disk_usage, latencies, mean, rss_bytes, summary_ms, timed
 from cluster.graph import CodeGraph
 
 MODULE = "<module>"
@@ -42,7 +42,8 @@ SCHEMA = (
 CALLERS = (
     "MATCH (a:Def)-[e:CALLS]->(b:Def) WHERE b.id IN $ids RETURN DISTINCT e.site, a.path, e.line, a.qualified, a.kind"
 )
-CALLERS_DEPTH3 = "MATCH (a:Def)-[:CALLS*1..3]->(b:Def) WHERE b.id IN $ids RETURN DISTINCT a.id"
+CALLERS_DEPTH3 = f"MATCH (a:Def)-[:CALLS*1..3]->(b:Def) WHERE b.id IN $ids RETURN DISTINCT a.id LIMIT {WALK_LIMIT}"
+QUERY_TIMEOUT_MS = 30_000  # a query running longer is stopped and counted
 WHO_REFERENCES = "MATCH (f:File)-[u:USES]->(n:Name {name: $name}) RETURN f.path, u.line, u.enclosing, u.call"
 
 
@@ -124,9 +125,15 @@ def callers(conn: lb.Connection, target: Target) -> set[tuple[str, int, str | No
     return {(path, line, None if kind == "module" else qualified) for _, path, line, qualified, kind in found}
 
 
-def callers_depth3(conn: lb.Connection, target: Target) -> list[int]:
-    """Every definition (or `<module>`) reaching `target` through one to three calls."""
-    return [row[0] for row in rows(conn, CALLERS_DEPTH3, {"ids": list(target.reached)})]
+def callers_depth3(conn: lb.Connection, target: Target) -> list[int] | None:
+    """The definitions (or `<module>`s) reaching `target` through one to three calls, at most
+    `WALK_LIMIT`; None when the query ran past `QUERY_TIMEOUT_MS`."""
+    try:
+        return [row[0] for row in rows(conn, CALLERS_DEPTH3, {"ids": list(target.reached)})]
+    except RuntimeError as error:  # the binding says "Interrupted." when the timeout stops a query
+        if "interrupt" in str(error).lower():
+            return None
+        raise
 
 
 def who_references(conn: lb.Connection, name: str) -> list[list[Any]]:
@@ -168,6 +175,7 @@ def measure(
     start = time.perf_counter()
     db = lb.Database(str(database))
     conn = lb.Connection(db)
+    conn.set_query_timeout(QUERY_TIMEOUT_MS)
     first = callers(conn, targets[0]) if targets else set()
     open_s = time.perf_counter() - start
     refs_s, refs_answers = latencies([t.name for t in targets], lambda name: who_references(conn, name))
@@ -199,7 +207,12 @@ def measure(
             "rss_growth_open_and_queries_mib": round(rss_queries / 2**20, 1),
             "who_references": {**summary_ms(refs_s), "sites_found_mean": mean(len(a) for a in refs_answers)},
             "callers_depth1": {**summary_ms(d1_s), "sites_mean": mean(len(a) for a in depth1)},
-            "callers_depth3": {**summary_ms(d3_s), "callers_mean": mean(len(a) for a in depth3)},
+            "callers_depth3": {
+                **summary_ms(d3_s),
+                "callers_mean": mean(len(a) for a in depth3 if a is not None),
+                "timed_out": sum(a is None for a in depth3),
+                "at_limit": sum(a is not None and len(a) == WALK_LIMIT for a in depth3),
+            },
             "rewrite_one_file": incremental,
         },
         depth1,

@@ -21,7 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from bench.graph_storage_common import NO_LIMIT, Target, disk_usage, latencies, mean, rss_bytes, summary_ms, timed
+from bench.graph_storage_common import (
+    NO_LIMIT,
+    WALK_LIMIT,
+    Target,
+    disk_usage,
+    latencies,
+    mean,
+    rss_bytes,
+    summary_ms,
+    timed,
+)
 from cluster.graph import CodeGraph, GraphAnswer, GraphRow
 from cluster.index.catalog import point_payload
 from cluster.index.payload import KEYWORD_FIELDS, REFS_FIELD, RowPayload
@@ -162,8 +172,8 @@ def measure(
         names = [t.name for t in targets]
         refs_s, refs_answers = latencies(names, lambda name: who_references(store, WITH_GRAPH, name))
         d1_s, depth1 = latencies(targets, lambda t: graph.callers(t.qualified, t.path, 1, NO_LIMIT))
-        d3_s, depth3 = latencies(targets, lambda t: graph.callers(t.qualified, t.path, 3, NO_LIMIT))
-        impact_s, impacts = latencies(targets, lambda t: graph.impact(t.qualified, t.path, 3, NO_LIMIT))
+        d3_s, depth3 = latencies(targets, lambda t: graph.callers(t.qualified, t.path, 3, WALK_LIMIT))
+        impact_s, impacts = latencies(targets, lambda t: graph.impact(t.qualified, t.path, 3, WALK_LIMIT))
         rewrite = _rewrite_one_file(store, rows, edit_path) if edit_path else None
         memory = graph_memory(store, WITH_GRAPH)
     finally:
@@ -184,7 +194,11 @@ def measure(
         "callers_depth1": {**summary_ms(d1_s), "sites_mean": mean(len(a.items) for a in depth1)},
         "callers_depth3": {**summary_ms(d3_s), "sites_mean": mean(len(a.items) for a in depth3)},
         "impact_depth3": {**summary_ms(impact_s), "files_mean": mean(len(a.files) for a in impacts)},
-        "truncated_answers": sum(a.truncated for a in [*depth1, *depth3, *impacts]),
+        "truncated_answers": {
+            "callers_depth1": sum(a.truncated for a in depth1),
+            "callers_depth3": sum(a.truncated for a in depth3),
+            "impact_depth3": sum(a.truncated for a in impacts),
+        },
         "rewrite_one_file": rewrite,
     }
     return PayloadRun(numbers, graph, depth1)
