@@ -89,9 +89,9 @@ def run(corpus: Corpus, work: Path, count: int, seed: int) -> dict[str, Any]:
     edited = edit_file(graph)
     print(f"graph {graph!r}; {len(edges)} call edges resolved in {resolve_s:.1f}s; {len(targets)} targets", flush=True)
     a = option_a.measure(work / "qdrant", corpus.chunks, targets, edited)
-    print("A measured", flush=True)
+    print(f"A measured: {json.dumps(a.numbers)}", flush=True)
     b = option_b.measure(work / "ladybug", graph, index_s, targets, edited, resolved=(edges, unplaced, resolve_s))
-    print("B measured", flush=True)
+    print(f"B measured: {json.dumps(b.numbers)}", flush=True)
     depth1_a = [option_a.call_sites(answer) for answer in a.depth1]
     return {
         "versions": versions(),

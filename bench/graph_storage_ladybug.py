@@ -182,6 +182,7 @@ def measure(
     d1_s, depth1 = latencies(targets, lambda t: callers(conn, t))
     d3_s, depth3 = latencies(targets, lambda t: callers_depth3(conn, t))
     rss_queries = rss_bytes() - rss
+    conn.set_query_timeout(0)  # the rewrite runs to its end, however long
     incremental = _rewrite_one_file(conn, graph, edges, edit_path) if edit_path else None
     conn.close()
     db.close()
