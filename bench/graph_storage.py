@@ -81,18 +81,22 @@ def same_sites(a: list[set[tuple[str, int, str | None]]], b: list[set[tuple[str,
     return sum(x == y for x, y in zip(a, b, strict=True))
 
 
-def run(corpus: Corpus, work: Path, count: int, seed: int) -> dict[str, Any]:
-    """Both options over `corpus`, their numbers and the comparison."""
+def run(corpus: Corpus, work: Path, count: int, seed: int, option_a_numbers: Path | None = None) -> dict[str, Any]:
+    """Both options over `corpus`, their numbers and the comparison. `option_a_numbers`: A's numbers
+    from an earlier run on the same corpus and seed (a JSON file), A not measured again (then the
+    depth-1 answers are not compared)."""
     graph, index_s = timed(lambda: CodeGraph(option_a.REPO, None, graph_rows(corpus.chunks)))
     (edges, unplaced), resolve_s = timed(lambda: option_b.resolve_edges(graph))
     targets: list[Target] = sample_targets(graph, {e.target for e in edges}, count, seed)
     edited = edit_file(graph)
     print(f"graph {graph!r}; {len(edges)} call edges resolved in {resolve_s:.1f}s; {len(targets)} targets", flush=True)
-    a = option_a.measure(work / "qdrant", corpus.chunks, targets, edited)
-    print(f"A measured: {json.dumps(a.numbers)}", flush=True)
+    a = None if option_a_numbers else option_a.measure(work / "qdrant", corpus.chunks, targets, edited)
+    if a is not None:
+        print(f"A measured: {json.dumps(a.numbers)}", flush=True)
     b = option_b.measure(work / "ladybug", graph, index_s, targets, edited, resolved=(edges, unplaced, resolve_s))
     print(f"B measured: {json.dumps(b.numbers)}", flush=True)
-    depth1_a = [option_a.call_sites(answer) for answer in a.depth1]
+    a_numbers = a.numbers if a is not None else json.loads(option_a_numbers.read_text()) if option_a_numbers else {}
+    same = same_sites([option_a.call_sites(answer) for answer in a.depth1], b.depth1) if a is not None else None
     return {
         "versions": versions(),
         "corpus": {"packages": corpus.packages, **corpus.facts(), "skipped": corpus.repo.skipped.counts},
@@ -100,9 +104,10 @@ def run(corpus: Corpus, work: Path, count: int, seed: int) -> dict[str, Any]:
         "file_facts_alone_s": round(corpus.facts_s, 1),
         "targets": len(targets),
         "seed": seed,
-        "payload_fields": a.numbers,
+        "payload_fields": a_numbers,
+        "payload_fields_from": str(option_a_numbers) if option_a_numbers else "this run",
         "ladybug": b.numbers,
-        "same_depth1_call_sites": same_sites(depth1_a, b.depth1),
+        "same_depth1_call_sites": same,
         "notes": NOTES,
     }
 
@@ -201,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=None, help="a folder kept after the run (default: a temp one)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--site", type=Path, default=SITE_PACKAGES, help="where the packages are installed")
+    parser.add_argument("--option-a-numbers", type=Path, default=None, help="A's numbers from an earlier run (JSON)")
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="graph-storage-"))
     try:
@@ -211,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"corpus {packages} at {root}", flush=True)
         corpus = collect_corpus(root, packages)
         print(f"collected {corpus.facts()} in {corpus.collect_s:.1f}s", flush=True)
-        result = run(corpus, work, args.targets, args.seed)
+        result = run(corpus, work, args.targets, args.seed, args.option_a_numbers)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
