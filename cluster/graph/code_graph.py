@@ -56,6 +56,7 @@ class CodeGraph:
         self.commit = commit
         self.index = GraphIndex(rows)
         self.resolver = Resolver(self.index)
+        self._incoming: dict[str, dict[int, tuple[tuple[int, float], ...]]] = {}  # name -> definition -> edges in
         self._popular: list[tuple[DefNode, int]] | None = None
 
     def __repr__(self) -> str:
@@ -114,16 +115,36 @@ class CodeGraph:
         for name in list(names):
             names.update(alias for alias, target in self._aliases(name))
         for name in sorted(names):
-            for ref_id in self.index.refs_by_name.get(name, ()):
+            incoming = self._incoming_by_name(name)
+            reached: dict[int, list[float]] = {}  # reference id -> [confidence, edges into wanted, first target]
+            for def_id in wanted:
+                for ref_id, confidence in incoming.get(def_id, ()):
+                    known = reached.setdefault(ref_id, [0.0, 0, def_id])
+                    known[0] += confidence
+                    known[1] += 1
+                    known[2] = min(known[2], def_id)
+            for ref_id in sorted(reached):
                 site = self.index.refs[ref_id]
                 if calls_only and not site.call:
                     continue
-                edges = self.resolver.resolve(site)
-                confidence = sum(c for i, c in edges if i in wanted)
-                if confidence > 0:
-                    target = wanted[next(i for i, _ in edges if i in wanted)]
-                    others = any(i not in wanted for i, _ in edges)
-                    yield _Reach(site, min(confidence, 1.0), others or confidence < CERTAIN, target)
+                confidence, into_wanted, first = reached[ref_id]
+                others = len(self.resolver.resolve(site)) > into_wanted
+                target = wanted[int(first)]
+                yield _Reach(site, min(confidence, 1.0), others or confidence < CERTAIN, target)
+
+    def _incoming_by_name(self, name: str) -> dict[int, tuple[tuple[int, float], ...]]:
+        """The references written `name`, by the definitions they resolve to, with the edge's confidence:
+        resolved once per name, so a walk meeting a common name (`get`, `__init__`) again reads the
+        edges into what it asks for, not every `get` of the build nor every guess of each."""
+        incoming = self._incoming.get(name)
+        if incoming is None:
+            by_target: dict[int, list[tuple[int, float]]] = {}
+            for ref_id in self.index.refs_by_name.get(name, ()):
+                for def_id, confidence in self.resolver.resolve(self.index.refs[ref_id]):
+                    if confidence > 0:
+                        by_target.setdefault(def_id, []).append((ref_id, confidence))
+            incoming = self._incoming[name] = {def_id: tuple(edges) for def_id, edges in by_target.items()}
+        return incoming
 
     def _aliases(self, name: str) -> list[tuple[str, str]]:
         return [(b.alias, b.target) for _, b in self.index.import_sites.get(name, ()) if b.alias not in (name, "*")]

@@ -34,6 +34,7 @@ class GraphIndex:
         self.import_sites: dict[str, list[tuple[str, ImportBinding]]] = defaultdict(list)  # by the name imported
         self.module_by_path: dict[str, str] = {}
         self.language_by_path: dict[str, str] = {}
+        self._matching: dict[str, list[str]] = {}  # modules_matching's answers (the index is read-only)
         seen_defs: set[tuple[str, str, str, int]] = set()
         seen_refs: set[tuple[str, str, int, str | None, bool]] = set()
         for row in rows:
@@ -129,6 +130,12 @@ class GraphIndex:
 
     def modules_matching(self, target: str) -> list[str]:
         """Modules whose key is `target` or ends with it on a dot boundary (a src/ layout, a Go module path)."""
+        found = self._matching.get(target)
+        if found is None:
+            found = self._matching[target] = self._modules_matching(target)
+        return found
+
+    def _modules_matching(self, target: str) -> list[str]:
         exact = self.paths_by_module.get(target)
         if exact:
             return [target]

@@ -50,30 +50,30 @@ class Resolver:
     def __init__(self, index: GraphIndex) -> None:
         self.index = index
         self._cache: dict[int, tuple[Edge, ...]] = {}
-        self._family = ""
+        self._by_family: dict[tuple[str, str], list[DefNode]] = {}  # (name, family) -> definitions
+        self._guesses: dict[tuple[str, str], tuple[Edge, ...]] = {}  # (name, family) -> any method by that name
 
     def resolve(self, site: RefSite) -> tuple[Edge, ...]:
         cached = self._cache.get(site.id)
         if cached is None:
             spec = SPECS.get(site.language, _DEFAULT)
-            self._family = family(site.language)
-            found = self._bare(site, spec) if site.qualifier is None else self._qualified(site, spec)
+            fam = family(site.language)
+            found = self._bare(site, spec, fam) if site.qualifier is None else self._qualified(site, spec, fam)
             cached = self._cache[site.id] = tuple(found)
         return cached
 
     def imported(self, target: str, language: str) -> list[DefNode]:
         """The definitions an import binding of a file in `language` names (`pkg.mod.f`)."""
-        self._family = family(language)
-        return self._imported([target])
+        return self._imported([target], family(language))
 
     # --- bare names ------------------------------------------------------------------------------
 
-    def _bare(self, site: RefSite, spec: GraphSpec) -> list[Edge]:
+    def _bare(self, site: RefSite, spec: GraphSpec, fam: str) -> Sequence[Edge]:
         index = self.index
         imported = index.imports.get(site.path, {}).get(site.name)
         if imported:
-            return _spread(self._imported(imported), CERTAIN)
-        candidates = self._named(site.name)
+            return _spread(self._imported(imported, fam), CERTAIN)
+        candidates = self._named(site.name, fam)
         if not candidates:
             return []
         here = [d for d in candidates if d.path == site.path and self._visible_from(d, site.enclosing)]
@@ -98,7 +98,7 @@ class Resolver:
             return _spread(top, GLOBAL)
         return []
 
-    def _imported(self, targets: Iterable[str]) -> list[DefNode]:
+    def _imported(self, targets: Iterable[str], fam: str) -> list[DefNode]:
         """The definitions import targets name: `pkg.mod.f` is `f` of module `pkg.mod` (or a module's suffix)."""
         index = self.index
         found: list[DefNode] = []
@@ -106,18 +106,18 @@ class Resolver:
             module, _, name = target.rpartition(".")
             if not name:
                 continue
-            hits = [d for d in self._named(name) if d.container is None and d.full.endswith(target)]
+            hits = [d for d in self._named(name, fam) if d.container is None and d.full.endswith(target)]
             if not hits and module:
-                hits = _module_level(self._in_modules(index.modules_matching(module), name))
+                hits = _module_level(self._in_modules(index.modules_matching(module), name, fam))
             found.extend(d for d in hits if d not in found)
         return found
 
     # --- qualified names -------------------------------------------------------------------------
 
-    def _qualified(self, site: RefSite, spec: GraphSpec) -> list[Edge]:
+    def _qualified(self, site: RefSite, spec: GraphSpec, fam: str) -> Sequence[Edge]:
         index = self.index
         qualifier = site.qualifier or ""
-        if not self._named(site.name):
+        if not self._named(site.name, fam):
             return []
         if qualifier in spec.self_names or qualifier in spec.super_names:
             cls = index.enclosing_class(site.path, site.enclosing)
@@ -127,29 +127,29 @@ class Resolver:
                 members = self._first_members(classes, site.name)
                 if members:
                     return _spread(members, CERTAIN)
-            return _spread(self._methods(site.name), RECEIVER_UNKNOWN)
+            return self._any_method(site.name, fam)
         head, _, rest = qualifier.partition(".")
         bound = index.imports.get(site.path, {}).get(head)
         if bound:
-            return _spread(self._through_import(bound, rest, site.name), CERTAIN)
-        classes = [c for c in index.classes(qualifier.rpartition(".")[2]) if family(c.language) == self._family]
+            return _spread(self._through_import(bound, rest, site.name, fam), CERTAIN)
+        classes = [c for c in index.classes(qualifier.rpartition(".")[2]) if family(c.language) == fam]
         for tier in _nearest_first(classes, site.path):
             members = [m for cls in tier for m in self._first_members([cls], site.name, lineage=True)]
             if members:
                 return _spread(members, CERTAIN)
-        return _spread(self._methods(site.name), RECEIVER_UNKNOWN)
+        return self._any_method(site.name, fam)
 
-    def _through_import(self, targets: Sequence[str], rest: str, name: str) -> list[DefNode]:
+    def _through_import(self, targets: Sequence[str], rest: str, name: str, fam: str) -> list[DefNode]:
         """Definitions `name` reached through an import alias (`alias.rest.name`): a module's top-level
         definitions or a class's members. Nothing when the import leaves the repository."""
         index = self.index
         found: list[DefNode] = []
         for target in targets:
             path = f"{target}.{rest}" if rest else target
-            hits = _module_level(self._in_modules(index.modules_matching(path), name))
+            hits = _module_level(self._in_modules(index.modules_matching(path), name, fam))
             if not hits:  # alias.Class.method, or an imported class
                 owner, _, cls_name = path.rpartition(".")
-                for cls in [c for c in index.classes(cls_name) if family(c.language) == self._family]:
+                for cls in [c for c in index.classes(cls_name) if family(c.language) == fam]:
                     if not owner or cls.module in index.modules_matching(owner) or cls.full.endswith(path):
                         hits.extend(self._members(cls, name))
             found.extend(d for d in hits if d not in found)
@@ -178,16 +178,26 @@ class Resolver:
             return False
         return not any(d.kind in CLASS_KINDS for d in self.index.at(definition.path, container))
 
-    def _methods(self, name: str) -> list[DefNode]:
-        return [d for d in self._named(name) if d.container is not None and d.kind in ("method", "function")]
+    def _any_method(self, name: str, fam: str) -> tuple[Edge, ...]:
+        """A call on a receiver of unknown type: every method by that name (one tuple per name, shared)."""
+        guesses = self._guesses.get((name, fam))
+        if guesses is None:
+            methods = [
+                d for d in self._named(name, fam) if d.container is not None and d.kind in ("method", "function")
+            ]
+            guesses = self._guesses[(name, fam)] = tuple(_spread(methods, RECEIVER_UNKNOWN))
+        return guesses
 
-    def _named(self, name: str) -> list[DefNode]:
-        """The definitions called `name` in the site's language family."""
-        return [d for d in self.index.named(name) if family(d.language) == self._family]
+    def _named(self, name: str, fam: str) -> list[DefNode]:
+        """The definitions called `name` in the language family `fam` (the site's)."""
+        named = self._by_family.get((name, fam))
+        if named is None:
+            named = self._by_family[(name, fam)] = [d for d in self.index.named(name) if family(d.language) == fam]
+        return named
 
-    def _in_modules(self, modules: Iterable[str], name: str) -> list[DefNode]:
+    def _in_modules(self, modules: Iterable[str], name: str, fam: str) -> list[DefNode]:
         wanted = set(modules)
-        return [d for d in self._named(name) if d.module in wanted]
+        return [d for d in self._named(name, fam) if d.module in wanted]
 
 
 def _module_level(definitions: Sequence[DefNode]) -> list[DefNode]:
