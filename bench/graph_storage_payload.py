@@ -33,10 +33,7 @@ from bench.graph_storage_common import (
     timed,
 )
 from cluster.graph import CodeGraph, GraphAnswer, GraphRow
-from cluster.index.catalog import point_payload
-from cluster.index.payload import KEYWORD_FIELDS, REFS_FIELD, RowPayload
-from cluster.index.store.engines import open_vector_store
-from cluster.index.store.protocol import VectorStore
+from cluster.index import KEYWORD_FIELDS, REFS_FIELD, RowPayload, VectorStore, open_vector_store, point_payload
 from cluster.space import EncoderIdentity
 from cluster.types import Chunk, PayloadFilter, StoredPoint
 

@@ -18,7 +18,7 @@ from cluster.index.fusion import ALSO_IN
 from cluster.index.globs import Glob, check_glob, compile_glob
 from cluster.index.incremental import PlanMode, ReindexPlan, ReusableRows, full_reason, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords, query_keywords
-from cluster.index.payload import RowPayload, with_source
+from cluster.index.payload import KEYWORD_FIELDS, REFS_FIELD, RowPayload, with_source
 from cluster.index.progress_meter import ProgressMeter
 from cluster.index.query import SearchMode, SearchQuery, query_filter
 from cluster.index.records import (
@@ -34,12 +34,15 @@ from cluster.index.records import (
 from cluster.index.representations import name_text
 from cluster.index.scope import GROUP_PREFIX, resolve_scope
 from cluster.index.store.engines import open_vector_store
+from cluster.index.store.protocol import VectorStore
 from cluster.index.tokens import IDENTIFIER, identifier_tokens
 
 __all__ = [
     "ALSO_IN",
     "GROUP_PREFIX",
     "IDENTIFIER",
+    "KEYWORD_FIELDS",
+    "REFS_FIELD",
     "BuildProgress",
     "BuildState",
     "CarriedRow",
@@ -55,6 +58,7 @@ __all__ = [
     "RowPayload",
     "SearchMode",
     "SearchQuery",
+    "VectorStore",
     "carry_rows",
     "check_glob",
     "chunk_keywords",

@@ -9,6 +9,7 @@ from cluster.ingest.chunking import chunk_file
 from cluster.ingest.generated import generated_reason
 from cluster.ingest.git_dir import GIT_DIR_RULE, Repository, find_repository
 from cluster.ingest.git_state import (
+    SafeGit,
     SourceState,
     Staleness,
     change_signature,
@@ -18,17 +19,23 @@ from cluster.ingest.git_state import (
     source_state,
     staleness,
 )
-from cluster.ingest.languages import GRAMMARS, KNOWN_LANGUAGES, parse
-from cluster.ingest.secret_scan import find_secrets
+from cluster.ingest.ignore_rules import ALWAYS_SKIPPED_DIRS
+from cluster.ingest.languages import GRAMMARS, KNOWN_LANGUAGES, detect_language, parse
+from cluster.ingest.secret_files import DenyList
+from cluster.ingest.secret_scan import find_secrets, redact
 from cluster.ingest.skips import SkipLog, SkipReason, SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
-from cluster.ingest.walker import walk_repository, walk_settings
+from cluster.ingest.walker import DEFAULT_MAX_FILE_BYTES, walk_repository, walk_settings
 
 __all__ = [
+    "ALWAYS_SKIPPED_DIRS",
+    "DEFAULT_MAX_FILE_BYTES",
     "GIT_DIR_RULE",
     "GRAMMARS",
     "KNOWN_LANGUAGES",
+    "DenyList",
     "Repository",
+    "SafeGit",
     "SkipLog",
     "SkipReason",
     "SkipSummary",
@@ -37,12 +44,14 @@ __all__ = [
     "Staleness",
     "change_signature",
     "chunk_file",
+    "detect_language",
     "export_tree",
     "find_repository",
     "find_secrets",
     "generated_reason",
     "parse",
     "read_source_lines",
+    "redact",
     "remote_urls",
     "resolve_commit",
     "source_state",

@@ -84,7 +84,7 @@ class ExportSummary:
 
 def source_state(folder: Path, ref: str | None = None) -> SourceState:
     """The folder's source state now: HEAD, its branch and dirtiness, or the commit `ref` names."""
-    git = _Git(folder)
+    git = SafeGit(folder)
     if not git.in_work_tree:
         if ref is not None:
             raise RefNotFound(str(folder), ref, "the folder is not inside a git work tree")
@@ -102,7 +102,7 @@ def remote_urls(folder: Path) -> list[str]:
     """The URLs of the folder's git remotes (none for a plain folder, nor for a repository whose `.git`
     points elsewhere: its remotes would be another repository's)."""
     try:
-        git = _Git(folder)
+        git = SafeGit(folder)
     except PathRefused:
         return []
     if not git.in_work_tree:
@@ -113,7 +113,7 @@ def remote_urls(folder: Path) -> list[str]:
 
 def resolve_commit(folder: Path, ref: str) -> str:
     """The commit `ref` names (a branch, tag, commit or `main~2`); RefNotFound otherwise."""
-    return _Git(folder).resolve(ref)
+    return SafeGit(folder).resolve(ref)
 
 
 def change_signature(folder: Path) -> str:
@@ -121,7 +121,7 @@ def change_signature(folder: Path) -> str:
     status entries and each listed file's size and mtime (editing a file that is already modified
     changes it too); for a plain folder, every file's path, size and mtime."""
     digest = hashlib.sha256()
-    git = _Git(folder)
+    git = SafeGit(folder)
     if git.in_work_tree:
         digest.update(b"git\0" + git.text("rev-parse", "--verify", "-q", "HEAD").encode())
         assert git.repository is not None  # in a work tree
@@ -136,7 +136,7 @@ def change_signature(folder: Path) -> str:
 
 def staleness(folder: Path, built: SourceState, built_at: float) -> Staleness:
     """Files changed and commits made since a build of `folder` recorded `built` at `built_at`."""
-    git = _Git(folder)
+    git = SafeGit(folder)
     if built.vcs != "git" or built.commit is None or not git.in_work_tree:
         changed = sum(1 for _, path in _folder_files(folder) if _mtime(path) > built_at)
         return Staleness(changed_files=changed, commits_behind=None, commit_now=None)
@@ -162,7 +162,7 @@ def staleness(folder: Path, built: SourceState, built_at: float) -> Staleness:
 def export_tree(folder: Path, commit: str, dest: Path, max_file_bytes: int) -> ExportSummary:
     """Write the files of `commit` under `folder` into the empty folder `dest`, from the object
     database alone. Symlinks, submodules, unsafe paths and blobs over `max_file_bytes` are skipped."""
-    git = _Git(folder)
+    git = SafeGit(folder)
     listing = git.run("ls-tree", "-r", "-l", "-z", "--end-of-options", commit, timeout=GIT_TIMEOUT_S * 5)
     wanted: list[tuple[str, str, int]] = []  # (object id, relative path, size)
     skipped: list[str] = []
@@ -200,7 +200,7 @@ def export_tree(folder: Path, commit: str, dest: Path, max_file_bytes: int) -> E
 # ---- git, hardened ---------------------------------------------------------------------------------
 
 
-class _Git:
+class SafeGit:
     """git in one folder of a checked repository (cluster.ingest.git_dir), with everything the
     repository could make it run turned off. Every command names the repository's own `.git` folder
     and work tree (`--git-dir`, `--work-tree`), so git never discovers, or follows a pointer to, a
