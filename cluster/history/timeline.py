@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import Field
 
 from cluster.errors import SamespaceError
-from cluster.history.models import Change, CommitRecord, LineRange
+from cluster.history.models import Change, CommitRecord, LineRange, SymbolChange
 from cluster.types import Clock, Strict
 
 __all__ = ["History", "HistoryItem", "SymbolCommit", "SymbolHistory", "WindowEnd", "parse_window_end"]
@@ -135,17 +136,12 @@ class History:
                 items.append(
                     HistoryItem(
                         repo=self.repo,
-                        path=change.path,
-                        symbol=change.symbol,
+                        **_where(change),
                         kind=change.kind,
-                        change=change.change,
                         commit=commit.commit,
                         date=iso(commit.committed_at),
                         author=commit.author,
                         subject=commit.subject,
-                        lines=change.lines,
-                        previous_path=change.previous_path,
-                        previous_symbol=change.previous_symbol,
                     )
                 )
         return items, False
@@ -170,16 +166,11 @@ class History:
                     continue
                 commits.append(
                     SymbolCommit(
+                        **_where(change),
                         commit=commit.commit,
                         date=iso(commit.committed_at),
                         author=commit.author,
                         message=commit.message,
-                        change=change.change,
-                        path=change.path,
-                        symbol=change.symbol,
-                        lines=change.lines,
-                        previous_path=change.previous_path,
-                        previous_symbol=change.previous_symbol,
                     )
                 )
                 if change.previous_path is not None and change.previous_symbol is not None:
@@ -206,6 +197,11 @@ class History:
                     if here in heads or here in older:
                         older.add(before)
         return heads
+
+
+def _where(change: SymbolChange) -> dict[str, Any]:
+    """What an answer repeats of a change: the symbol, where it is, what happened to which lines."""
+    return change.model_dump(include={"path", "symbol", "change", "lines", "previous_path", "previous_symbol"})
 
 
 def iso(seconds: float) -> str:
