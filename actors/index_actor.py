@@ -233,6 +233,10 @@ class IndexActor:
         """Commits by their messages and the symbols they changed (hybrid)."""
         return self._histories.search(text, query, since)
 
+    def changed_paths(self, repo: str | None, since: str) -> list[str]:
+        """The files changed since a date, a duration or a ref that still exist (review mode)."""
+        return self._histories.changed_paths(repo, since)
+
     def compare(self, repo: str | None, base: str, head: str, limit: int = 100) -> Comparison:
         """The symbols that differ between two refs of an index's folder, with a short diff each."""
         return self._histories.compare(repo, base, head, limit)

@@ -73,6 +73,10 @@ class IndexActorPort:
         answer: CommitSearchResult = await self._index.search_commits.remote(text, query, since)
         return answer
 
+    async def changed_paths(self, repo: str | None, since: str) -> list[str]:
+        paths: list[str] = await self._index.changed_paths.remote(repo, since)
+        return paths
+
     async def compare(self, repo: str | None, base: str, head: str, limit: int) -> Comparison:
         answer: Comparison = await self._index.compare.remote(repo, base, head, limit)
         return answer

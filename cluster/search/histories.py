@@ -168,6 +168,27 @@ class CommitHistories:
         note = None if hits else "no commit matched (a git folder's reindex mines its history)"
         return CommitSearchResult(query=text, hits=hits[: query.limit], refused=refused, note=note)
 
+    def changed_paths(self, repo: str | None, since: str) -> list[str]:
+        """The files the commits after `since` touched and that still exist, by their newest path (review
+        mode: `search_code(changed_since=...)`), over the indexes in scope that have a history."""
+        paths: set[str] = set()
+        for name in self._targets(repo):
+            state, history = self.history(name)
+            if state is None:
+                continue
+            gone: set[str] = set()
+            for commit in history.window(self._end(state, since)):  # newest first
+                for f in commit.files:
+                    if f.path in gone:
+                        continue
+                    if f.status == "D":
+                        gone.add(f.path)
+                    else:
+                        paths.add(f.path)
+                    if f.previous_path:
+                        gone.add(f.previous_path)  # renamed: known by its newer path
+        return sorted(paths)
+
     def compare(self, repo: str | None, base: str, head: str, limit: int = 100) -> Comparison:
         """The symbols that differ between two refs (or shas) of one index's folder, with short diffs."""
         names = self._targets(repo)

@@ -27,7 +27,7 @@ from cluster.search.query_cache import QueryVectorCache
 from cluster.search.status import IndexStatus, IndexStatusReader
 from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S, LimitsSettings
 from cluster.space import EncoderIdentity
-from cluster.types import FusionParams, ScoredHit, Strict
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict
 
 __all__ = ["CodeHit", "CodeSearchService", "FileSearchResult", "SearchResult", "SymbolSearchResult", "snippet_of"]
 
@@ -68,6 +68,9 @@ class SearchResult(Strict):
     degraded: str | None = Field(default=None, description="Why fewer legs ran than asked (e.g. no encoder).")
     reranked_by: str | None = Field(default=None, description="The reranker that re-scored the candidates, if any.")
     refused: list[str] = Field(default_factory=list, description="Indexes skipped: another encoder space.")
+    changed_files: int | None = Field(
+        default=None, description="With changed_since: the files changed since then that were searched."
+    )
 
 
 class SymbolSearchResult(Strict):
@@ -145,6 +148,7 @@ class CodeSearchService:
         language: str | None,
         rerank: bool = True,
         mode: SearchMode = "hybrid",
+        changed_since: str | None = None,
     ) -> SearchResult:
         """The code-vector, name-vector and keyword candidates scored together (`cluster.index.fusion`,
         DESIGN §10), then the optional rerank of the top candidates, then the cut to k. Filters apply
@@ -152,6 +156,12 @@ class CodeSearchService:
         self.check_scope(repo)  # before the query is encoded under `repo` as its project
         project = repo or DEFAULT_PROJECT
         search_filter = query_filter(path_prefix, language)
+        changed: list[str] | None = None
+        if changed_since is not None:  # review mode: only the files the history says changed since then
+            changed = await self._index.changed_paths(repo, changed_since)
+            if not changed:
+                return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, changed_files=0)
+            search_filter = (search_filter or PayloadFilter()).model_copy(update={"any_of": {"path": changed}})
         vector: np.ndarray | None = None
         identity: EncoderIdentity | None = None
         encoded_by = degraded = None
@@ -192,6 +202,7 @@ class CodeSearchService:
             encoded_by=encoded_by,
             reranked_by=reranked_by,
             degraded=degraded,
+            changed_files=None if changed is None else len(changed),
         )
 
     async def _rerank(self, query: str, hits: list[ScoredHit], project: str) -> tuple[list[ScoredHit], str | None]:

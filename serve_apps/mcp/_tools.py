@@ -121,13 +121,22 @@ def _add_search_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         rerank: Annotated[
             bool, Field(description="Re-score the top candidates with the reranker when one serves.")
         ] = True,
+        changed_since: Annotated[
+            str | None,
+            Field(
+                max_length=200,
+                description="Review mode: only files changed since this date, duration (7d) or ref (main~5).",
+            ),
+        ] = None,
     ) -> SearchResult:
         """Code search over the indexed repositories: by meaning and by exact identifiers, fused.
 
         Returns the best-matching functions, classes, methods and doc sections with their repo, path,
         line range, symbol, language, score and a snippet. Follow up with read_code for full context.
         """
-        return await _tool_call("search_code", service.search_code(query, k, repo, path_prefix, language, rerank, mode))
+        return await _tool_call(
+            "search_code", service.search_code(query, k, repo, path_prefix, language, rerank, mode, changed_since)
+        )
 
     @mcp.tool()
     async def read_code(

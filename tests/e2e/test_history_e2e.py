@@ -118,3 +118,12 @@ async def test_compare_two_refs_lists_the_symbols_with_their_diffs(env: HistoryE
     assert by_symbol[("pkg/core.py", "f")]["diff"] == "-    return price * 3\n+    return price * 4"
     assert by_symbol[("pkg/util.py", "g")]["change"] == "moved"
     assert answer["base"] == env.shop.shas["m1"] and ".env" not in answer["files"]
+
+
+async def test_search_code_in_review_mode_searches_only_the_files_changed_since(env: HistoryEnv) -> None:
+    everywhere = await env.ok("search_code", query="price factor", repo=REPO, k=10, rerank=False)
+    assert "pkg/core.py" in {h["path"] for h in everywhere["hits"]}
+    review = await env.ok("search_code", query="price factor", repo=REPO, k=10, rerank=False, changed_since="main~1")
+    changed = set(env.shop.git("diff", "--name-only", "main~1", "main").split())
+    assert review["hits"] and {h["path"] for h in review["hits"]} <= changed
+    assert review["changed_files"] == len(changed)

@@ -116,3 +116,11 @@ def test_compare_resolves_refs_in_the_folder_of_the_one_index_named(catalog: Ind
         histories.compare(None, "main~1", "main")
     with pytest.raises(SamespaceError, match="no-such-ref"):
         histories.compare("shop", "no-such-ref", "main")
+
+
+def test_review_mode_paths_are_the_files_git_log_names_since_then(catalog: IndexCatalog, shop: ScriptedRepo) -> None:
+    histories = CommitHistories(catalog)
+    touched = shop.git("log", "--first-parent", "--name-only", "--format=", "main~4..main").split()
+    alive = set(shop.git("ls-files").split())
+    assert histories.changed_paths("shop", "main~4") == sorted({p for p in touched if p in alive} - {".env"})
+    assert histories.changed_paths("shop", "2027-01-01") == []
