@@ -23,7 +23,8 @@ from actors.index_actor import get_index_actor
 from cluster.build import BUILD_ROLE, BuildPorts, BuildRequest, BuildTarget, Reindex
 from cluster.cloud import Priority
 from cluster.gate import GateReport
-from cluster.index import BuildProgress, CarriedRow, CarryResult, IndexRecord, PointKey
+from cluster.history import CommitRecord
+from cluster.index import BuildProgress, CarriedRow, CarryResult, HistoryState, IndexRecord, PointKey
 from cluster.ingest import SkipSummary, SourceState
 from cluster.routing import LandedBatch
 from cluster.settings import SamespaceSettings
@@ -97,6 +98,19 @@ class ActorIndex:
 
     def fail_build(self, build: str, error: str) -> None:
         _get(self._handle.fail_build.remote(build, error))
+
+    def history_state(self, name: str) -> HistoryState | None:
+        return _get(self._handle.history_state.remote(name))
+
+    def write_history(
+        self,
+        state: HistoryState,
+        commits: Sequence[CommitRecord],
+        vectors: Sequence[Sequence[float]],
+        writers: Sequence[dict[str, Any]],
+        replace: bool = False,
+    ) -> HistoryState:
+        return _get(self._handle.write_history.remote(state, commits, vectors, writers, replace))
 
 
 class DispatcherEncoders:

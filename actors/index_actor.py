@@ -19,8 +19,10 @@ from actors.handles import get_or_start
 from actors.metrics import forget_index, publish_progress, record_commit
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.graph import GraphAnswer, GraphQuery
+from cluster.history import CommitRecord, CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index.carry import CarriedRow, CarryResult, carry_rows
 from cluster.index.catalog import IndexCatalog, PointKey
+from cluster.index.history_store import HistoryState
 from cluster.index.incremental import ReusableRows, reusable_rows
 from cluster.index.query import SearchQuery
 from cluster.index.records import BuildProgress, BuildState, IndexRecord, export_folder, index_of
@@ -31,6 +33,7 @@ from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
 from cluster.ingest.walker import walk_settings
 from cluster.naming import INDEX_ACTOR_NAME
+from cluster.search.histories import CommitHistories
 from cluster.search.maps import CodeMaps
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.settings import SamespaceSettings
@@ -52,6 +55,14 @@ class IndexActor:
         # symbol/file/neighbour maps, per build
         self._code_maps = CodeMaps(self._catalog, settings.index.groups, settings.limits)
         self._deny = walk_settings(settings).deny_list()  # reads refuse what a reindex never opens
+        self._histories = CommitHistories(
+            self._catalog,
+            settings.index.groups,
+            settings.limits,
+            graphs=self._code_maps.graph,
+            deny=self._deny,
+            max_file_bytes=settings.chunking.max_file_bytes,
+        )
 
     # writes (reindex job)
     def begin_build(
@@ -103,6 +114,21 @@ class IndexActor:
 
     def fail_build(self, build: str, error: str) -> None:
         self._catalog.fail_build(build, error)
+
+    def history_state(self, name: str) -> HistoryState | None:
+        """What the index's history holds (None: nothing mined yet)."""
+        return self._catalog.history.state(name)
+
+    def write_history(
+        self,
+        state: HistoryState,
+        commits: Sequence[CommitRecord],
+        vectors: Sequence[Sequence[float]],
+        writers: Sequence[dict[str, Any]],
+        replace: bool = False,
+    ) -> HistoryState:
+        """Add mined commits to the index's history (the reindex job's history step)."""
+        return self._catalog.history.write(state, commits, vectors, writers, replace=replace)
 
     def update_source(self, name: str, source: SourceState) -> IndexRecord:
         """A reindex found the serving build current: record the source it now matches."""
@@ -192,13 +218,37 @@ class IndexActor:
         """Definitions, references, callers, callees or impact of a symbol (`cluster.graph`)."""
         return self._code_maps.navigate(query)
 
+    # history (what changed, when and why)
+    def what_changed(
+        self, repo: str | None, since: str, until: str | None = None, path: str | None = None, limit: int = 100
+    ) -> WhatChanged:
+        """The symbols the commits of a window changed, newest first (`cluster.search.histories`)."""
+        return self._histories.what_changed(repo, since, until, path, limit)
+
+    def symbol_history(self, repo: str | None, symbol: str, path: str | None = None, limit: int = 50) -> SymbolHistory:
+        """The commits that touched a symbol, newest first, through renames and moves."""
+        return self._histories.symbol_history(repo, symbol, path, limit)
+
+    def search_commits(self, text: str, query: SearchQuery, since: str | None = None) -> CommitSearchResult:
+        """Commits by their messages and the symbols they changed (hybrid)."""
+        return self._histories.search(text, query, since)
+
+    def changed_paths(self, repo: str | None, since: str) -> list[str]:
+        """The files changed since a date, a duration or a ref that still exist (review mode)."""
+        return self._histories.changed_paths(repo, since)
+
+    def compare(self, repo: str | None, base: str, head: str, limit: int = 100) -> Comparison:
+        """The symbols that differ between two refs of an index's folder, with a short diff each."""
+        return self._histories.compare(repo, base, head, limit)
+
     def collections(self) -> list[str]:
         return self._catalog.collections()
 
     def status(self) -> dict[str, Any]:
         """Every index (record, serving point count) and every build this actor has seen."""
-        indexes = [{"record": record, "space": record.identity.space_id} for record in self.records()]
-        return {"indexes": indexes, "builds": self._catalog.builds()}
+        records = self.records()
+        indexes = [{"record": record, "space": record.identity.space_id} for record in records]
+        return {"indexes": indexes, "builds": self._catalog.builds(), "history": self._histories.reach()}
 
 
 HEAD_NODE_RESOURCE = "node:__internal_head__"

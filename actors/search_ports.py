@@ -12,6 +12,7 @@ from typing import Any
 from ray.actor import ActorHandle
 
 from cluster.graph import GraphAnswer, GraphQuery
+from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import SearchQuery
 from cluster.ingest import SourceLines
 from cluster.search import FileHit, Neighbors, RepoOverview, SymbolHit
@@ -56,6 +57,28 @@ class IndexActorPort:
 
     async def navigate(self, query: GraphQuery) -> GraphAnswer:
         answer: GraphAnswer = await self._index.navigate.remote(query)
+        return answer
+
+    async def what_changed(
+        self, repo: str | None, since: str, until: str | None, path: str | None, limit: int
+    ) -> WhatChanged:
+        answer: WhatChanged = await self._index.what_changed.remote(repo, since, until, path, limit)
+        return answer
+
+    async def symbol_history(self, repo: str | None, symbol: str, path: str | None, limit: int) -> SymbolHistory:
+        answer: SymbolHistory = await self._index.symbol_history.remote(repo, symbol, path, limit)
+        return answer
+
+    async def search_commits(self, text: str, query: SearchQuery, since: str | None) -> CommitSearchResult:
+        answer: CommitSearchResult = await self._index.search_commits.remote(text, query, since)
+        return answer
+
+    async def changed_paths(self, repo: str | None, since: str) -> list[str]:
+        paths: list[str] = await self._index.changed_paths.remote(repo, since)
+        return paths
+
+    async def compare(self, repo: str | None, base: str, head: str, limit: int) -> Comparison:
+        answer: Comparison = await self._index.compare.remote(repo, base, head, limit)
         return answer
 
 

@@ -110,6 +110,9 @@ class PayloadFilter(Strict):
     """Exact keyword matches, all of which must hold. On a list field any element may match."""
 
     equals: dict[str, str] = Field(default_factory=dict)
+    any_of: dict[str, list[str]] = Field(
+        default_factory=dict, description="Per field, the values one of which it must equal (an empty list: none)."
+    )
 
 
 class ScoredHit(Strict):

@@ -301,6 +301,12 @@ class GatherLoop:
             return await self._tools.search_files(args.query, limit)
         if call.name == "repo_overview":
             return await self._tools.repo_overview(repo or args.repo)
+        if call.name == "search_commits":
+            return await self._tools.search_commits(args.query, limit)
+        if call.name == "symbol_history":
+            return await self._tools.symbol_history(args.symbol, args.path, limit)
+        if call.name == "what_changed":
+            return await self._tools.what_changed(args.since, args.path, limit * 4)
         where = repo or args.repo or evidence.repo_of(args.path)
         if call.name == "read_range":
             return await self._tools.read_range(where, args.path, args.start_line, args.end_line)

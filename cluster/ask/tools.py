@@ -46,6 +46,16 @@ class OverviewArgs(_Args):
     repo: str | None = None
 
 
+class SymbolArgs(_Args):
+    symbol: str = Field(min_length=1, max_length=500)
+    path: str | None = Field(default=None, max_length=1000)
+
+
+class SinceArgs(_Args):
+    since: str = Field(min_length=1, max_length=200)
+    path: str | None = Field(default=None, max_length=1000)
+
+
 ARGUMENTS: dict[str, type[_Args]] = {
     "search_code": QueryArgs,
     "search_symbols": QueryArgs,
@@ -53,6 +63,9 @@ ARGUMENTS: dict[str, type[_Args]] = {
     "read_range": ReadRangeArgs,
     "neighbors": NeighborsArgs,
     "repo_overview": OverviewArgs,
+    "search_commits": QueryArgs,
+    "symbol_history": SymbolArgs,
+    "what_changed": SinceArgs,
 }
 
 _DESCRIPTIONS = {
@@ -62,6 +75,9 @@ _DESCRIPTIONS = {
     "read_range": "Read exact lines of an indexed file (path as shown in the evidence).",
     "neighbors": "The chunks just above and below a line of a file: the context around a hit.",
     "repo_overview": "The repository's languages, folders, main types, most used functions and README.",
+    "search_commits": "Find commits by what they were about: their messages and the symbols they changed.",
+    "symbol_history": "The commits that changed a function or class (why and when it changed), newest first.",
+    "what_changed": "The symbols changed since a date (2026-10-01), a duration (30d) or a ref, with their commits.",
 }
 
 
@@ -224,3 +240,9 @@ class CodeTools(Protocol):
     async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> list[EvidenceBlock]: ...
 
     async def repo_overview(self, repo: str | None) -> list[EvidenceBlock]: ...
+
+    async def search_commits(self, query: str, limit: int) -> list[EvidenceBlock]: ...
+
+    async def symbol_history(self, symbol: str, path: str | None, limit: int) -> list[EvidenceBlock]: ...
+
+    async def what_changed(self, since: str, path: str | None, limit: int) -> list[EvidenceBlock]: ...

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from cluster.build.request import BuildTarget
 from cluster.cloud import Priority
 from cluster.gate import GateReport
-from cluster.index import BuildProgress, CarriedRow, CarryResult, IndexRecord, PointKey
+from cluster.history import CommitRecord
+from cluster.index import BuildProgress, CarriedRow, CarryResult, HistoryState, IndexRecord, PointKey
 from cluster.ingest import SkipSummary, SourceState
 from cluster.roles import Role
 from cluster.routing import LandedBatch
@@ -79,6 +80,22 @@ class BuildIndex(Protocol):
 
     def fail_build(self, build: str, error: str) -> None:
         """Drop a partial build and record why; the previous build keeps serving."""
+        ...
+
+    def history_state(self, name: str) -> HistoryState | None:
+        """What the index's history holds (None: nothing mined yet)."""
+        ...
+
+    def write_history(
+        self,
+        state: HistoryState,
+        commits: Sequence[CommitRecord],
+        vectors: Sequence[Sequence[float]],
+        writers: Sequence[dict[str, Any]],
+        replace: bool = False,
+    ) -> HistoryState:
+        """Add mined commits (their vectors and writers) to the index's history and record `state`;
+        `replace`: instead of what it held (a history mined again from the top)."""
         ...
 
 

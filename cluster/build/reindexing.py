@@ -15,6 +15,7 @@ from pathlib import Path
 from cluster.build.baseline import await_reference, check_drift
 from cluster.build.collect import RepoChunks, collect_repository, report_skips
 from cluster.build.exports import drop_export, drop_other_exports, export_ref
+from cluster.build.history_build import HistoryStep
 from cluster.build.planning import BuildPlan, plan_build
 from cluster.build.ports import BUILD_ROLE, BuildPorts, Emit
 from cluster.build.request import BuildRequest, BuildTarget
@@ -25,6 +26,7 @@ from cluster.errors import CloudKeyMissing, ScanError
 from cluster.index import IndexRecord, PlanMode, new_build_id, validate_index_name
 from cluster.ingest import SourceState, source_state
 from cluster.settings import SamespaceSettings
+from cluster.space import EncoderIdentity
 from cluster.types import Clock
 
 
@@ -87,6 +89,7 @@ class Reindex:
         probe_vectors = ports.encoders.reference_probe()
         if ref is not None and not request.full and current is not None and current.source == source:
             emit(f"up to date: {ref} is still at {source.commit}")
+            self._history(name, repo, source, reference)
             return current
         build = request.build_id or new_build_id(name, self._wall_clock())
         files_root = repo if ref is None else export_ref(settings, repo, source, build, emit)
@@ -99,7 +102,16 @@ class Reindex:
             raise
         if files_root != repo:
             drop_other_exports(settings, name, keep=Path(record.repo_root))
+        self._history(name, repo, source, reference)
         return record
+
+    def _history(self, name: str, repo: Path, source: SourceState, reference: EncoderIdentity) -> None:
+        """Mine the commits since the last build (`cluster.build.history_build`). The index is built
+        already: a history that cannot be mined is said in the log and fails nothing."""
+        try:
+            HistoryStep(self._ports, self._settings, self._emit, self._clock).run(name, repo, source, reference)
+        except Exception as exc:  # noqa: BLE001 - the history is beside the index, never a reason to fail it
+            self._emit(f"history: not mined: {type(exc).__name__}: {exc}")
 
     def _require_key(self) -> None:
         """After a restart a durable cloud policy may have lost its key: say so, once (CloudKeyMissing)."""

@@ -19,11 +19,33 @@ from dataclasses import dataclass, field
 
 from cluster.ingest import SafeGit
 
-__all__ = ["CommitDiff", "FileDiff", "Hunk", "RawCommit", "commit_diffs", "read_blobs", "read_commits"]
+__all__ = [
+    "CommitDiff",
+    "FileDiff",
+    "Hunk",
+    "RawCommit",
+    "commit_diffs",
+    "diff_between",
+    "on_line",
+    "read_blobs",
+    "read_commits",
+]
 
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _AUTHOR = re.compile(rb"^(.*?) <([^>]*)> (\d+) ([+-]\d{4})$")
 LOG_TIMEOUT_S = 600.0  # one `git log -p` over a first build's commits
+# What a patch looks like is set here, whatever the repository's config says (prefixes, colour, renames).
+_PATCH_OPTIONS = (
+    "-U0",
+    "-M",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--relative",
+    "--ignore-submodules=all",
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +69,7 @@ class FileDiff:
     status: str
     hunks: list[Hunk] = field(default_factory=list)
     binary: bool = False
+    texts: list[list[str]] = field(default_factory=list)  # each hunk's -/+ lines, when asked for (diff_between)
 
 
 @dataclass(frozen=True)
@@ -72,22 +95,8 @@ def commit_diffs(git: SafeGit, head: str, stop: str | None = None, limit: int | 
     """The first-parent commits of `head` that touch the folder, newest first, down to (not including)
     `stop` and at most `limit` of them, each with its files and hunks against its first parent."""
     nonce = b"samespace-commit-" + secrets.token_hex(16).encode() + b" "
-    args = [
-        "log",
-        "--first-parent",
-        "--diff-merges=first-parent",
-        "-p",
-        "-U0",
-        "-M",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--src-prefix=a/",
-        "--dst-prefix=b/",
-        "--relative",
-        "--ignore-submodules=all",
-        f"--format=format:{nonce.decode()}%H",
-    ]
+    args = ["log", "--first-parent", "--diff-merges=first-parent", "-p", *_PATCH_OPTIONS]
+    args.append(f"--format=format:{nonce.decode()}%H")
     if limit is not None:
         args.append(f"--max-count={limit}")
     args += ["--end-of-options", head]
@@ -95,6 +104,20 @@ def commit_diffs(git: SafeGit, head: str, stop: str | None = None, limit: int | 
         args.append(f"^{stop}")
     done = git.run(*args, "--", ".", timeout=LOG_TIMEOUT_S)
     return list(_parse_log(done.stdout, nonce))
+
+
+def diff_between(git: SafeGit, base: str, head: str) -> list[FileDiff]:
+    """The files that differ from `base` to `head` in the folder, each with its hunks and their lines."""
+    done = git.run("diff", *_PATCH_OPTIONS, "--end-of-options", base, head, "--", ".", timeout=LOG_TIMEOUT_S)
+    nonce = b"samespace-compare-" + secrets.token_hex(16).encode() + b" "
+    parsed = list(_parse_log(nonce + head.encode() + b"\n" + done.stdout, nonce, keep_text=True))
+    return list(parsed[0].files) if parsed else []
+
+
+def on_line(git: SafeGit, commit: str, head: str) -> bool:
+    """True when `commit` is an ancestor of `head` (or is it): a history mined down from it still holds."""
+    done = git.run("merge-base", "--is-ancestor", "--end-of-options", commit, head, check=False)
+    return done.returncode == 0
 
 
 def read_commits(git: SafeGit, shas: Sequence[str]) -> dict[str, RawCommit]:
@@ -160,7 +183,7 @@ def _parse_commit(sha: str, data: bytes) -> RawCommit:
     )
 
 
-def _parse_log(out: bytes, nonce: bytes) -> Iterator[CommitDiff]:
+def _parse_log(out: bytes, nonce: bytes, *, keep_text: bool = False) -> Iterator[CommitDiff]:
     sha: str | None = None
     files: list[FileDiff] = []
     draft: _Draft | None = None
@@ -171,6 +194,10 @@ def _parse_log(out: bytes, nonce: bytes) -> Iterator[CommitDiff]:
                 old_left -= 1
             elif line.startswith(b"+") and new_left:
                 new_left -= 1
+            else:
+                continue
+            if keep_text and draft is not None:
+                draft.texts[-1].append(line.decode(errors="replace"))
             continue
         if line.startswith(nonce):
             if draft is not None:
@@ -195,6 +222,7 @@ def _parse_log(out: bytes, nonce: bytes) -> Iterator[CommitDiff]:
                     _count(matched.group(4)),
                 )
                 draft.hunks.append(hunk)
+                draft.texts.append([])
                 old_left, new_left = hunk.old_count, hunk.new_count
         else:
             draft.header(line)
@@ -217,6 +245,7 @@ class _Draft:
         self.new: str | None = None
         self.status = "M"
         self.hunks: list[Hunk] = []
+        self.texts: list[list[str]] = []
         self.binary = False
         self.seen_paths = False
 
@@ -244,7 +273,7 @@ class _Draft:
             old = new = _same_path(self.git_line)
         path = new if self.status != "D" else old
         previous = old if self.status in ("R", "M", "D") else None
-        return FileDiff(path or "", previous, self.status, self.hunks, self.binary)
+        return FileDiff(path or "", previous, self.status, self.hunks, self.binary, self.texts)
 
 
 def _side(raw: bytes, prefix: str) -> str | None:

@@ -36,12 +36,27 @@ class SymbolChange(Strict):
     )
     previous_path: str | None = Field(default=None, description="Renamed or moved: the path it had.")
     previous_symbol: str | None = Field(default=None, description="Renamed or moved: the name it had.")
+    previous_lines: LineRange | None = Field(
+        default=None, description="Modified, renamed or moved: all its lines in the parent."
+    )
 
 
 class FileChange(Strict):
     path: str
     status: str = Field(description="A added, M modified, D deleted, R renamed or moved.")
     previous_path: str | None = None
+    hunks: list[tuple[int, int, int, int]] = Field(
+        default_factory=list, description="Each hunk's (old start, old count, new start, new count), as diff -U0 says."
+    )
+
+
+class Span(Strict):
+    """A definition's lines in the newest version of its file the history has seen."""
+
+    symbol: str
+    kind: str
+    start: int = Field(ge=1)
+    end: int = Field(ge=1)
 
 
 class CommitRecord(Strict):

@@ -21,6 +21,7 @@ from cluster.types import Definition
 __all__ = ["FileSymbols", "FileVersion", "Unpaired", "file_changes", "pair_moves"]
 
 SAME_BODY = 0.8  # body similarity from which an added and a removed definition are one renamed or moved
+SHORT_BODY_LINES = 40  # bodies of this many lines together or fewer compare by characters
 MAX_PAIRING = 400  # added x removed pairs compared per commit, at most (a vendored tree is not paired)
 
 
@@ -69,9 +70,9 @@ def file_changes(old: FileVersion | None, new: FileVersion | None, hunks: Sequen
             continue
         lines = _touched(d, before, hunks)
         if lines is not None:
-            out.changes.append(
-                _change(new.path, d, Change.MODIFIED, lines, moved_from, d.qualified if moved_from else None)
-            )
+            previous = LineRange(start=before.line, end=before.end_line)
+            symbol_before = d.qualified if moved_from else None
+            out.changes.append(_change(new.path, d, Change.MODIFIED, lines, moved_from, symbol_before, previous))
         elif moved_from is not None:
             out.changes.append(_change(new.path, d, Change.MOVED, [], moved_from, d.qualified))
     for key, d in old_defs.items():
@@ -112,7 +113,12 @@ def pair_moves(
         used_r.add(j)
         new, old = added[i].change, removed[j].change
         change = Change.MOVED if new.path != old.path and new.symbol == old.symbol else Change.RENAMED
-        update = {"change": change, "previous_path": old.path, "previous_symbol": old.symbol}
+        update = {
+            "change": change,
+            "previous_path": old.path,
+            "previous_symbol": old.symbol,
+            "previous_lines": old.lines[0] if old.lines else None,
+        }
         pairs.append(new.model_copy(update=update))  # its lines: all of it, new where it is now
     rest_a = [u for i, u in enumerate(added) if i not in used_a]
     rest_r = [u for j, u in enumerate(removed) if j not in used_r]
@@ -161,6 +167,7 @@ def _change(
     lines: list[LineRange],
     previous_path: str | None = None,
     previous_symbol: str | None = None,
+    previous_lines: LineRange | None = None,
 ) -> SymbolChange:
     return SymbolChange(
         path=path,
@@ -170,11 +177,15 @@ def _change(
         lines=lines,
         previous_path=previous_path,
         previous_symbol=previous_symbol,
+        previous_lines=previous_lines,
     )
 
 
 def _similarity(a: list[str], b: list[str]) -> float:
+    """How alike two bodies are: by characters when short (a renamed two-line function with one line
+    edited is still itself), by lines when long (quadratic in what it compares)."""
     if not a and not b:
         return 1.0
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    short = len(a) + len(b) <= SHORT_BODY_LINES
+    matcher = SequenceMatcher(None, "\n".join(a) if short else a, "\n".join(b) if short else b, autojunk=False)
     return matcher.ratio() if matcher.real_quick_ratio() >= SAME_BODY / 2 else 0.0

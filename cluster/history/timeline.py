@@ -9,20 +9,31 @@ resolved to its commit by the caller, who has git); dates compare with the commi
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import Field
 
 from cluster.errors import SamespaceError
-from cluster.history.models import Change, CommitRecord, LineRange, SymbolChange
+from cluster.history.line_log import across, from_lines, to_lines
+from cluster.history.models import Change, CommitRecord, LineRange, Span, SymbolChange
 from cluster.types import Clock, Strict
 
-__all__ = ["History", "HistoryItem", "SymbolCommit", "SymbolHistory", "WindowEnd", "parse_window_end"]
+__all__ = [
+    "History",
+    "HistoryItem",
+    "SpanLookup",
+    "SymbolCommit",
+    "SymbolHistory",
+    "WindowEnd",
+    "iso",
+    "parse_window_end",
+]
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(m|min|h|d|w|y)\s*$", re.IGNORECASE)
 _UNIT_S = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+SpanLookup = Callable[[str, str], "Span | None"]  # (path, symbol) -> its lines now, where known
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
@@ -94,9 +105,12 @@ class SymbolHistory(Strict):
 class History:
     """The mined history of index `repo` (commits newest first)."""
 
-    def __init__(self, repo: str, commits: Sequence[CommitRecord]) -> None:
+    def __init__(
+        self, repo: str, commits: Sequence[CommitRecord], spans: Mapping[str, Sequence[Span]] | None = None
+    ) -> None:
         self.repo = repo
         self.commits = list(commits)
+        self.spans = dict(spans or {})  # path -> its definitions in the newest version mined
         self._position = {c.commit: i for i, c in enumerate(self.commits)}
 
     def __len__(self) -> int:
@@ -146,9 +160,13 @@ class History:
                 )
         return items, False
 
-    def symbol_history(self, symbol: str, path: str | None = None, limit: int = 50) -> SymbolHistory:
+    def symbol_history(
+        self, symbol: str, path: str | None = None, limit: int = 50, span_of: SpanLookup | None = None
+    ) -> SymbolHistory:
         """The commits that touched `symbol` (bare or qualified; `path` picks among files), newest
-        first, followed back through renames and moves."""
+        first, followed back through renames and moves. Its lines now (`span_of`, else the newest
+        version mined) are followed back through each commit's hunks, as `git log -L` does; without
+        them, the changes that name it are listed."""
         wanted = symbol.strip().replace("::", ".").replace("#", ".")
         heads = self._heads(wanted, path)
         if not heads:
@@ -158,7 +176,73 @@ class History:
             candidates = [f"{p}: {s}" for p, s in sorted(heads)]
             note = f"{symbol!r} names {len(heads)} symbols: ask again with a path or a qualified name"
             return SymbolHistory(repo=self.repo, symbol=symbol, candidates=candidates, note=note)
-        following = set(heads)
+        head = next(iter(heads))
+        span = (span_of or self.span)(*head)
+        commits = self._line_walk(head, span, limit) if span is not None else self._name_walk(head, limit)
+        return SymbolHistory(repo=self.repo, symbol=symbol, commits=commits)
+
+    def span(self, path: str, symbol: str) -> Span | None:
+        """The lines of `symbol` in the newest version of `path` mined."""
+        return next((x for x in self.spans.get(path, ()) if x.symbol == symbol), None)
+
+    def _line_walk(self, head: tuple[str, str], span: Span, limit: int) -> list[SymbolCommit]:
+        """The definition's lines followed back commit by commit through the hunks, as `git log -L`
+        does (through files renamed); where its lines are born, on through a rename or move its
+        changes record (another file: where git stops)."""
+        path, name = head
+        ranges = [from_lines(span.start, span.end)]
+        out: list[SymbolCommit] = []
+        for commit in self.commits:
+            if len(out) == limit:
+                break
+            f = next((f for f in commit.files if f.path == path), None)
+            if f is None:
+                continue
+            change = next((c for c in commit.symbols if (c.path, c.symbol) == (path, name)), None)
+            touched, parent = across(ranges, f.hunks)
+            if touched or (f.status == "R" and f.previous_path):
+                kind = change.change if change is not None else Change.MOVED if not touched else Change.MODIFIED
+                moved_from = f.previous_path if f.status == "R" else None
+                out.append(self._entry(commit, path, name, kind, to_lines(touched), change, moved_from))
+            if change is not None and change.previous_symbol is not None:
+                name = change.previous_symbol
+            if f.status == "R" and f.previous_path:
+                path = f.previous_path
+            if parent and f.status != "A":
+                ranges = parent
+                continue
+            if change is None or change.previous_path is None or change.previous_lines is None:
+                break  # born in this commit
+            path, ranges = change.previous_path, [from_lines(change.previous_lines.start, change.previous_lines.end)]
+        return out
+
+    def _entry(
+        self,
+        commit: CommitRecord,
+        path: str,
+        name: str,
+        kind: Change,
+        lines: list[LineRange],
+        change: SymbolChange | None,
+        moved_from: str | None,
+    ) -> SymbolCommit:
+        return SymbolCommit(
+            commit=commit.commit,
+            date=iso(commit.committed_at),
+            author=commit.author,
+            message=commit.message,
+            change=kind,
+            path=path,
+            symbol=name,
+            lines=lines,
+            previous_path=change.previous_path if change is not None and change.previous_path else moved_from,
+            previous_symbol=change.previous_symbol if change is not None else None,
+        )
+
+    def _name_walk(self, head: tuple[str, str], limit: int) -> list[SymbolCommit]:
+        """Without the definition's lines (none mined in its newest version): the commits whose changes
+        name it, through the renames and moves they record."""
+        following = {head}
         commits: list[SymbolCommit] = []
         for commit in self.commits:
             for change in commit.symbols:
@@ -181,7 +265,7 @@ class History:
                 break  # one entry per commit
             if len(commits) == limit or not following:
                 break
-        return SymbolHistory(repo=self.repo, symbol=symbol, commits=commits)
+        return commits
 
     def _heads(self, wanted: str, path: str | None) -> set[tuple[str, str]]:
         """The newest (path, symbol) of each symbol `wanted` names: a symbol renamed or moved is one."""

@@ -16,6 +16,7 @@ from cluster.index.catalog import (
 )
 from cluster.index.fusion import ALSO_IN
 from cluster.index.globs import Glob, check_glob, compile_glob
+from cluster.index.history_store import CommitHit, HistoryState, HistoryStore, commit_text
 from cluster.index.incremental import PlanMode, ReindexPlan, ReusableRows, full_reason, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords, query_keywords
 from cluster.index.payload import KEYWORD_FIELDS, REFS_FIELD, RowPayload, with_source
@@ -47,7 +48,10 @@ __all__ = [
     "BuildState",
     "CarriedRow",
     "CarryResult",
+    "CommitHit",
     "Glob",
+    "HistoryState",
+    "HistoryStore",
     "IndexCatalog",
     "IndexRecord",
     "PlanMode",
@@ -63,6 +67,7 @@ __all__ = [
     "check_glob",
     "chunk_keywords",
     "chunk_point",
+    "commit_text",
     "compile_glob",
     "embed_hash",
     "export_folder",

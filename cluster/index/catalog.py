@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError
 
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
 from cluster.index.fusion import fuse_candidates
+from cluster.index.history_store import HistoryStore
 from cluster.index.keywords import defined_names
 from cluster.index.payload import KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, with_source
 from cluster.index.query import SearchQuery
@@ -157,6 +158,7 @@ class IndexCatalog:
         self._clock = clock
         self._builds: dict[str, BuildState] = {}
         self._records: dict[str, IndexRecord] = {}  # by build collection; records are immutable
+        self.history = HistoryStore(store)  # each index's mined commits, beside it
 
     # ---- builds ---------------------------------------------------------------------------
     def begin_build(
@@ -274,6 +276,7 @@ class IndexCatalog:
         self._store.drop_collection(serving)
         self._records.pop(serving, None)
         self._builds.pop(name, None)
+        self.history.drop(name)
         return [serving, *self.cleanup_partial(name)]
 
     # ---- reuse (incremental reindex) ------------------------------------------------------

@@ -18,6 +18,7 @@ from cluster.types import Strict
 
 INDEX_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # matched whole: fullmatch
 BUILD_SEPARATOR = "__b"
+HISTORY_SEPARATOR = "__h"  # `<index>__history` holds an index's mined history (cluster.index.history_store)
 
 
 EXPORTS_FOLDER = "exports"
@@ -77,12 +78,17 @@ class BuildState(Strict):
 
 
 def validate_index_name(name: str) -> str:
-    if not INDEX_NAME_PATTERN.fullmatch(name) or BUILD_SEPARATOR in name:
+    if not INDEX_NAME_PATTERN.fullmatch(name) or BUILD_SEPARATOR in name or HISTORY_SEPARATOR in name:
         raise SamespaceError(
             f"invalid index name {name!r}: use letters, digits, '_', '.', '-' (max 63, not containing "
-            f"{BUILD_SEPARATOR!r})"
+            f"{BUILD_SEPARATOR!r} or {HISTORY_SEPARATOR!r})"
         )
     return name
+
+
+def history_collection(name: str) -> str:
+    """The collection of index `name`'s mined history (no index, alias or build can be named so)."""
+    return f"{validate_index_name(name)}__history"  # begins with HISTORY_SEPARATOR
 
 
 def index_of(collection: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from cluster.graph import GraphAnswer, GraphQuery
+from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import SearchQuery
 from cluster.ingest import SourceLines
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
@@ -44,6 +45,18 @@ class SearchIndex(IndexStatusSource, Protocol):
     async def overview(self, repo: str | None) -> RepoOverview: ...
 
     async def navigate(self, query: GraphQuery) -> GraphAnswer: ...
+
+    async def what_changed(
+        self, repo: str | None, since: str, until: str | None, path: str | None, limit: int
+    ) -> WhatChanged: ...
+
+    async def symbol_history(self, repo: str | None, symbol: str, path: str | None, limit: int) -> SymbolHistory: ...
+
+    async def search_commits(self, text: str, query: SearchQuery, since: str | None) -> CommitSearchResult: ...
+
+    async def changed_paths(self, repo: str | None, since: str) -> list[str]: ...
+
+    async def compare(self, repo: str | None, base: str, head: str, limit: int) -> Comparison: ...
 
 
 class QueryEncoder(Protocol):

@@ -17,6 +17,7 @@ from pydantic import Field
 from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import NoProviderLeft
 from cluster.graph import GraphAnswer, GraphQuery
+from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import RowPayload, SearchMode, SearchQuery, check_glob, query_filter
 from cluster.ingest.source import SourceLines
 from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S
@@ -26,7 +27,7 @@ from cluster.search.query_cache import QueryVectorCache
 from cluster.search.status import IndexStatus, IndexStatusReader
 from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S, LimitsSettings
 from cluster.space import EncoderIdentity
-from cluster.types import FusionParams, ScoredHit, Strict
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict
 
 __all__ = ["CodeHit", "CodeSearchService", "FileSearchResult", "SearchResult", "SymbolSearchResult", "snippet_of"]
 
@@ -67,6 +68,9 @@ class SearchResult(Strict):
     degraded: str | None = Field(default=None, description="Why fewer legs ran than asked (e.g. no encoder).")
     reranked_by: str | None = Field(default=None, description="The reranker that re-scored the candidates, if any.")
     refused: list[str] = Field(default_factory=list, description="Indexes skipped: another encoder space.")
+    changed_files: int | None = Field(
+        default=None, description="With changed_since: the files changed since then that were searched."
+    )
 
 
 class SymbolSearchResult(Strict):
@@ -144,6 +148,7 @@ class CodeSearchService:
         language: str | None,
         rerank: bool = True,
         mode: SearchMode = "hybrid",
+        changed_since: str | None = None,
     ) -> SearchResult:
         """The code-vector, name-vector and keyword candidates scored together (`cluster.index.fusion`,
         DESIGN §10), then the optional rerank of the top candidates, then the cut to k. Filters apply
@@ -151,6 +156,12 @@ class CodeSearchService:
         self.check_scope(repo)  # before the query is encoded under `repo` as its project
         project = repo or DEFAULT_PROJECT
         search_filter = query_filter(path_prefix, language)
+        changed: list[str] | None = None
+        if changed_since is not None:  # review mode: only the files the history says changed since then
+            changed = await self._index.changed_paths(repo, changed_since)
+            if not changed:
+                return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, changed_files=0)
+            search_filter = (search_filter or PayloadFilter()).model_copy(update={"any_of": {"path": changed}})
         vector: np.ndarray | None = None
         identity: EncoderIdentity | None = None
         encoded_by = degraded = None
@@ -191,6 +202,7 @@ class CodeSearchService:
             encoded_by=encoded_by,
             reranked_by=reranked_by,
             degraded=degraded,
+            changed_files=None if changed is None else len(changed),
         )
 
     async def _rerank(self, query: str, hits: list[ScoredHit], project: str) -> tuple[list[ScoredHit], str | None]:
@@ -224,6 +236,49 @@ class CodeSearchService:
         """find_definition, find_references, callers, callees, impact: the code graph of the indexes in scope."""
         self.check_scope(query.repo)
         return await self._index.navigate(query)
+
+    async def what_changed(
+        self, repo: str | None, since: str, until: str | None, path: str | None, limit: int
+    ) -> WhatChanged:
+        """The symbols changed by the commits of a window (a date, a duration or a ref each end)."""
+        self.check_scope(repo)
+        return await self._index.what_changed(repo, since, until, path, limit)
+
+    async def symbol_history(self, repo: str | None, symbol: str, path: str | None, limit: int) -> SymbolHistory:
+        """The commits that touched a symbol, newest first, through renames and moves."""
+        self.check_scope(repo)
+        return await self._index.symbol_history(repo, symbol, path, limit)
+
+    async def search_commits(self, query: str, repo: str | None, since: str | None, k: int) -> CommitSearchResult:
+        """Commits by meaning and by words (their messages, the symbols they changed), fused. With no
+        query encoder left, the keyword leg alone, said in the note."""
+        self.check_scope(repo)
+        vector: np.ndarray | None = None
+        identity: EncoderIdentity | None = None
+        degraded = None
+        try:
+            vector, identity, _ = await self.encode_query(query, repo or DEFAULT_PROJECT)
+        except NoProviderLeft as exc:
+            degraded = f"no query encoder ({exc}): keywords only"
+        search = SearchQuery.of_text(
+            query,
+            "hybrid" if vector is not None else "keyword",
+            vector=vector,
+            identity=identity,
+            scope=repo,
+            filter=None,
+            limit=k,
+            fusion=self._fusion,
+        )
+        if not search.has_terms:  # only words the keyword leg drops, and no vector
+            return CommitSearchResult(query=query, note=degraded or "nothing to search for")
+        found = await self._index.search_commits(query, search, since)
+        return found if degraded is None else found.model_copy(update={"note": degraded})
+
+    async def compare(self, repo: str | None, base: str, head: str, limit: int) -> Comparison:
+        """The symbols that differ between two refs of one index's folder, each with a short diff."""
+        self.check_scope(repo)
+        return await self._index.compare(repo, base, head, limit)
 
     async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> Neighbors:
         return await self._index.neighbors(repo, path, line, count)

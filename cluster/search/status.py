@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import Field
 
 from cluster.errors import SamespaceError
+from cluster.history import HistoryReach
 from cluster.index.globs import Glob, compile_glob
 from cluster.index.records import IndexRecord
 from cluster.ingest.git_state import SourceState, Staleness, staleness
@@ -53,6 +54,11 @@ class IndexInfo(Strict):
     reused: int = Field(description="Rows whose vectors the last build reused.")
     providers: list[str]
     skipped: SkipSummary = Field(description="What the last build left out, per reason: counts and paths.")
+    history: HistoryReach | None = Field(
+        default=None,
+        description="The commits mined for the history tools; `more`: older ones were left out "
+        "(index.history_commits; index.history_backfill mines them a reindex at a time). None: not mined.",
+    )
 
 
 class BuildInfo(Strict):
@@ -114,8 +120,9 @@ class IndexStatusReader:
             entry["record"] for entry in status["indexes"] if wanted is None or wanted.matches(entry["record"].name)
         ]
         checked = await asyncio.gather(*(self._freshness(record) for record in records))
+        reach: dict[str, HistoryReach] = status.get("history", {})
         indexes = [
-            _index_info(record, staleness_now, checked_at)
+            _index_info(record, staleness_now, checked_at).model_copy(update={"history": reach.get(record.name)})
             for record, (staleness_now, checked_at) in zip(records, checked, strict=True)
         ]
         builds = [

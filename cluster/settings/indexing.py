@@ -35,6 +35,16 @@ class IndexSettings(BaseModel):
         description="Named groups of indexes (names or globs) a tool can read together as repo='@<group>', "
         'e.g. {"backend": ["api", "billing*"]}.',
     )
+    history_commits: int = Field(
+        default=1000,
+        ge=0,
+        description="Commits a first build mines, newest first (later builds mine every commit since); "
+        "0: no history is mined.",
+    )
+    history_backfill: bool = Field(
+        default=False,
+        description="Each reindex mines another history_commits older commits until the history is whole.",
+    )
     hook_secret: Annotated[SecretStr | None, bearer_token("index.hook_secret")] = Field(
         default=None,
         description="Shared secret of POST /admin/hooks/git (a git host's push webhook, HMAC-SHA256 signed); "

@@ -152,6 +152,40 @@ class RepoTools:
     async def repo_overview(self, repo: str | None) -> list[EvidenceBlock]:
         return [overview_block(await self._service.repo_overview(self._repo or repo))]
 
+    async def search_commits(self, query: str, limit: int) -> list[EvidenceBlock]:
+        found = await self._service.search_commits(query, self._repo, None, limit)
+        lines = [
+            f"{h.commit} {h.date} {h.author} ({h.repo}): {h.message[:400]}\n  changed: "
+            + (", ".join(f"{c.path}:{c.symbol} ({c.change.value})" for c in h.changed[:10]) or ", ".join(h.files[:10]))
+            for h in found.hits
+        ]
+        return [_history_block("search_commits", f"commits matching {query!r}", lines)] if lines else []
+
+    async def symbol_history(self, symbol: str, path: str | None, limit: int) -> list[EvidenceBlock]:
+        found = await self._service.symbol_history(self._repo, symbol, path, limit)
+        if found.candidates:
+            return [_history_block("symbol_history", f"{symbol!r} names several symbols", found.candidates)]
+        lines = [
+            f"{c.commit} {c.date} {c.author}: {c.change.value} {c.path}:{c.symbol} "
+            + ",".join(f"{r.start}-{r.end}" for r in c.lines)
+            + f"\n  {c.message[:400]}"
+            for c in found.commits
+        ]
+        return [_history_block("symbol_history", f"the history of {symbol!r}", lines)] if lines else []
+
+    async def what_changed(self, since: str, path: str | None, limit: int) -> list[EvidenceBlock]:
+        found = await self._service.what_changed(self._repo, since, None, path, limit)
+        lines = [
+            f"{i.commit[:12]} {i.date} {i.author}: {i.change.value} {i.path}:{i.symbol} ({i.subject[:120]})"
+            for i in found.items
+        ]
+        return [_history_block("what_changed", f"what changed since {since}", lines)] if lines else []
+
+
+def _history_block(tool: str, title: str, lines: list[str]) -> EvidenceBlock:
+    """Commits as evidence: unlocated (no file lines), cited by their shas."""
+    return EvidenceBlock(tool=tool, kind="history", text=f"{title}:\n" + "\n".join(lines))
+
 
 class AskService:
     """`ask_code` for the MCP tool and `POST /rlm/ask`: one pipeline per ask, scoped to its repo."""

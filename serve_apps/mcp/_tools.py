@@ -19,6 +19,7 @@ from cluster.ask.ask_progress import AskProgress, ProgressCallback
 from cluster.ask.pipeline import AskRequest, AskResult
 from cluster.errors import SamespaceError, original_error
 from cluster.graph import GraphAnswer, GraphQuery, GraphTool, ImpactAnswer
+from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import SearchMode
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.source import SourceLines
@@ -40,7 +41,8 @@ INSTRUCTIONS = (
     "find files by path, neighbors for the chunks around a hit, read_code to read exact lines, "
     "repo_overview for a repository's shape, find_definition and find_references for where a symbol is defined "
     "and used, callers and callees to follow calls, impact for what a change to a symbol reaches (callers, "
-    "files, tests), and index_status to see which repositories are indexed and how "
+    "files, tests), what_changed, symbol_history, search_commits and compare for what changed, when and why, "
+    "and index_status to see which repositories are indexed and how "
     "stale each is. index_repository indexes a folder (or a git ref of it) and keeps it fresh, refresh_index "
     "reindexes one now, remove_index drops one."
 )
@@ -87,6 +89,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
     _add_ask_tool(mcp, asker)
     _add_map_tools(mcp, service)
     _add_graph_tools(mcp, service)
+    _add_history_tools(mcp, service)
     if indexes is not None:
         _add_index_tools(mcp, indexes)
     return mcp
@@ -118,13 +121,22 @@ def _add_search_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         rerank: Annotated[
             bool, Field(description="Re-score the top candidates with the reranker when one serves.")
         ] = True,
+        changed_since: Annotated[
+            str | None,
+            Field(
+                max_length=200,
+                description="Review mode: only files changed since this date, duration (7d) or ref (main~5).",
+            ),
+        ] = None,
     ) -> SearchResult:
         """Code search over the indexed repositories: by meaning and by exact identifiers, fused.
 
         Returns the best-matching functions, classes, methods and doc sections with their repo, path,
         line range, symbol, language, score and a snippet. Follow up with read_code for full context.
         """
-        return await _tool_call("search_code", service.search_code(query, k, repo, path_prefix, language, rerank, mode))
+        return await _tool_call(
+            "search_code", service.search_code(query, k, repo, path_prefix, language, rerank, mode, changed_since)
+        )
 
     @mcp.tool()
     async def read_code(
@@ -270,6 +282,70 @@ def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         tests that reach it, nearest first."""
         answer = await navigate(GraphTool.IMPACT, symbol, repo, path, depth, limit, min_confidence)
         return answer if isinstance(answer, ImpactAnswer) else ImpactAnswer(**answer.model_dump())
+
+
+WindowArg = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="A date (2026-11-01, or with a time), a duration back from now (7d, 12h, 2w) or a ref "
+        "(a branch, a tag, a sha, main~3).",
+    ),
+]
+
+
+def _add_history_tools(mcp: MCPServer, service: CodeSearchService) -> None:
+    """what_changed, symbol_history, search_commits: each index's mined history (first parents)."""
+
+    @mcp.tool()
+    async def what_changed(
+        since: WindowArg,
+        repo: ScopeArg = None,
+        until: Annotated[str | None, Field(max_length=200, description="The window's end (None: now).")] = None,
+        path: Annotated[str | None, Field(max_length=1000, description="Only under this folder or file.")] = None,
+        limit: LimitArg = 100,
+    ) -> WhatChanged:
+        """What changed since a date, a duration or a ref: each symbol added, modified, removed, renamed or
+        moved, with its path, the commit (full sha), date, author and subject, newest first."""
+        return await _tool_call("what_changed", service.what_changed(repo, since, until, path, limit))
+
+    @mcp.tool()
+    async def symbol_history(
+        symbol: SymbolArg,
+        repo: ScopeArg = None,
+        path: PathArg = None,
+        limit: LimitArg = 50,
+    ) -> SymbolHistory:
+        """The commits that changed a symbol, newest first: full sha, date, author, message and the lines it
+        changed, followed through renames and moves. An ambiguous symbol is answered with its candidates."""
+        return await _tool_call("symbol_history", service.symbol_history(repo, symbol, path, limit))
+
+    @mcp.tool()
+    async def search_commits(
+        query: Annotated[
+            str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What the change was about.")
+        ],
+        repo: ScopeArg = None,
+        since: Annotated[
+            str | None, Field(max_length=200, description="Only commits after this (see what_changed).")
+        ] = None,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="How many commits to return.")] = 10,
+    ) -> CommitSearchResult:
+        """Find commits by meaning and by words, over their messages and the names of the symbols they changed:
+        each with its full sha, date, message and the symbols and files it changed."""
+        return await _tool_call("search_commits", service.search_commits(query, repo, since, k))
+
+    @mcp.tool()
+    async def compare(
+        base: Annotated[str, Field(min_length=1, max_length=200, description="The older ref (branch, tag, sha).")],
+        head: Annotated[str, Field(min_length=1, max_length=200, description="The newer ref.")] = "HEAD",
+        repo: RepoArg = None,
+        limit: LimitArg = 100,
+    ) -> Comparison:
+        """The symbols that differ between two refs of an indexed repository: added, modified, removed, renamed
+        or moved, each with its path and a short diff (capped)."""
+        return await _tool_call("compare", service.compare(repo, base, head, limit))
 
 
 def _add_map_tools(mcp: MCPServer, service: CodeSearchService) -> None:

@@ -140,6 +140,22 @@ def test_a_list_field_matches_when_any_element_equals(store: VectorStore) -> Non
     assert store.search("chunks", _unit(2), 5, PayloadFilter(equals={"path_prefixes": "nowhere"})) == []
 
 
+def test_an_any_of_filter_keeps_points_whose_field_equals_one_of_the_values(store: VectorStore) -> None:
+    _filled(store)
+    wanted = PayloadFilter(any_of={"path": ["src/f1.py", "src/f2.py", "src/nowhere.py"]})
+    hits = store.search("chunks", _unit(1), POINT_COUNT, wanted)
+    assert hits and {h.payload["path"] for h in hits} <= {"src/f1.py", "src/f2.py"}
+    assert (
+        len(hits)
+        == store.count("chunks", wanted)
+        == store.count("chunks", PayloadFilter(equals={"path": "src/f1.py"}))
+        + store.count("chunks", PayloadFilter(equals={"path": "src/f2.py"}))
+    )
+    assert store.count("chunks", PayloadFilter(any_of={"path": []})) == 0
+    both = PayloadFilter(equals={"language": "go"}, any_of={"path": ["src/f1.py", "src/f2.py"]})
+    assert all(h.payload["language"] == "go" for h in store.search("chunks", _unit(1), POINT_COUNT, both))
+
+
 def test_count_honours_the_filter(store: VectorStore) -> None:
     _filled(store)
     assert store.count("chunks") == POINT_COUNT

@@ -45,6 +45,7 @@ from cluster.index.store.protocol import (
     check_query_width,
     check_vector_widths,
     check_width,
+    filter_any_items,
     filter_items,
     hit,
     point_vectors,
@@ -61,10 +62,12 @@ TOMBSTONE_PREFIX = ".dropping-"
 
 
 def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
-    items = filter_items(filter)
-    if not items:
+    items, any_items = filter_items(filter), filter_any_items(filter)
+    if not items and not any_items:
         return None
-    return qe.Filter(must=[qe.FieldCondition(key=key, match=qe.MatchValue(value)) for key, value in items])
+    exact = [qe.FieldCondition(key=key, match=qe.MatchValue(value)) for key, value in items]
+    one_of = [qe.FieldCondition(key=key, match=qe.MatchAny(values)) for key, values in any_items]
+    return qe.Filter(must=[*exact, *one_of])
 
 
 def _edge_query(leg: Leg) -> qe.Query:

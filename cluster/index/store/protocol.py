@@ -191,6 +191,11 @@ def filter_items(filter: PayloadFilter | None) -> list[tuple[str, str]]:
     return sorted(filter.equals.items()) if filter is not None else []
 
 
+def filter_any_items(filter: PayloadFilter | None) -> list[tuple[str, list[str]]]:
+    """The (field, values) pairs of which a filter requires one value each."""
+    return sorted((key, sorted(set(values))) for key, values in filter.any_of.items()) if filter is not None else []
+
+
 def hit(raw_id: Any, score: float, payload: dict[str, Any] | None) -> ScoredHit:
     """A ScoredHit with the id normalised to a string (engines return UUID or str)."""
     return ScoredHit(id=str(raw_id), score=float(score), payload=dict(payload or {}))

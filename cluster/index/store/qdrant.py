@@ -31,6 +31,7 @@ from cluster.index.store.protocol import (
     check_query_width,
     check_vector_widths,
     check_width,
+    filter_any_items,
     filter_items,
     hit,
     point_vectors,
@@ -45,12 +46,12 @@ HTTP_NOT_FOUND = 404
 
 
 def _qdrant_filter(filter: PayloadFilter | None) -> models.Filter | None:
-    items = filter_items(filter)
-    if not items:
+    items, any_items = filter_items(filter), filter_any_items(filter)
+    if not items and not any_items:
         return None
-    return models.Filter(
-        must=[models.FieldCondition(key=key, match=models.MatchValue(value=value)) for key, value in items]
-    )
+    exact = [models.FieldCondition(key=key, match=models.MatchValue(value=value)) for key, value in items]
+    one_of = [models.FieldCondition(key=key, match=models.MatchAny(any=values)) for key, values in any_items]
+    return models.Filter(must=[*exact, *one_of])
 
 
 def _vectors(point: StoredPoint) -> Any:

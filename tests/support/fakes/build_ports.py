@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,10 +20,12 @@ from cluster.build import BuildPorts, BuildRequest, BuildTarget, Reindex
 from cluster.cloud import Priority
 from cluster.errors import IndexNotFound, NoProviderLeft, StoreError
 from cluster.gate import GateReport
+from cluster.history import CommitRecord
 from cluster.index import (
     BuildProgress,
     CarriedRow,
     CarryResult,
+    HistoryState,
     IndexCatalog,
     IndexRecord,
     PointKey,
@@ -117,6 +120,20 @@ class CatalogIndex:
     def fail_build(self, build: str, error: str) -> None:
         self.calls.append(("fail_build", 0))
         self.catalog.fail_build(build, error)
+
+    def history_state(self, name: str) -> HistoryState | None:
+        return self.catalog.history.state(name)
+
+    def write_history(
+        self,
+        state: HistoryState,
+        commits: Sequence[CommitRecord],
+        vectors: Sequence[Sequence[float]],
+        writers: Sequence[dict[str, Any]],
+        replace: bool = False,
+    ) -> HistoryState:
+        self.calls.append(("write_history", len(commits)))
+        return self.catalog.history.write(state, commits, vectors, writers, replace=replace)
 
 
 @dataclass

@@ -45,6 +45,7 @@ DECOYS = [
     for i in range(12)
 ]
 QUESTION = "How is the late fee of an overdue invoice computed?"
+FEE_COMMIT = "9f" * 20
 
 
 class MemoryTools:
@@ -87,6 +88,21 @@ class MemoryTools:
     async def repo_overview(self, repo: str | None) -> list[EvidenceBlock]:
         self.calls.append(("repo_overview", repo))
         return [EvidenceBlock(tool="repo_overview", text="shop: billing code", kind="overview")]
+
+    async def search_commits(self, query: str, limit: int) -> list[EvidenceBlock]:
+        self.calls.append(("search_commits", query))
+        return []
+
+    async def symbol_history(self, symbol: str, path: str | None, limit: int) -> list[EvidenceBlock]:
+        self.calls.append(("symbol_history", (symbol, path)))
+        text = (
+            f"the history of {symbol!r}:\n{FEE_COMMIT} 2026-11-02T10:00:00Z ana: modified billing/fees_0.py:late_fee_0"
+        )
+        return [EvidenceBlock(tool="symbol_history", kind="history", text=text + "\n  Fees follow the 2026 tariff")]
+
+    async def what_changed(self, since: str, path: str | None, limit: int) -> list[EvidenceBlock]:
+        self.calls.append(("what_changed", (since, path)))
+        return []
 
 
 Responder = Callable[[dict[str, Any]], ChatResult | None]
@@ -443,3 +459,19 @@ def test_an_ask_that_fails_inside_still_reports_done(clock: VirtualClock) -> Non
     )
     assert any(f.startswith("internal error") for f in result.produced.fallbacks)
     assert [e.kind for e in heard] == ["done"] and heard[0].message == "done: no-evidence answer, 0 citations"
+
+
+def test_a_why_question_gathers_the_symbols_commits_and_the_answer_sees_them(clock: VirtualClock) -> None:
+    def why(request: dict[str, Any]) -> ChatResult:
+        if "tools" not in request:
+            return text("not json")  # single-question mode
+        if FEE_COMMIT not in conversation(request) and request.get("tool_choice") != "none":
+            return calls(("symbol_history", {"symbol": "late_fee_0", "path": "billing/fees_0.py"}))
+        return text(f"late_fee_0 (billing/fees_0.py:1-4) changed in {FEE_COMMIT} to follow the 2026 tariff.")
+
+    assistant = ScriptedRole(assistant_script)
+    tools = MemoryTools([*DECOYS, TARGET])
+    result = ask(pipeline(tools, ScriptedRole(why), assistant, clock), "Why did the late fee change last month?")
+    assert ("symbol_history", ("late_fee_0", "billing/fees_0.py")) in tools.calls
+    assert "symbol_history(symbol='late_fee_0', path='billing/fees_0.py')" in result.produced.tools_called
+    assert FEE_COMMIT in conversation(assistant.requests[-1])  # the synthesis is shown the commit

@@ -151,7 +151,19 @@ def test_an_unparseable_plan_is_none(reply: str | None) -> None:
 
 def test_tool_schemas_are_openai_functions_for_every_tool() -> None:
     names = [s["function"]["name"] for s in tool_schemas()]
-    assert names == ["search_code", "search_symbols", "search_files", "read_range", "neighbors", "repo_overview"]
+    assert names == [
+        "search_code",
+        "search_symbols",
+        "search_files",
+        "read_range",
+        "neighbors",
+        "repo_overview",
+        "search_commits",
+        "symbol_history",
+        "what_changed",
+    ]
+    history = next(s for s in tool_schemas() if s["function"]["name"] == "what_changed")["function"]["parameters"]
+    assert history["required"] == ["since"]
     read = next(s for s in tool_schemas() if s["function"]["name"] == "read_range")["function"]["parameters"]
     assert read["required"] == ["path", "start_line", "end_line"] and read["type"] == "object"
 

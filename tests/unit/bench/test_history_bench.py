@@ -46,3 +46,12 @@ def test_scores_are_micro_averaged_over_pairs() -> None:
     a, b = bench.Sampled("a.py", "a", "a"), bench.Sampled("b.py", "b", "b")
     got = bench.scores({a: {"1", "2"}, b: {"3"}}, {a: {"1"}, b: {"3", "4", "5"}})
     assert got == {"precision": 0.5, "recall": 0.667, "f1": 0.571, "pairs": 3}
+
+
+def test_commit_search_finds_each_subject_as_the_store_serves_it(result: dict, tmp_path: Path) -> None:
+    history = result["history"]
+    (tmp_path / "repo").symlink_to(result["repo"])  # where the bench cloned it: git grep runs there
+    found = bench.commit_search(history, tmp_path, queries=50, seed=0, encoder=None)
+    assert found["subjects"] == 12  # every first-parent subject names one commit
+    assert found["recall_at_3"]["keyword"] >= 0.9 and found["recall_at_3"]["git_grep"] == 1.0
+    assert "dense" not in found["recall_at_3"]

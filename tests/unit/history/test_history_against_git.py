@@ -26,7 +26,8 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> ScriptedRepo:
 
 @pytest.fixture(scope="module")
 def history(shop: ScriptedRepo) -> History:
-    return History("shop", mine_history(shop.root, "HEAD").commits)
+    mined = mine_history(shop.root, "HEAD")
+    return History("shop", mined.commits, mined.spans)
 
 
 def changed(history: History, symbol: str, path: str) -> list[str]:
