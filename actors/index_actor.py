@@ -33,8 +33,7 @@ from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
 from cluster.ingest.walker import walk_settings
 from cluster.naming import INDEX_ACTOR_NAME
-from cluster.search.histories import CommitHistories
-from cluster.search.maps import CodeMaps
+from cluster.search import CodeMaps, CommitHistories
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity

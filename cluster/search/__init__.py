@@ -4,6 +4,7 @@ and the query cache."""
 
 from __future__ import annotations
 
+from cluster.search.histories import CommitHistories
 from cluster.search.maps import CodeMaps
 from cluster.search.models import CodeEntry, FileHit, Neighbors, RepoOverview, SymbolHit, snippet
 from cluster.search.ports import IndexStatusSource, QueryEncoder, Reranker, SearchIndex
@@ -24,6 +25,7 @@ __all__ = [
     "CodeHit",
     "CodeMaps",
     "CodeSearchService",
+    "CommitHistories",
     "FileHit",
     "FileSearchResult",
     "IndexInfo",

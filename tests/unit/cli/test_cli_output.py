@@ -59,10 +59,13 @@ def test_status_json_prints_the_raw_answers_as_before(
 # --- a failing command: one line that says what to do -----------------------------------------------------
 
 
-def _refused_port() -> int:
-    with socket.socket() as probe:  # bound, never listening: a connection to it is refused
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A port bound and never listening while the test runs: a connection to it is refused, and no other
+    server can take it meanwhile (a port closed at once could be handed to one)."""
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+        yield int(probe.getsockname()[1])
 
 
 def _one_line_failure(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -73,9 +76,9 @@ def _one_line_failure(argv: list[str], capsys: pytest.CaptureFixture[str]) -> st
 
 
 def test_an_unreachable_cluster_is_one_line_naming_samespace_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], refused_port: int
 ) -> None:
-    address = f"http://127.0.0.1:{_refused_port()}"
+    address = f"http://127.0.0.1:{refused_port}"
     (tmp_path / "admin-token").write_text(ADMIN_TOKEN)
     for command in (["status"], ["search", "where is the retry"]):
         state = ["--state-dir", str(tmp_path)] if command == ["status"] else []
