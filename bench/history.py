@@ -17,7 +17,10 @@ never changed.
 3. symbol_history against `git log --first-parent -L :def name(:path` (git's python funcname driver):
    the commits that changed the function's lines. Ours: `symbol_history(qualified, path)` entries with
    changed lines (a file renamed changes none; git does not list it either). Where we follow a function
-   moved to another file, git stops: those commits count against our precision.
+   moved to another file, git stops: those commits count against our precision. Git's `:func:` range
+   runs on to the line before the next `def` (the blank lines, comments and decorators there count as
+   the function's), so the same is reported against `git log -L <first>,<last>:path` too: git
+   following exactly the function's lines at HEAD.
 4. what_changed against git for two dates: (function, commit) pairs of the sample in the window, git's
    from `-L ... --since=date`, ours from `what_changed(since=date)` items naming the function (under
    any name its history had).
@@ -63,6 +66,8 @@ class Sampled:
     path: str
     name: str
     qualified: str
+    line: int = 0  # its lines at HEAD
+    end_line: int = 0
 
 
 def git(repo: Path, *args: str) -> str:
@@ -84,7 +89,7 @@ def sample_functions(repo: Path, count: int, seed: int) -> list[Sampled]:
         text = (repo / path).read_text(encoding="utf-8", errors="replace")
         definitions = file_facts(path, detect_language(path), text).definitions
         pool.extend(
-            Sampled(path, d.name, d.qualified)
+            Sampled(path, d.name, d.qualified, d.line, d.end_line)
             for d in definitions
             if d.kind in FUNCTION_KINDS
             and len(re.findall(rf"def {re.escape(d.name)}\(", text)) == 1
@@ -97,6 +102,13 @@ def sample_functions(repo: Path, count: int, seed: int) -> list[Sampled]:
 
 def line_log(repo: Path, f: Sampled, *extra: str) -> set[str]:
     out = git(repo, "log", "--first-parent", "-s", "--format=%H", f"-L:def {re.escape(f.name)}[(]:{f.path}", *extra)
+    return {line for line in out.splitlines() if line}
+
+
+def span_log(repo: Path, f: Sampled, *extra: str) -> set[str]:
+    """`git log -L <line>,<end>:path`: git following exactly the function's lines at HEAD (the same
+    tracking as `-L :func:`, without its range running on to the next `def` line)."""
+    out = git(repo, "log", "--first-parent", "-s", "--format=%H", f"-L{f.line},{f.end_line}:{f.path}", *extra)
     return {line for line in out.splitlines() if line}
 
 
@@ -151,6 +163,7 @@ def run(source: Path, work: Path, sample: int, seed: int, dates: Sequence[str], 
         "symbol_changes": sum(len(c.symbols) for c in mined.commits),
         "functions": len(functions),
         "symbol_history": scores(truth, ours),
+        "symbol_history_vs_git_span": scores({f: span_log(repo, f) for f in functions}, ours),
         "file_history_baseline": scores(truth, {f: file_log(repo, f) for f in functions}),
         "symbol_history_p50_ms": p50_ms(timings),
         "what_changed": {},
@@ -162,6 +175,7 @@ def run(source: Path, work: Path, sample: int, seed: int, dates: Sequence[str], 
         took = time.perf_counter() - started
         in_window = {f: {i.commit for i in items if (i.path, i.symbol) in names[f] and i.lines} for f in functions}
         window_truth = {f: line_log(repo, f, f"--since={date}") for f in functions}
+        span_truth = {f: span_log(repo, f, f"--since={date}") for f in functions}
         baseline = {f: file_log(repo, f, f"--since={date}") for f in functions}
         calls: list[float] = []
         for _ in range(20):
@@ -170,6 +184,7 @@ def run(source: Path, work: Path, sample: int, seed: int, dates: Sequence[str], 
             calls.append(time.perf_counter() - started)
         result["what_changed"][date] = {
             **scores(window_truth, in_window),
+            "vs_git_span": scores(span_truth, in_window),
             "file_history_baseline": scores(window_truth, baseline),
             "items": len(items),
             "all_items_ms": round(took * 1000, 1),

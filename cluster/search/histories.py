@@ -32,7 +32,7 @@ from cluster.history import (
     iso,
     parse_window_end,
 )
-from cluster.index import HistoryState, IndexCatalog, SearchQuery, resolve_scope
+from cluster.index import HistoryState, IndexCatalog, SearchQuery, index_of, resolve_scope
 from cluster.ingest import DEFAULT_MAX_FILE_BYTES, DenyList, resolve_commit
 from cluster.settings import LimitsSettings
 from cluster.types import Clock
@@ -190,7 +190,8 @@ class CommitHistories:
         return sorted(paths)
 
     def compare(self, repo: str | None, base: str, head: str, limit: int = 100) -> Comparison:
-        """The symbols that differ between two refs (or shas) of one index's folder, with short diffs."""
+        """The symbols that differ between two refs (or shas, or the serving build: its commit) of one
+        index's folder, with short diffs."""
         names = self._targets(repo)
         if len(names) != 1:
             listed = ", ".join(names) or "none"
@@ -201,7 +202,7 @@ class CommitHistories:
             raise SamespaceError(f"{name} has no mined history: compare needs its git folder (reindex a git folder)")
         folder = Path(state.folder)
         try:
-            base_sha, head_sha = resolve_commit(folder, base), resolve_commit(folder, head)
+            base_sha, head_sha = self._commit_of(name, folder, base), self._commit_of(name, folder, head)
         except RefNotFound as exc:
             raise SamespaceError(f"compare in {name}: {exc}") from None
         return compare_commits(
@@ -209,6 +210,15 @@ class CommitHistories:
         )
 
     # ---- helpers --------------------------------------------------------------------------------
+
+    def _commit_of(self, name: str, folder: Path, value: str) -> str:
+        """A ref's commit; a build id of the index: the commit its files came from."""
+        if index_of(value) == name:
+            record = self._catalog.record(name)
+            if value != record.build or record.source is None or record.source.commit is None:
+                raise SamespaceError(f"{value} is not the serving build of {name} with a commit (only it is kept)")
+            return record.source.commit
+        return resolve_commit(folder, value)
 
     def _end(self, state: HistoryState, value: str) -> WindowEnd:
         try:

@@ -338,7 +338,10 @@ def _add_history_tools(mcp: MCPServer, service: CodeSearchService) -> None:
 
     @mcp.tool()
     async def compare(
-        base: Annotated[str, Field(min_length=1, max_length=200, description="The older ref (branch, tag, sha).")],
+        base: Annotated[
+            str,
+            Field(min_length=1, max_length=200, description="The older ref (branch, tag, sha) or a build id."),
+        ],
         head: Annotated[str, Field(min_length=1, max_length=200, description="The newer ref.")] = "HEAD",
         repo: RepoArg = None,
         limit: LimitArg = 100,

@@ -40,6 +40,8 @@ def test_ours_recalls_all_of_git_and_beats_file_history(result: dict) -> None:
     assert result["commits_mined"] == 12 and not result["more"]  # the first-parent line
     window = result["what_changed"]["2026-01-18"]
     assert (window["precision"], window["recall"]) == (1.0, 1.0)
+    exact = result["symbol_history_vs_git_span"]  # git following the functions' own lines
+    assert exact["recall"] == 1.0 and exact["pairs"] == ours["pairs"]
 
 
 def test_scores_are_micro_averaged_over_pairs() -> None:

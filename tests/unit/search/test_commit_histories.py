@@ -124,3 +124,12 @@ def test_review_mode_paths_are_the_files_git_log_names_since_then(catalog: Index
     alive = set(shop.git("ls-files").split())
     assert histories.changed_paths("shop", "main~4") == sorted({p for p in touched if p in alive} - {".env"})
     assert histories.changed_paths("shop", "2027-01-01") == []
+
+
+def test_compare_takes_the_serving_build_for_its_commit(catalog: IndexCatalog, shop: ScriptedRepo) -> None:
+    histories = CommitHistories(catalog)
+    build = catalog.record("shop").build
+    found = histories.compare("shop", "main~1", build)
+    assert found.head == shop.git("rev-parse", "HEAD") and found.items
+    with pytest.raises(SamespaceError, match="not the serving build"):
+        histories.compare("shop", "shop__b20200101000000abcdef", "main")
