@@ -83,7 +83,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     return collect_corpus(root, {"pkg": "0"})
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # the read-only tests below share one graph, store and database
 def graph(corpus: Corpus) -> CodeGraph:
     return CodeGraph("corpus", None, graph_rows(corpus.chunks))
 
@@ -95,9 +95,9 @@ def the(graph: CodeGraph, qualified: str, path: str) -> Target:
     return target
 
 
-@pytest.fixture
-def store(tmp_path: Path, corpus: Corpus) -> Iterator[VectorStore]:
-    opened = open_vector_store("embedded", data_dir=tmp_path / "qdrant", url=None)
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory, corpus: Corpus) -> Iterator[VectorStore]:
+    opened = open_vector_store("embedded", data_dir=tmp_path_factory.mktemp("qdrant"), url=None)
     rows = graph_storage_payload.Rows.of(corpus.chunks)
     graph_storage_payload.write(opened, graph_storage_payload.WITH_GRAPH, rows, graph=True)
     graph_storage_payload.write(opened, graph_storage_payload.WITHOUT_GRAPH, rows, graph=False)
@@ -105,12 +105,13 @@ def store(tmp_path: Path, corpus: Corpus) -> Iterator[VectorStore]:
     opened.close()
 
 
-@pytest.fixture
-def database(tmp_path: Path, graph: CodeGraph) -> Iterator[lb.Connection]:
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory, graph: CodeGraph) -> Iterator[lb.Connection]:
     edges, unplaced = graph_storage_ladybug.resolve_edges(graph)
     assert unplaced == 0
-    csvs = graph_storage_ladybug.write_csvs(graph, edges, tmp_path / "csv")
-    db, conn = graph_storage_ladybug.load(tmp_path / "graph.lbdb", csvs)
+    work = tmp_path_factory.mktemp("ladybug")
+    csvs = graph_storage_ladybug.write_csvs(graph, edges, work / "csv")
+    db, conn = graph_storage_ladybug.load(work / "graph.lbdb", csvs)
     yield conn
     conn.close()
     db.close()

@@ -12,6 +12,8 @@ from cluster.settings import SamespaceSettings
 from tests.support.fakes.build_ports import Run
 from tests.support.scripted_history import ScriptedRepo, build_shop_history, run_git
 
+pytestmark = pytest.mark.slow  # each test scripts a git history and reindexes it: a stream of git processes
+
 
 @pytest.fixture
 def shop(tmp_path: Path) -> ScriptedRepo:

@@ -84,6 +84,7 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # -- embeddings --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # loads the packaged model
 async def test_embed_sends_the_pin_with_fallbacks_disabled_and_returns_the_local_models_vectors() -> None:
     state = fake(**{PIN: UpstreamBehaviour(vectors="same")})
     client, transport = client_for(state)

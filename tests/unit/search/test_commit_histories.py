@@ -17,6 +17,7 @@ from cluster.space import EncoderIdentity
 from cluster.types import StoredPoint
 from tests.support.scripted_history import ScriptedRepo, build_shop_history
 
+pytestmark = pytest.mark.slow  # scripted git histories, mined twice and diffed: a stream of git processes
 WIDTH = 4
 IDENTITY = EncoderIdentity(model="m", weights_sha256="a" * 64, width=WIDTH, max_seq_length=256)
 
