@@ -11,14 +11,13 @@ with the index.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field, ValidationError
 
-from cluster.errors import SamespaceError
+from cluster.errors import CollectionNotFound, SamespaceError
 from cluster.history import CommitRecord, History
 from cluster.index.keywords import chunk_keywords
 from cluster.index.query import SearchQuery
@@ -68,11 +67,12 @@ class HistoryStore:
         self._store = store
 
     def state(self, index: str) -> HistoryState | None:
-        name = history_collection(index)
-        if name not in self._store.list_collections():
+        try:  # one read: asked on every history call and every index_status
+            metadata = self._store.get_metadata(history_collection(index))
+        except CollectionNotFound:
             return None
         try:
-            return HistoryState.model_validate((self._store.get_metadata(name) or {}).get("state"))
+            return HistoryState.model_validate((metadata or {}).get("state"))
         except ValidationError:
             return None
 
@@ -188,4 +188,4 @@ def _fused(candidates: Sequence[CandidateHit], limit: int) -> list[CommitHit]:
             continue
         scored.append(CommitHit(commit=record.commit, score=round(score, 6), record=record))
     scored.sort(key=lambda h: (-h.score, -h.record.committed_at, h.commit))
-    return scored[: max(1, min(limit, sys.maxsize))]
+    return scored[:limit]
