@@ -3,8 +3,9 @@
 After the build (or after finding nothing to build), for a git source: the first time, the newest
 `index.history_commits` commits of the indexed ref's first-parent line; after that, every commit
 since the newest mined (an incremental reindex after one commit mines that one commit). A history
-left short by the bound goes back another `index.history_commits` commits a reindex when
-`index.history_backfill` is on; `index_status` says how far it reaches. A history of another encoder
+left short by the bound says so in `index_status`; with `index.history_backfill` on, the job goes on
+after the index is served, `index.history_commits` older commits at a time, each batch stored as it
+lands (the history tools reach further as it goes), until the history is whole. A history of another encoder
 space, or of another folder, is mined again from the top. The commit texts are embedded by the
 build's encoders in the index's space and written beside the index (`cluster.index.history_store`).
 """
@@ -51,14 +52,23 @@ class HistoryStep:
             held = None
         if held is None:
             batch = self._mine(folder, source.commit, None, bound)
-            return self._store(name, folder, reference, batch, newest=source.commit, older=None)
-        if held.newest != source.commit:
+            held = self._store(name, folder, reference, batch, newest=source.commit, older=None)
+        elif held.newest != source.commit:
             batch = self._mine(folder, source.commit, held.newest, None)
-            return self._store(name, folder, reference, batch, newest=source.commit, older=held)
-        if held.more and held.oldest is not None and self._settings.index.history_backfill:
+            held = self._store(name, folder, reference, batch, newest=source.commit, older=held)
+        else:
+            self._emit(f"history: up to date at {held.newest[:12]} ({held.commits} commits)")
+        if self._settings.index.history_backfill:
+            held = self._backfill(name, folder, reference, held, bound)
+        return held
+
+    def _backfill(
+        self, name: str, folder: Path, reference: EncoderIdentity, held: HistoryState, bound: int
+    ) -> HistoryState:
+        """Older commits, `bound` at a time, each batch stored before the next is mined, until none remain."""
+        while held.more and held.oldest is not None:
             batch = self._mine(folder, f"{held.oldest}^", None, bound)
-            return self._store(name, folder, reference, batch, newest=held.newest, older=held, backfill=True)
-        self._emit(f"history: up to date at {held.newest[:12]} ({held.commits} commits)")
+            held = self._store(name, folder, reference, batch, newest=held.newest, older=held, backfill=True)
         return held
 
     def _mine(self, folder: Path, head: str, stop: str | None, limit: int | None) -> MinedBatch:

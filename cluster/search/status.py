@@ -57,7 +57,8 @@ class IndexInfo(Strict):
     history: HistoryReach | None = Field(
         default=None,
         description="The commits mined for the history tools; `more`: older ones were left out "
-        "(index.history_commits; index.history_backfill mines them a reindex at a time). None: not mined.",
+        "(index.history_commits; with index.history_backfill the reindex job goes on mining them after the "
+        "index is served). None: not mined.",
     )
 
 

@@ -43,7 +43,8 @@ class IndexSettings(BaseModel):
     )
     history_backfill: bool = Field(
         default=False,
-        description="Each reindex mines another history_commits older commits until the history is whole.",
+        description="After the index is served, the reindex job goes on mining older commits, history_commits "
+        "at a time, each batch stored as it lands, until the history is whole.",
     )
     hook_secret: Annotated[SecretStr | None, bearer_token("index.hook_secret")] = Field(
         default=None,

@@ -60,7 +60,20 @@ def test_a_commit_that_changes_no_indexed_file_is_mined_though_the_build_is_up_t
     assert (newest.subject, [f.path for f in newest.files], newest.symbols) == ("a logo", ["logo.png"], [])
 
 
-def test_a_bounded_first_build_says_older_commits_remain_and_backfills_when_asked(
+def test_a_bounded_first_build_says_older_commits_remain(tmp_path: Path, shop: ScriptedRepo) -> None:
+    run = Run(tmp_path)
+    run.reindex._settings = SamespaceSettings(  # noqa: SLF001 - the bound is the test's
+        store={"data_dir": tmp_path / "data"}, index={"history_commits": 5}
+    )
+    run(shop.root)
+    state = run.index.history_state("shop")
+    assert mined(run) == [5] and state is not None and state.more and state.commits == 5
+    run(shop.root)
+    state = run.index.history_state("shop")
+    assert mined(run) == [] and state is not None and state.more and state.commits == 5
+
+
+def test_a_backfill_goes_on_after_the_index_is_served_a_batch_at_a_time_until_whole(
     tmp_path: Path, shop: ScriptedRepo
 ) -> None:
     run = Run(tmp_path)
@@ -68,15 +81,20 @@ def test_a_bounded_first_build_says_older_commits_remain_and_backfills_when_aske
         store={"data_dir": tmp_path / "data"}, index={"history_commits": 5, "history_backfill": True}
     )
     run(shop.root)
+    assert mined(run) == [5, 5, 2]  # one job: the newest 5, then older batches of 5 until the root
+    stored = [line for line in run.lines if line.startswith("history:") and "stored" in line]
+    assert stored == [
+        "history: 5 commits stored, older ones remain",
+        "history: 10 commits stored, older ones remain",
+        "history: 12 commits stored",
+    ]
+    assert run.lines.index(stored[0]) > max(i for i, line in enumerate(run.lines) if line.startswith("committed"))
     state = run.index.history_state("shop")
-    assert mined(run) == [5] and state is not None and state.more
-    run(shop.root)
-    assert mined(run) == [5]
-    run(shop.root)
-    state = run.index.history_state("shop")
-    assert mined(run) == [2] and state is not None and not state.more and state.commits == 12
+    assert state is not None and not state.more and state.commits == 12
     history = run.index.catalog.history.load("shop")
     assert [c.commit for c in history.commits] == shop.first_parents()
+    run(shop.root)
+    assert mined(run) == []  # whole: nothing more to mine
 
 
 def test_a_plain_folder_has_no_history_and_a_failed_one_fails_nothing(
