@@ -133,3 +133,4 @@ bench: $(STAMP)
 	python -m bench.ask
 	python -m bench.fleet
 	python -m bench.pathological
+	python -m bench.grep

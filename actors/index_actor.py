@@ -19,6 +19,7 @@ from actors.handles import get_or_start
 from actors.metrics import forget_index, publish_progress, record_commit
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.graph import GraphAnswer, GraphQuery
+from cluster.grep import GrepRequest, GrepResult
 from cluster.history import CommitRecord, CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index.carry import CarriedRow, CarryResult, carry_rows
 from cluster.index.catalog import IndexCatalog, PointKey
@@ -33,7 +34,7 @@ from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines, read_source_lines
 from cluster.ingest.walker import walk_settings
 from cluster.naming import INDEX_ACTOR_NAME
-from cluster.search import CodeMaps, CommitHistories
+from cluster.search import CodeGreps, CodeMaps, CommitHistories
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity
@@ -54,6 +55,7 @@ class IndexActor:
         # symbol/file/neighbour maps, per build
         self._code_maps = CodeMaps(self._catalog, settings.index.groups, settings.limits)
         self._deny = walk_settings(settings).deny_list()  # reads refuse what a reindex never opens
+        self._greps = CodeGreps(self._catalog, self._code_maps, settings.index.groups, settings.limits, deny=self._deny)
         self._histories = CommitHistories(
             self._catalog,
             settings.index.groups,
@@ -107,6 +109,7 @@ class IndexActor:
             build, files=files, providers=providers, skipped=skipped, embedded=embedded, reused=reused
         )
         self._code_maps.prune()  # the superseded build's map goes now, the new one is built on first read
+        self._greps.prune()
         took = None if record.built_at is None else record.built_at - record.started_at
         record_commit(record.name, embedded, reused, took)
         return record
@@ -137,6 +140,7 @@ class IndexActor:
         """Drop an index, every build of it and the exported files of its ref builds; returns the builds."""
         dropped = self._catalog.remove(name)
         self._code_maps.prune()
+        self._greps.prune()
         forget_index(name)
         for build in dropped:
             shutil.rmtree(export_folder(self._settings.store.data_dir, build), ignore_errors=True)
@@ -216,6 +220,10 @@ class IndexActor:
     def navigate(self, query: GraphQuery) -> GraphAnswer:
         """Definitions, references, callers, callees or impact of a symbol (`cluster.graph`)."""
         return self._code_maps.navigate(query)
+
+    def grep(self, request: GrepRequest) -> GrepResult:
+        """Lines of the indexed files that a pattern matches (`cluster.search.greps`)."""
+        return self._greps.grep(request)
 
     # history (what changed, when and why)
     def what_changed(

@@ -12,6 +12,7 @@ from typing import Any
 from ray.actor import ActorHandle
 
 from cluster.graph import GraphAnswer, GraphQuery
+from cluster.grep import GrepRequest, GrepResult
 from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import SearchQuery
 from cluster.ingest import SourceLines
@@ -79,6 +80,10 @@ class IndexActorPort:
 
     async def compare(self, repo: str | None, base: str, head: str, limit: int) -> Comparison:
         answer: Comparison = await self._index.compare.remote(repo, base, head, limit)
+        return answer
+
+    async def grep(self, request: GrepRequest) -> GrepResult:
+        answer: GrepResult = await self._index.grep.remote(request)
         return answer
 
 

@@ -28,7 +28,9 @@ SamespaceError
  ├── IndexRefused             an index name an MCP client may not take, refresh or remove
  ├── ShrinkRefused            a build would drop too much of the serving index (--allow-shrink)
  ├── CloudKeyMissing          a role's policy needs the OpenRouter key and no container holds one
- └── LimitExceeded           an input over a `limits` cap (the message names the setting)
+ ├── LimitExceeded           an input over a `limits` cap (the message names the setting)
+ ├── PatternRefused          a grep pattern the linear-time engine refuses (names the construct)
+ └── CursorExpired           a page cursor of an answer the index no longer holds (rebuilt since)
 """
 
 from __future__ import annotations
@@ -341,3 +343,28 @@ class LimitExceeded(SamespaceError):
 
     def __str__(self) -> str:
         return f"{self.what} ({self.size}) is over the cap of {self.cap}: see {self.setting}"
+
+
+class PatternRefused(SamespaceError):
+    """A grep_code pattern that cannot run: `reason` names the construct (RE2 has no look-around or
+    back-references; it never matches across a line break)."""
+
+    def __init__(self, pattern: str, reason: str) -> None:
+        super().__init__(pattern, reason)
+        self.pattern = pattern
+        self.reason = reason
+
+    def __str__(self) -> str:
+        shown = self.pattern if len(self.pattern) <= 80 else self.pattern[:77] + "..."
+        return f"pattern {shown!r} refused: {self.reason}"
+
+
+class CursorExpired(SamespaceError):
+    """A cursor that does not continue this answer: another query's, or the index was rebuilt since."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"cursor refused: {self.reason}; ask again without a cursor"

@@ -74,6 +74,11 @@ class CodeGraph:
         exact = [d for d in found if wanted in (d.qualified, d.full)]
         return exact or found  # `wrap_file` is the function, not also the method `Progress.wrap_file`
 
+    def enclosing(self, path: str, line: int) -> str | None:
+        """The qualified name of the innermost definition around `line` of `path` (None: none)."""
+        found = self.index.enclosing(path, line)
+        return None if found is None else found.qualified
+
     def find_definition(self, symbol: str, path: str | None = None) -> list[SymbolDefinition]:
         return [self.definition(d) for d in self.lookup(symbol, path)]
 

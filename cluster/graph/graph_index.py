@@ -35,6 +35,7 @@ class GraphIndex:
         self.module_by_path: dict[str, str] = {}
         self.language_by_path: dict[str, str] = {}
         self._matching: dict[str, list[str]] = {}  # modules_matching's answers (the index is read-only)
+        self._in_file: dict[str, list[DefNode]] | None = None  # per path, by first line (`enclosing`)
         seen_defs: set[tuple[str, str, str, int]] = set()
         seen_refs: set[tuple[str, str, int, str | None, bool]] = set()
         for row in rows:
@@ -98,6 +99,23 @@ class GraphIndex:
 
     def classes(self, name: str) -> list[DefNode]:
         return [d for d in self.named(name) if d.kind in CLASS_KINDS]
+
+    def enclosing(self, path: str, line: int) -> DefNode | None:
+        """The innermost definition of `path` whose lines hold `line` (None: at the file's top level)."""
+        if self._in_file is None:
+            in_file: dict[str, list[DefNode]] = defaultdict(list)
+            for d in self.defs:
+                in_file[d.path].append(d)
+            for defs in in_file.values():
+                defs.sort(key=lambda d: (d.line, -d.end_line))
+            self._in_file = dict(in_file)
+        inner: DefNode | None = None
+        for d in self._in_file.get(path, ()):
+            if d.line > line:
+                break
+            if line <= d.end_line:
+                inner = d  # a later start inside an earlier one is nested in it
+        return inner
 
     def enclosing_class(self, path: str, enclosing: str | None) -> DefNode | None:
         """The innermost class-like definition around a site whose enclosing definition is `enclosing`."""

@@ -25,16 +25,17 @@ def is_glob(text: str) -> bool:
     return not GLOB_CHARS.isdisjoint(text)
 
 
-def check_glob(pattern: str, limits: LimitsSettings) -> None:
+def check_glob(pattern: str, limits: LimitsSettings, what: str = "index-name") -> None:
     """LimitExceeded, naming the setting, for a pattern too long or with too many wildcards."""
     if len(pattern) > limits.max_glob_chars:
-        raise LimitExceeded(
-            "index-name pattern length", len(pattern), limits.max_glob_chars, limit_name("max_glob_chars")
-        )
+        raise LimitExceeded(f"{what} pattern length", len(pattern), limits.max_glob_chars, limit_name("max_glob_chars"))
     wildcards = sum(pattern.count(c) for c in GLOB_CHARS)
     if wildcards > limits.max_glob_wildcards:
         raise LimitExceeded(
-            "wildcards in an index-name pattern", wildcards, limits.max_glob_wildcards, limit_name("max_glob_wildcards")
+            f"wildcards in {'an' if what[:1] in 'aeiou' else 'a'} {what} pattern",
+            wildcards,
+            limits.max_glob_wildcards,
+            limit_name("max_glob_wildcards"),
         )
 
 
@@ -71,9 +72,9 @@ class Glob:
         }
 
 
-def compile_glob(pattern: str, limits: LimitsSettings) -> Glob:
+def compile_glob(pattern: str, limits: LimitsSettings, what: str = "index-name") -> Glob:
     """The pattern checked against the caps, then parsed; a name without wildcards matches itself only."""
-    check_glob(pattern, limits)
+    check_glob(pattern, limits, what)
     return Glob(pattern, tuple(_positions(pattern)))
 
 

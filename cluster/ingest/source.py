@@ -53,18 +53,7 @@ def read_source_lines(
     """
     if start_line < 1 or end_line < start_line:
         raise ReadRefused(repo, path, f"invalid line range {start_line}..{end_line}")
-    rules = DenyList.default() if deny is None else deny
-    base = root.resolve()
-    target = (base / path).resolve()
-    if not target.is_relative_to(base) or target == base:
-        raise ReadRefused(repo, path, "path is outside the repository")
-    if rules.refuses(Path(path).as_posix()) or rules.refuses(target.relative_to(base).as_posix()):
-        raise ReadRefused(repo, path, "a secret file (on the deny-list) or inside .git is never served")
-    data = _read_confined(repo, path, base, target.relative_to(base).as_posix())
-    text = decode_source(data)
-    if text is None:
-        raise ReadRefused(repo, path, "not a text file")
-    lines = split_lines(redact(text))
+    lines = split_lines(read_source_text(repo, root, path, deny))
     if start_line > len(lines):
         raise ReadRefused(repo, path, f"file has {len(lines)} lines, start_line is {start_line}")
     last = min(end_line, len(lines), start_line + max_lines - 1)
@@ -77,6 +66,24 @@ def read_source_lines(
         truncated=last < min(end_line, len(lines)),
         text="\n".join(lines[start_line - 1 : last]),
     )
+
+
+def read_source_text(repo: str, root: Path, path: str, deny: DenyList | None = None) -> str:
+    """The whole text of root/path as an indexed file's text is served: confined to root, no symlink
+    followed, never a deny-listed file, decoded as the walker decodes, credentials redacted.
+    ReadRefused otherwise (outside root, secret, missing, binary, too large, a link on its path)."""
+    rules = DenyList.default() if deny is None else deny
+    base = root.resolve()
+    target = (base / path).resolve()
+    if not target.is_relative_to(base) or target == base:
+        raise ReadRefused(repo, path, "path is outside the repository")
+    if rules.refuses(Path(path).as_posix()) or rules.refuses(target.relative_to(base).as_posix()):
+        raise ReadRefused(repo, path, "a secret file (on the deny-list) or inside .git is never served")
+    data = _read_confined(repo, path, base, target.relative_to(base).as_posix())
+    text = decode_source(data)
+    if text is None:
+        raise ReadRefused(repo, path, "not a text file")
+    return redact(text)
 
 
 def _read_confined(repo: str, path: str, base: Path, relative: str) -> bytes:

@@ -1,9 +1,10 @@
 """Search over the indexes: the code-search service behind the MCP tools and the RLM (over Protocols:
 the index, a query's vector, the reranker), index status, the code map (symbols, files, neighbours)
-and the query cache."""
+grep_code over the indexed files, and the query cache."""
 
 from __future__ import annotations
 
+from cluster.search.greps import CodeGreps, load_corpus, path_selector
 from cluster.search.histories import CommitHistories
 from cluster.search.maps import CodeMaps
 from cluster.search.models import CodeEntry, FileHit, Neighbors, RepoOverview, SymbolHit, snippet
@@ -22,6 +23,7 @@ from cluster.search.status import BuildInfo, IndexInfo, IndexStatus, IndexStatus
 __all__ = [
     "BuildInfo",
     "CodeEntry",
+    "CodeGreps",
     "CodeHit",
     "CodeMaps",
     "CodeSearchService",
@@ -41,6 +43,8 @@ __all__ = [
     "SearchResult",
     "SymbolHit",
     "SymbolSearchResult",
+    "load_corpus",
+    "path_selector",
     "snippet",
     "snippet_of",
 ]

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from cluster.graph import GraphAnswer, GraphQuery
+from cluster.grep import GrepRequest, GrepResult
 from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import SearchQuery
 from cluster.ingest import SourceLines
@@ -57,6 +58,8 @@ class SearchIndex(IndexStatusSource, Protocol):
     async def changed_paths(self, repo: str | None, since: str) -> list[str]: ...
 
     async def compare(self, repo: str | None, base: str, head: str, limit: int) -> Comparison: ...
+
+    async def grep(self, request: GrepRequest) -> GrepResult: ...
 
 
 class QueryEncoder(Protocol):

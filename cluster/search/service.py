@@ -17,6 +17,7 @@ from pydantic import Field
 from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import NoProviderLeft
 from cluster.graph import GraphAnswer, GraphQuery
+from cluster.grep import GrepRequest, GrepResult
 from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import RowPayload, SearchMode, SearchQuery, check_glob, query_filter
 from cluster.ingest.source import SourceLines
@@ -279,6 +280,11 @@ class CodeSearchService:
         """The symbols that differ between two refs of one index's folder, each with a short diff."""
         self.check_scope(repo)
         return await self._index.compare(repo, base, head, limit)
+
+    async def grep_code(self, request: GrepRequest) -> GrepResult:
+        """The lines of the indexed files a regex or literal matches (RE2, line by line, as ripgrep)."""
+        self.check_scope(request.repo)
+        return await self._index.grep(request)
 
     async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> Neighbors:
         return await self._index.neighbors(repo, path, line, count)

@@ -61,3 +61,15 @@ class LimitsSettings(BaseModel):
         description="index_status answers from recorded state and asks git about an index at most once per "
         "this period.",
     )
+    grep_budget_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="Longest one grep_code call scans; a scan cut short says so and gives a cursor to go on.",
+    )
+    grep_max_bytes: int = Field(
+        default=512 << 20,
+        ge=1 << 20,
+        description="Most text grep_code keeps in memory for one index (its files in path order; files past it "
+        "are left out of the scan, and the answer says how many).",
+    )

@@ -7,17 +7,14 @@ counted and timed per tool (`_tool_call`). Built inside each replica: MCP server
 
 from __future__ import annotations
 
-import time
-from typing import Annotated, Any
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
-from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 
 from cluster.ask.ask_progress import AskProgress, ProgressCallback
 from cluster.ask.pipeline import AskRequest, AskResult
-from cluster.errors import SamespaceError, original_error
 from cluster.graph import GraphAnswer, GraphQuery, GraphTool, ImpactAnswer
 from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import SearchMode
@@ -29,6 +26,8 @@ from cluster.sync import BuildReport
 from cluster.types import Strict
 from serve_apps.index_service import IndexService
 from serve_apps.mcp._ask import AskService
+from serve_apps.mcp._calls import RepoArg, ScopeArg, _tool_call
+from serve_apps.mcp._grep_tool import add_grep_tool
 
 SERVER_NAME = "samespace"
 MAX_K = 50
@@ -37,7 +36,8 @@ MAX_QUERY_CHARS = 2000
 INSTRUCTIONS = (
     "samespace answers questions about indexed code bases. ask_code answers a question with citations "
     "(path:start-end), looking again with a retrieval model when one serves. Use search_code to find code "
-    "by meaning (natural language or code), search_symbols to find a definition by name, search_files to "
+    "by meaning (natural language or code), grep_code for exact text or a regex (every line that matches, as "
+    "ripgrep finds them), search_symbols to find a definition by name, search_files to "
     "find files by path, neighbors for the chunks around a hit, read_code to read exact lines, "
     "repo_overview for a repository's shape, find_definition and find_references for where a symbol is defined "
     "and used, callers and callees to follow calls, impact for what a change to a symbol reaches (callers, "
@@ -46,16 +46,6 @@ INSTRUCTIONS = (
     "stale each is. index_repository indexes a folder (or a git ref of it) and keeps it fresh, refresh_index "
     "reindexes one now, remove_index drops one."
 )
-RepoArg = Annotated[
-    str | None, Field(description="The indexed repo (see index_status); None: the only one, when there is one.")
-]
-ScopeArg = Annotated[
-    str | None,
-    Field(
-        description="Which indexes: a repo (see index_status), a glob ('api*'), a group ('@backend', "
-        "configured in index.groups), or None for every index."
-    ),
-]
 
 
 class RemovedIndex(Strict):
@@ -86,6 +76,7 @@ def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: Ind
     # which cost more CPU than the request itself.
     mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
     _add_search_tools(mcp, service)
+    add_grep_tool(mcp, service)
     _add_ask_tool(mcp, asker)
     _add_map_tools(mcp, service)
     _add_graph_tools(mcp, service)
@@ -436,33 +427,3 @@ def _add_index_tools(mcp: MCPServer, indexes: IndexService) -> None:
         """Remove an index whose folder lies inside the server's allowed roots: its searchable rows, its
         registration (no more syncing), a build in progress."""
         return RemovedIndex(index=name, builds=await _tool_call("remove_index", indexes.remove(name, confined=True)))
-
-
-async def _tool_call(tool: str, call: Any) -> Any:
-    """Await a service call; a samespace error becomes the tool's error message (an actor's error by its
-    cause: no remote traceback reaches the client). Counted and timed per tool (actors/metrics.py)."""
-    from actors.metrics import record_tool
-
-    began, outcome = time.perf_counter(), "failed"
-    try:
-        result = await call
-        outcome = "ok"
-        return result
-    except (SamespaceError, ToolError) as exc:
-        outcome = "error"
-        if isinstance(exc, ToolError):
-            raise
-        raise ToolError(str(original_error(exc))) from exc
-    except RayError as exc:  # an actor restarting, gone or too slow: a named error, never a traceback
-        raise ToolError(cluster_unavailable(exc)) from exc
-    finally:
-        record_tool(tool, outcome, time.perf_counter() - began)
-
-
-def cluster_unavailable(exc: RayError) -> str:
-    """What a client reads when an actor behind a tool is restarting, dead or too slow (named by Ray's
-    error class; retrying is the cure), or raised something unexpected (named by its class only)."""
-    if isinstance(exc, ActorUnavailableError | RayActorError | GetTimeoutError):
-        return f"{type(exc).__name__}: a part of the cluster is restarting or unreachable; retry in a few seconds"
-    cause = getattr(exc, "cause", None)
-    return f"{type(cause or exc).__name__} in a cluster actor (see the server's log)"

@@ -141,6 +141,13 @@ def test_a_feature_branch_by_ref_embeds_only_what_it_changed_and_leaves_the_chec
     assert "* 2" in base_hit.payload["text"] and base_hit.payload["ref"] == "main"
     read = ray.get(env.index.read_lines.remote("shop.feature", "invoice.py", 3, 3))
     assert "* 5" in read.text  # read_code serves the ref's files, not the checkout's
+    from cluster.grep import GrepRequest
+
+    grepped = ray.get(env.index.grep.remote(GrepRequest(pattern=r"\* 5$", repo="shop.feature")))
+    assert [(m.path, m.line, m.symbol, m.commit) for m in grepped.matches] == [
+        ("invoice.py", 3, "invoice_step_0", feature_commit)
+    ]  # grep_code searches the ref's exported tree
+    assert ray.get(env.index.grep.remote(GrepRequest(pattern="work_in_progress", repo="shop.feature"))).matches == []
     assert "work_in_progress" not in (Path(feature.repo_root) / "payment.py").read_text()
 
     again, lines = env.reindex(repo, "shop.feature", ref="feature")

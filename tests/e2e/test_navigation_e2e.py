@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,3 +144,40 @@ async def test_a_symbol_held_by_two_indexes_is_ambiguous_until_repo_names_one(na
         from actors import get_index_actor
 
         ray.get(get_index_actor(nav.settings).remove.remote(COPY))
+
+
+async def test_grep_code_answers_ripgreps_lines_with_their_symbol_through_mcp(nav: Navigation) -> None:
+    from cluster.grep import GrepResult
+
+    answer = await nav.ok("grep_code", pattern=r"order_total\(", repo=REPO)
+    GrepResult.model_validate(answer)  # the structured content is the declared answer
+    found = [(m["path"], m["line"], m["symbol"]) for m in answer["matches"]]
+    assert ("python/reports/daily.py", 11, "run_report") in found
+    every_line = await nav.ok("grep_code", pattern="^", repo=REPO, limit=1000)
+    assert not every_line["truncated"]
+    indexed = sorted({m["path"] for m in every_line["matches"]})
+    across = await nav.ok("grep_code", pattern=r"compute_total\(", repo=REPO)
+    found = [(m["path"], m["line"], m["symbol"]) for m in across["matches"]]
+    expected = ripgrep_lines(nav.repo, r"compute_total\(", indexed)
+    assert sorted((path, line) for path, line, _ in found) == expected and len(expected) >= 10  # many languages
+
+    page = await nav.ok("grep_code", pattern="return", repo=REPO, limit=2, path_glob="*.py")
+    assert len(page["matches"]) == 2 and page["truncated"] and page["cursor"]
+    rest = await nav.ok("grep_code", pattern="return", repo=REPO, limit=500, path_glob="*.py", cursor=page["cursor"])
+    assert all(m["path"].endswith(".py") for m in rest["matches"]) and not rest["truncated"]
+
+    refused = await call_tool(nav.url, "grep_code", {"pattern": "(?<=x)y", "repo": REPO})
+    assert refused.is_error and "look-behind" in result_text(refused)
+
+
+def ripgrep_lines(folder: Path, pattern: str, paths: list[str]) -> list[tuple[str, int]]:
+    """(path, line) of every line ripgrep matches in `paths` below `folder`: the independent truth."""
+    done = subprocess.run(
+        ["rg", "-n", "--no-heading", "--with-filename", "-e", pattern, "--", *paths],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return sorted((path, int(line)) for path, line, _ in (raw.split(":", 2) for raw in done.stdout.splitlines()))

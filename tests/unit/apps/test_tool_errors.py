@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayTaskError
 
-from serve_apps.mcp._tools import _tool_call, cluster_unavailable
+from serve_apps.mcp._calls import _tool_call, cluster_unavailable
 
 
 async def _raise(exc: BaseException) -> None:
