@@ -108,8 +108,8 @@ class IndexActor:
         record = self._catalog.commit_build(
             build, files=files, providers=providers, skipped=skipped, embedded=embedded, reused=reused
         )
-        self._code_maps.prune()  # the superseded build's map goes now, the new one is built on first read
-        self._greps.prune()
+        # the superseded build's map and text go now, the new ones are made on first read
+        self._greps.prune(self._code_maps.prune())
         took = None if record.built_at is None else record.built_at - record.started_at
         record_commit(record.name, embedded, reused, took)
         return record
@@ -139,8 +139,7 @@ class IndexActor:
     def remove(self, name: str) -> list[str]:
         """Drop an index, every build of it and the exported files of its ref builds; returns the builds."""
         dropped = self._catalog.remove(name)
-        self._code_maps.prune()
-        self._greps.prune()
+        self._greps.prune(self._code_maps.prune())
         forget_index(name)
         for build in dropped:
             shutil.rmtree(export_folder(self._settings.store.data_dir, build), ignore_errors=True)

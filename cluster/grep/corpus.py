@@ -97,8 +97,7 @@ class GrepCorpus:
         clock: Clock | None = None,
     ) -> ScanPage:
         """Matching lines from buffer offset `start` on, in path order, of the files `select` keeps."""
-        segments = self._segments(select)
-        files = sum(1 for f in self.files if select is None or select(f.path))
+        segments, files = self._segments(select)
         hits: list[LineHit] = []
         lines = _LineCounter(self)
         checks = 0
@@ -152,19 +151,21 @@ class GrepCorpus:
             at = end + 1
         return above[::-1], below
 
-    def _segments(self, select: Callable[[str], bool] | None) -> list[tuple[int, int]]:
-        """The buffer ranges of the files kept, contiguous runs merged."""
+    def _segments(self, select: Callable[[str], bool] | None) -> tuple[list[tuple[int, int]], int]:
+        """The buffer ranges of the files kept, contiguous runs merged, and how many files they hold."""
         if select is None:
-            return [(0, len(self.buffer))] if self.buffer else []
+            return ([(0, len(self.buffer))] if self.buffer else []), len(self.files)
         segments: list[tuple[int, int]] = []
+        kept = 0
         for f in self.files:
             if not select(f.path):
                 continue
+            kept += 1
             if segments and segments[-1][1] == f.start:
                 segments[-1] = (segments[-1][0], f.end)
             else:
                 segments.append((f.start, f.end))
-        return segments
+        return segments, kept
 
     def _window_end(self, pos: int, high: int) -> int:
         """One past the last line feed within WINDOW bytes of `pos` (or the end of a longer line)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from cluster.errors import CursorExpired, ReadRefused
+from cluster.graph import CodeGraph
 from cluster.grep import GrepCorpus, GrepCursor, GrepMatch, GrepPattern, GrepRequest, GrepResult, LineHit, ScanPage
 from cluster.index.catalog import IndexCatalog
 from cluster.index.globs import Glob, compile_glob
@@ -128,9 +129,9 @@ class CodeGreps:
         self._clock = clock
         self._held: dict[str, HeldCorpus] = {}
 
-    def prune(self) -> None:
-        """Drop the text of builds that no longer serve (the index actor calls it on every commit)."""
-        serving = {name: self._catalog.record(name).build for name in self._catalog.names()}
+    def prune(self, serving: Mapping[str, str]) -> None:
+        """Drop the text of builds that no longer serve; `serving`: each index's serving build, as
+        `CodeMaps.prune` returns it (the index actor calls both on every commit and removal)."""
         for name in [n for n, held in self._held.items() if serving.get(n) != held.build]:
             del self._held[name]
 
@@ -164,7 +165,9 @@ class CodeGreps:
                 clock=self._clock,
             )
             files += page.files
-            matches.extend(self._match(name, held, hit, request.context_lines) for hit in page.hits)
+            if page.hits:
+                graph = self._maps.graph(name)  # once per index: each look-up checks every index's build
+                matches.extend(self._match(name, held, graph, hit, request.context_lines) for hit in page.hits)
             if page.stopped is not None:
                 following = self._next(request, name, held, page, names[at + 1 :])
                 return GrepResult(
@@ -189,7 +192,7 @@ class CodeGreps:
             return GrepCursor(query=request.fingerprint(), index=later[0], build=None, offset=0)
         return None
 
-    def _match(self, name: str, held: HeldCorpus, hit: LineHit, context: int) -> GrepMatch:
+    def _match(self, name: str, held: HeldCorpus, graph: CodeGraph, hit: LineHit, context: int) -> GrepMatch:
         text, cut = hit.text, False
         if len(text) > MAX_LINE_CHARS:
             begin = max(0, min(hit.column - 1 - MAX_LINE_CHARS // 4, len(text) - MAX_LINE_CHARS))
@@ -203,7 +206,7 @@ class CodeGreps:
             text=text,
             text_cut=cut,
             commit=held.commit,
-            symbol=self._maps.graph(name).enclosing(hit.path, hit.line),
+            symbol=graph.enclosing(hit.path, hit.line),
             before=[line[:MAX_LINE_CHARS] for line in before],
             after=[line[:MAX_LINE_CHARS] for line in after],
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import ray
 
 from samespace.clients import call_tool, result_text
 from tests.support.ray_cluster import McpServer, RayCluster
+from tests.support.ripgrep import ripgrep
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -158,7 +158,7 @@ async def test_grep_code_answers_ripgreps_lines_with_their_symbol_through_mcp(na
     indexed = sorted({m["path"] for m in every_line["matches"]})
     across = await nav.ok("grep_code", pattern=r"compute_total\(", repo=REPO)
     found = [(m["path"], m["line"], m["symbol"]) for m in across["matches"]]
-    expected = ripgrep_lines(nav.repo, r"compute_total\(", indexed)
+    expected = [(hit.path, hit.line) for hit in ripgrep(nav.repo, r"compute_total\(", indexed)]
     assert sorted((path, line) for path, line, _ in found) == expected and len(expected) >= 10  # many languages
 
     page = await nav.ok("grep_code", pattern="return", repo=REPO, limit=2, path_glob="*.py")
@@ -168,16 +168,3 @@ async def test_grep_code_answers_ripgreps_lines_with_their_symbol_through_mcp(na
 
     refused = await call_tool(nav.url, "grep_code", {"pattern": "(?<=x)y", "repo": REPO})
     assert refused.is_error and "look-behind" in result_text(refused)
-
-
-def ripgrep_lines(folder: Path, pattern: str, paths: list[str]) -> list[tuple[str, int]]:
-    """(path, line) of every line ripgrep matches in `paths` below `folder`: the independent truth."""
-    done = subprocess.run(
-        ["rg", "-n", "--no-heading", "--with-filename", "-e", pattern, "--", *paths],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode in (0, 1), done.stderr
-    return sorted((path, int(line)) for path, line, _ in (raw.split(":", 2) for raw in done.stdout.splitlines()))

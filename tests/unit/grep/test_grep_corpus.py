@@ -4,16 +4,14 @@ budgets and windows that never lose or repeat a line."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from cluster.grep import GrepCorpus, GrepPattern, StopReason
 from cluster.grep import corpus as corpus_module
+from tests.support.ripgrep import RG, ripgrep
 
-RG = shutil.which("rg")
 pytestmark = pytest.mark.skipif(RG is None, reason="ripgrep (the PyPI wheel `ripgrep`) is not installed")
 
 FILES = {
@@ -61,21 +59,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def ripgrep(root: Path, pattern: str, regex: bool = True, case_sensitive: bool = True) -> list[tuple[str, int, str]]:
-    assert RG is not None
-    flags = [*([] if regex else ["-F"]), *([] if case_sensitive else ["-i"])]
-    done = subprocess.run(
-        [RG, "-n", "--no-heading", "--with-filename", *flags, "-e", pattern, "--", *sorted(FILES)],
-        cwd=root,
-        capture_output=True,
-        check=False,
-    )
-    assert done.returncode in (0, 1), done.stderr
-    found = []
-    for raw in done.stdout.decode("utf-8").splitlines():
-        path, line, text = raw.split(":", 2)
-        found.append((path, int(line), text.removesuffix("\r")))
-    return sorted(found)  # rg prints files as its threads finish them
+def ripgrep_lines(root: Path, pattern: str, **options: bool) -> list[tuple[str, int, str]]:
+    return [(hit.path, hit.line, hit.text) for hit in ripgrep(root, pattern, sorted(FILES), **options)]
 
 
 def corpus_of(root: Path) -> GrepCorpus:
@@ -85,7 +70,7 @@ def corpus_of(root: Path) -> GrepCorpus:
 @pytest.mark.parametrize(("pattern", "options"), CASES)
 def test_the_lines_are_exactly_ripgreps(tree: Path, pattern: str, options: dict[str, bool]) -> None:
     page = corpus_of(tree).scan(GrepPattern.compile(pattern, **options), limit=10_000)
-    assert [(h.path, h.line, h.text) for h in page.hits] == ripgrep(tree, pattern, **options)
+    assert [(h.path, h.line, h.text) for h in page.hits] == ripgrep_lines(tree, pattern, **options)
     assert page.resume is None and page.stopped is None and page.files == len(FILES)
 
 
@@ -95,7 +80,7 @@ def test_small_windows_find_the_same_lines(
 ) -> None:
     monkeypatch.setattr(corpus_module, "WINDOW", 7)  # windows cut at line ends, lines longer than one
     page = corpus_of(tree).scan(GrepPattern.compile(pattern, **options), limit=10_000)
-    assert [(h.path, h.line) for h in page.hits] == [(p, n) for p, n, _ in ripgrep(tree, pattern, **options)]
+    assert [(h.path, h.line) for h in page.hits] == [(p, n) for p, n, _ in ripgrep_lines(tree, pattern, **options)]
 
 
 def test_pages_of_one_line_walk_every_match_once(tree: Path) -> None:

