@@ -3,7 +3,8 @@
 One state machine per module, composed by `BudgetController`:
 - `queue.py`: `FairQueue`, interactive before bulk, round-robin across projects, FIFO within one;
 - `aimd.py`: `Aimd`, a 429 halves the permits and starts a jittered cooldown, clean intervals add back;
-- `window.py`: `StartWindow`, a credible or learned rate enforced as a sliding window of starts;
+- `window.py`: `StartWindow`, a credible or learned rate enforced as a sliding window of starts (each
+  counted until a window after its answer);
 - `learning.py`: `RateLearner`, the key's rate measured at a 429, and probes above it.
 `ceiling.py` holds the rules for the ceiling and the gate; `model.py` the defaults, limits and snapshot.
 """

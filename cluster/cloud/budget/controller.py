@@ -108,7 +108,7 @@ class BudgetController:
             ticket = self._queue.pop_next()
             self._grant_seq += 1
             self._in_flight[ticket] = (now, self._grant_seq)
-            self._window.record(now)
+            self._window.record(self._grant_seq)
             self._learner.record(now, self._grant_seq)
             granted.append(ticket)
         if self._window.full(limit):
@@ -133,7 +133,8 @@ class BudgetController:
         if limit is not None and self._window.full(limit):
             frees_at = self._window.frees_at(limit)
             if self._learner.probe_pending(reported=self._reported()):
-                frees_at = min(frees_at, self._learner.probe_due_at())
+                due = self._learner.probe_due_at()
+                frees_at = due if frees_at is None else min(frees_at, due)
             blocks.append(frees_at)
         if not blocks:
             return now
@@ -152,6 +153,7 @@ class BudgetController:
         now = self._clock()
         self._sync(now)
         started_at, seq = self._in_flight.pop(ticket)
+        self._window.settle(seq, now)
         if outcome is Outcome.OK:
             alpha = self._limits.latency_alpha
             self._latency_s = max(self._limits.latency_floor_s, self._latency_s * (1 - alpha) + latency_s * alpha)

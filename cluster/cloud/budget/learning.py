@@ -5,7 +5,9 @@ key's rate, and the window gate is armed at it. Like a reported rpm, a measured 
 believed only for a key known to be unfunded. A clean window with the gate full probes max(1, 5%)
 higher; a 429 on a probing request steps back to the measured rate (our own experiment answered,
 so the caller does not halve) and doubles the clean stretch the next probe waits for (up to 8
-windows); any other 429 re-learns.
+windows); any other 429 re-learns. One congestion event is one measurement: the 429s of requests
+granted before the last measurement was taken answer the same question and are not measured again
+(each of a burst's refusals counts a different share of that burst, 21 to 29 of a limit of 30).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class RateLearner:
         self._saturated = False  # the gate's window filled since the last 429 / probe
         self._history: deque[tuple[float, int]] = deque()  # (start, grant seq) over two windows
         self._rejected: set[int] = set()  # grant seqs answered 429, still in history
+        self._measured_through = 0  # the latest grant seq when the last measurement was taken
 
     @property
     def learned(self) -> int | None:
@@ -107,6 +110,9 @@ class RateLearner:
         if not (learn and self._plausible(measured, known_unfunded)):
             return False
         refused_probe = self._probe_seq is not None and seq > self._probe_seq
+        if not refused_probe and seq <= self._measured_through:
+            return False  # the same congestion event as the last measurement
+        self._measured_through = self._history[-1][1] if self._history else seq
         if refused_probe:
             how = f"at a 429 (a probe of {self._learned} was refused)"
             self._probe_windows = min(MAX_PROBE_WINDOWS, self._probe_windows * 2)

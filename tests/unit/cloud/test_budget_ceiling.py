@@ -6,6 +6,8 @@ Everything runs on a fake clock and an injected random source (tests/support/bud
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from pydantic import ValidationError
 
@@ -22,6 +24,7 @@ from cluster.cloud.budget import (
     CeilingSource,
     KeyFacts,
     Outcome,
+    Priority,
 )
 from tests.support.budget_control import FUNDED, T0, FakeClock, make, rate_limit, start
 
@@ -163,27 +166,84 @@ def test_a_lower_ceiling_clamps_effective_and_a_higher_one_is_climbed_by_the_ram
 # ---- the window gate ------------------------------------------------------------------------------
 
 
-def test_a_credible_rpm_blocks_starts_until_the_oldest_leaves_the_window() -> None:
+def answer(budget: BudgetController, tickets: list[int]) -> None:
+    for ticket in tickets:
+        budget.release(ticket, latency_s=0.5, outcome=Outcome.OK)
+
+
+def test_a_credible_rpm_blocks_starts_until_the_oldest_answered_one_is_a_window_past_its_answer() -> None:
     clock = FakeClock()
     budget = make(clock, KeyFacts(rpm=20.0, is_free_tier=True), override=50)
-    assert len(start(budget, 10)) == 10
-    clock.advance(30.0)
-    assert len(start(budget, 20)) == 10  # 20 starts in the window: full
+    first = start(budget, 10)
+    assert len(first) == 10
+    clock.advance(0.5)
+    answer(budget, first)  # answered at T0 + 0.5: the key counted them at the latest then
+    clock.advance(29.5)
+    held = start(budget, 20)
+    assert len(held) == 10  # 20 starts in the window: full
     assert budget.grant() == []
-    assert budget.next_wakeup() == T0 + 60.0
-    clock.now = T0 + 59.9
+    assert budget.next_wakeup() == T0 + 60.5
+    clock.now = T0 + 60.4
     assert budget.grant() == []
-    clock.now = T0 + 60.0
-    assert len(budget.grant()) == 10
+    clock.now = T0 + 60.5
+    later = budget.grant()
+    assert len(later) == 10
     assert budget.next_wakeup() is None  # nothing waits
+    budget.enqueue("p", Priority.BULK)
+    assert budget.grant() == [] and budget.next_wakeup() is None  # the window waits on answers in flight
+    answer(budget, held)
+    assert budget.next_wakeup() == T0 + 60.5 + 60.0
+
+
+def test_a_start_in_flight_longer_than_the_window_still_counts() -> None:
+    clock = FakeClock()
+    budget = make(clock, KeyFacts(rpm=60.0, is_free_tier=True), override=50, window_s=6.0)
+    slow = start(budget, 6)
+    assert len(slow) == 6
+    clock.advance(30.0)  # five windows later, none answered: the key may count them only now
+    budget.enqueue("p", Priority.BULK)
+    assert budget.grant() == []
+    answer(budget, slow[:1])
+    assert budget.grant() == [] and budget.next_wakeup() == T0 + 36.0
+    clock.now = T0 + 36.0
+    assert len(budget.grant()) == 1
 
 
 def test_a_compressed_window_scales_the_rate_to_its_length() -> None:
     clock = FakeClock()
     budget = make(clock, KeyFacts(rpm=120.0, is_free_tier=True), override=50, window_s=6.0)
-    assert len(start(budget, 20)) == 12  # 120/min over 6 s
-    assert budget.next_wakeup() == T0 + 6.0
+    started = start(budget, 20)
+    assert len(started) == 12  # 120/min over 6 s
+    clock.advance(1.0)
+    answer(budget, started)
+    assert budget.next_wakeup() == T0 + 7.0
     assert budget.snapshot().window_rpm == 120.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_key_never_sees_more_than_its_rate_in_any_window_however_arrivals_jitter(seed: int) -> None:
+    """The key stamps a request anywhere between our grant and its answer: a grant made when an old start
+    leaves the window must still land a full window after that start reached the key."""
+    rng = random.Random(seed)
+    clock = FakeClock()
+    budget = make(clock, KeyFacts(rpm=60.0, is_free_tier=True), override=16, window_s=5.0)  # 5 per 5 s
+    arrivals: list[float] = []
+    in_flight: dict[int, float] = {}  # ticket -> when it is answered
+    for _ in range(40):
+        budget.enqueue("p", Priority.BULK)
+    while clock.now < T0 + 60.0:
+        for ticket in budget.grant():
+            latency = rng.uniform(0.05, 0.6)
+            arrivals.append(clock.now + rng.random() * latency)  # the key's own stamp, jittered
+            in_flight[ticket] = clock.now + latency
+        for ticket in [t for t, at in in_flight.items() if at <= clock.now]:
+            del in_flight[ticket]
+            budget.release(ticket, latency_s=0.3, outcome=Outcome.OK)
+            budget.enqueue("p", Priority.BULK)
+        clock.advance(0.01)
+    arrivals.sort()
+    worst = max(sum(1 for u in arrivals if t - 5.0 < u <= t) for t in arrivals)
+    assert worst == 5 and len(arrivals) >= 40  # the limit held, and was used
 
 
 def test_a_non_credible_rpm_arms_no_window_gate() -> None:

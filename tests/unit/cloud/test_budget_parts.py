@@ -174,25 +174,33 @@ def test_the_same_seed_gives_the_same_cooldowns() -> None:
 # ---- StartWindow --------------------------------------------------------------------------------
 
 
-def test_the_window_is_full_at_its_limit_and_frees_when_the_oldest_counted_start_leaves() -> None:
+def test_the_window_is_full_at_its_limit_and_frees_a_window_after_the_earliest_answers() -> None:
     window = StartWindow(60.0)
-    for offset in (0.0, 10.0, 20.0):
-        window.record(T0 + offset)
+    for seq in (1, 2, 3):
+        window.record(seq)
     assert window.full(3)
     assert not window.full(4)
     assert not window.full(None)  # no gate armed
-    assert window.frees_at(3) == T0 + 60.0
-    assert window.frees_at(2) == T0 + 70.0
+    assert window.frees_at(3) is None  # every start is in flight: only an answer can free one
+    window.settle(2, T0 + 10.0)
+    window.settle(1, T0 + 20.0)  # answered out of order
+    assert window.frees_at(3) == T0 + 70.0
+    assert window.frees_at(2) == T0 + 80.0
+    assert window.frees_at(1) is None  # two must leave and one is still in flight
 
 
-def test_starts_leave_the_window_exactly_window_s_later() -> None:
+def test_starts_leave_the_window_exactly_window_s_after_their_answer_never_while_in_flight() -> None:
     window = StartWindow(60.0)
-    window.record(T0)
-    window.record(T0 + 1.0)
+    window.record(1)
+    window.record(2)
+    window.settle(1, T0)
+    window.settle(99, T0)  # unknown (or long gone): ignored
     window.expire(T0 + 59.9)
     assert len(window) == 2
     window.expire(T0 + 60.0)
     assert len(window) == 1
+    window.expire(T0 + 10_000.0)
+    assert len(window) == 1  # still in flight
 
 
 # ---- RateLearner --------------------------------------------------------------------------------
@@ -222,9 +230,20 @@ def test_requests_that_were_rejected_themselves_do_not_count_as_allowed() -> Non
     start(learner, 80, T0)
     learner.on_rate_limited(T0 + 1.0, T0, 70, learn=True, known_unfunded=False)  # 69 before it
     assert learner.learned == 69
-    learner.on_rate_limited(T0 + 1.0, T0, 80, learn=True, known_unfunded=False)  # 79 before it, one rejected
-    assert learner.learned == 78
-    assert learner.note == "learned 78 req/60s at a later 429"
+    start(learner, 10, T0 + 2.0, first_seq=81)  # granted after that measurement: a new event
+    learner.on_rate_limited(T0 + 3.0, T0 + 2.0, 90, learn=True, known_unfunded=False)  # 89 before it, one rejected
+    assert learner.learned == 88
+    assert learner.note == "learned 88 req/60s at a later 429"
+
+
+def test_the_429s_of_one_burst_are_one_measurement_whatever_order_they_come_back_in() -> None:
+    learner = make_learner()
+    start(learner, 80, T0)
+    learner.on_rate_limited(T0 + 1.0, T0, 75, learn=True, known_unfunded=False)
+    assert learner.learned == 74
+    for seq in (71, 80, 72):  # granted before that measurement: the same congestion event
+        assert not learner.on_rate_limited(T0 + 1.0, T0, seq, learn=True, known_unfunded=False)
+    assert learner.learned == 74 and learner.note == "learned 74 req/60s from the first 429"
 
 
 def test_a_low_measured_rate_is_believed_only_for_a_key_known_to_be_unfunded() -> None:
