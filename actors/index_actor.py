@@ -31,7 +31,7 @@ from cluster.index.scope import resolve_scope
 from cluster.index.store.engines import open_vector_store
 from cluster.ingest.git_state import SourceState
 from cluster.ingest.skips import SkipSummary
-from cluster.ingest.source import SourceLines, read_source_lines
+from cluster.ingest.source import SourceLines, read_source_file, read_source_lines
 from cluster.ingest.walker import walk_settings
 from cluster.naming import INDEX_ACTOR_NAME
 from cluster.search import CodeGreps, CodeMaps, CommitHistories
@@ -186,9 +186,7 @@ class IndexActor:
         return self._catalog.search_scope(query, names)
 
     def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
-        record = self._catalog.record(repo)
-        if not self._catalog.has_path(repo, path):
-            raise ReadRefused(repo, path, "not an indexed file of this repository")
+        record = self._indexed(repo, path)
         return read_source_lines(
             repo,
             Path(record.repo_root),
@@ -198,6 +196,21 @@ class IndexActor:
             self._settings.serve.read_max_lines,
             deny=self._deny,
         )
+
+    def read_file(self, repo: str, path: str) -> SourceLines:
+        """The whole of an indexed file, confined as read_lines is (the file resource); refused past
+        chunking.max_file_bytes."""
+        record = self._indexed(repo, path)
+        cap = self._settings.chunking.max_file_bytes
+        return read_source_file(repo, Path(record.repo_root), path, cap, deny=self._deny)
+
+    def _indexed(self, repo: str, path: str) -> IndexRecord:
+        """The serving record of `repo` when its build indexed `path`; ReadRefused otherwise (reads
+        serve indexed files only)."""
+        record = self._catalog.record(repo)
+        if not self._catalog.has_path(repo, path):
+            raise ReadRefused(repo, path, "not an indexed file of this repository")
+        return record
 
     # code maps: non-semantic reads (symbols, files, neighbouring chunks, overview)
     def search_symbols(self, repo: str | None, query: str, limit: int = 10) -> list[SymbolHit]:

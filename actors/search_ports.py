@@ -40,6 +40,10 @@ class IndexActorPort:
         lines: SourceLines = await self._index.read_lines.remote(repo, path, start_line, end_line)
         return lines
 
+    async def read_file(self, repo: str, path: str) -> SourceLines:
+        whole: SourceLines = await self._index.read_file.remote(repo, path)
+        return whole
+
     async def search_symbols(self, repo: str | None, query: str, limit: int) -> list[SymbolHit]:
         hits: list[SymbolHit] = await self._index.search_symbols.remote(repo, query, limit)
         return hits

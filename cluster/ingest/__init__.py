@@ -24,7 +24,7 @@ from cluster.ingest.languages import GRAMMARS, KNOWN_LANGUAGES, detect_language,
 from cluster.ingest.secret_files import DenyList
 from cluster.ingest.secret_scan import find_secrets, redact
 from cluster.ingest.skips import SkipLog, SkipReason, SkipSummary
-from cluster.ingest.source import SourceLines, read_source_lines, read_source_text
+from cluster.ingest.source import SourceLines, read_source_file, read_source_lines, read_source_text
 from cluster.ingest.walker import DEFAULT_MAX_FILE_BYTES, walk_repository, walk_settings
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "find_secrets",
     "generated_reason",
     "parse",
+    "read_source_file",
     "read_source_lines",
     "read_source_text",
     "redact",

@@ -68,6 +68,19 @@ def read_source_lines(
     )
 
 
+def read_source_file(repo: str, root: Path, path: str, max_bytes: int, deny: DenyList | None = None) -> SourceLines:
+    """The whole of root/path, its exact text as `read_source_text` serves it (confined, no symlink
+    followed, never denied, credentials redacted); ReadRefused past `max_bytes` (a file that large
+    was never indexed: it grew since)."""
+    text = read_source_text(repo, root, path, deny)
+    if len(text.encode("utf-8")) > max_bytes:
+        raise ReadRefused(repo, path, f"over {max_bytes} bytes now (a file that large is never indexed)")
+    total = len(split_lines(text))
+    return SourceLines(
+        repo=repo, path=path, start_line=1, end_line=total, total_lines=total, truncated=False, text=text
+    )
+
+
 def read_source_text(repo: str, root: Path, path: str, deny: DenyList | None = None) -> str:
     """The whole text of root/path as an indexed file's text is served: confined to root, no symlink
     followed, never a deny-listed file, decoded as the walker decodes, credentials redacted.

@@ -22,6 +22,7 @@ from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatC
 from cluster.index import RowPayload, SearchMode, SearchQuery, check_glob, query_filter
 from cluster.ingest.source import SourceLines
 from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S
+from cluster.search.index_resources import IndexSummary, summarize_status
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.search.ports import QueryEncoder, QueryVector, Reranker, SearchIndex
 from cluster.search.query_cache import QueryVectorCache
@@ -223,6 +224,10 @@ class CodeSearchService:
     async def read_code(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
         return await self._index.read_lines(repo, path, start_line, end_line)
 
+    async def read_file(self, repo: str, path: str) -> SourceLines:
+        """The whole of an indexed file, confined as read_code is (the resource samespace://index/.../file/...)."""
+        return await self._index.read_file(repo, path)
+
     async def search_symbols(self, query: str, repo: str | None, limit: int) -> SymbolSearchResult:
         self.check_scope(repo)
         hits = await self._index.search_symbols(repo, query, limit)
@@ -295,3 +300,8 @@ class CodeSearchService:
     async def index_status(self, repo: str | None = None) -> IndexStatus:
         """Every index (or those whose name matches `repo`, a name or a glob), how stale each is, and builds."""
         return await self._status.read(self._index, repo)
+
+    async def index_summaries(self) -> list[IndexSummary]:
+        """Every index from the recorded state alone (no git): samespace://indexes, and what a status
+        subscription compares."""
+        return summarize_status(await self._index.status())

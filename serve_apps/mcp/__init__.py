@@ -7,6 +7,8 @@ This `__init__` is the package's one door. Behind it: `_app.py` (the replica's A
 `McpIngress`), `_tools.py` (the MCP server: every tool, and a tool's failure as a named error),
 `_ask.py` (`AskService`: the ask pipeline wired to Ray; an ask as server-sent events),
 `_progress_router.py` (one endpoint, JSON or SSE by whether a call asks for progress),
+`_resources.py` (the index list, status and files as resources; subscriptions to a status),
+`_prompts.py` (the prompts: slash commands built from the tools, with citations),
 `_sidecar_routes.py` (the fleet's WebSocket and HTTP fallback).
 """
 

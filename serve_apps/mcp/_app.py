@@ -7,7 +7,8 @@ Endpoint: http://127.0.0.1:8000/mcp/ ; sidecars dial ws://127.0.0.1:8000/sidecar
 the admin API answers under http://127.0.0.1:8000/admin/ from the same replicas (serve_apps/admin/).
 Every route sits behind serve_apps/http_guard.py (Host/Origin; `serve.token` for /mcp and /rlm/ask).
 An ask reports its progress: ask_code as MCP progress notifications to a caller with a progress token,
-/rlm/ask as server-sent events to a request that accepts `text/event-stream`.
+/rlm/ask as server-sent events to a request that accepts `text/event-stream`. A resource subscription
+(`subscriptions/listen`) is one POST whose response is its stream, on any replica (`_resources.py`).
 Everything MCP is built inside each replica
 (`__serve_build_asgi_app__`): MCP server objects do not pickle.
 """
@@ -37,6 +38,7 @@ from serve_apps.http_guard import HttpGuard
 from serve_apps.index_service import IndexService
 from serve_apps.mcp._ask import AskService, ask_events
 from serve_apps.mcp._progress_router import ProgressRouter
+from serve_apps.mcp._resources import ResourceFeed
 from serve_apps.mcp._sidecar_routes import REPLICA_MAX_ONGOING_REQUESTS, SIDECAR_ROUTE, add_sidecar_routes
 from serve_apps.mcp._tools import build_mcp_server
 
@@ -59,7 +61,8 @@ def build_asgi_app(
     admin API under /admin when `admin` is given (it checks its own token, not `serve.token`)."""
     # Host/Origin are checked once, for every route, by HttpGuard below; the SDK's own check is off.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    servers = [build_mcp_server(service, asker, indexes) for _ in range(2)]  # JSON replies; SSE for progress
+    feed = ResourceFeed(service)  # the replica's subscriptions: one bus and one status watch for both servers
+    servers = [build_mcp_server(service, asker, indexes, feed) for _ in range(2)]  # JSON replies; SSE for progress
     json_app, sse_app = (
         server.streamable_http_app(
             streamable_http_path="/", stateless_http=True, json_response=json, transport_security=security

@@ -28,6 +28,8 @@ from serve_apps.index_service import IndexService
 from serve_apps.mcp._ask import AskService
 from serve_apps.mcp._calls import RepoArg, ScopeArg, _tool_call
 from serve_apps.mcp._grep_tool import add_grep_tool
+from serve_apps.mcp._prompts import add_prompts
+from serve_apps.mcp._resources import ResourceFeed, add_resources
 
 SERVER_NAME = "samespace"
 MAX_K = 50
@@ -69,14 +71,23 @@ def _ask_progress(ctx: Context) -> ProgressCallback:
     return report
 
 
-def build_mcp_server(service: CodeSearchService, asker: AskService, indexes: IndexService | None = None) -> MCPServer:
-    """The MCP server of one replica: the code tools over `service`, `ask_code` over `asker`, and the index
-    tools when `indexes` is given."""
+def build_mcp_server(
+    service: CodeSearchService,
+    asker: AskService,
+    indexes: IndexService | None = None,
+    feed: ResourceFeed | None = None,
+) -> MCPServer:
+    """The MCP server of one replica: the code tools over `service`, `ask_code` over `asker`, the index
+    tools when `indexes` is given, the resources and prompts; subscriptions are published by `feed`
+    (one per replica, shared by its servers; a feed of its own when None)."""
+    feed = feed if feed is not None else ResourceFeed(service)
     # WARNING: at INFO the SDK logs every stateless request ("Terminating session") through rich,
     # which cost more CPU than the request itself.
-    mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING", subscriptions=feed.bus)
     _add_search_tools(mcp, service)
     add_grep_tool(mcp, service)
+    add_resources(mcp, service, feed)
+    add_prompts(mcp, service)
     _add_ask_tool(mcp, asker)
     _add_map_tools(mcp, service)
     _add_graph_tools(mcp, service)
