@@ -10,6 +10,7 @@ scenarios reads an index."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +42,16 @@ CALLS: list[dict[str, Any]] = [
     {"name": "grep_code", "arguments": {"pattern": "func RetryWithBackoff", "repo": INDEX}},
     {"name": "read_code", "arguments": {"repo": INDEX, "path": "cmd/server.go", "start_line": 9, "end_line": 12}},
     {"name": "read_code", "arguments": {"repo": INDEX, "path": "no/such/file.py", "start_line": 1, "end_line": 1}},
+]
+READS = [
+    "samespace://indexes",
+    f"samespace://index/{INDEX}/status",
+    f"samespace://index/{INDEX}/file/cmd/server.go",
+    f"samespace://index/{INDEX}/file/no/such/file.go",
+]
+PROMPTS: list[dict[str, Any]] = [
+    {"name": "explain_symbol", "arguments": {"symbol": "RetryWithBackoff", "repo": INDEX}},
+    {"name": "find_behaviour", "arguments": {"behaviour": "retry with exponential backoff", "repo": INDEX}},
 ]
 
 # The server scenarios of @modelcontextprotocol/conformance 0.1.16 (tests/support/node/package-lock.json),
@@ -141,7 +152,7 @@ async def python_view(url: str, token: str | None) -> dict[str, Any]:
 
 
 async def test_the_typescript_sdk_sees_the_tools_and_answers_the_python_sdk_sees(served: str) -> None:
-    typescript = sdk_client(served, CALLS, TOKEN)
+    typescript = sdk_client(served, CALLS, TOKEN, READS, PROMPTS)
     python = await python_view(served, TOKEN)
     # Each SDK speaks its newest protocol (the capabilities the server declares differ between them).
     assert (typescript["protocolVersion"], typescript["serverInfo"]["name"]) == ("2025-11-25", "samespace")
@@ -163,6 +174,28 @@ async def test_the_typescript_sdk_sees_the_tools_and_answers_the_python_sdk_sees
     assert [(m["path"], m["line"]) for m in grep["structuredContent"]["matches"]] == [("cmd/server.go", 10)]
     assert read["structuredContent"]["text"].splitlines()[1].startswith("func RetryWithBackoff")
     assert missing["isError"] and "not an indexed file" in missing["content"][0]["text"]
+
+
+async def test_the_typescript_sdk_reads_the_resources_and_gets_the_prompts_the_python_sdk_does(served: str) -> None:
+    typescript = sdk_client(served, [], TOKEN, READS, PROMPTS)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(served, http_client=http)) as client,
+    ):
+        for read in typescript["reads"][:-1]:
+            ours = await client.read_resource(read["uri"])
+            assert read["result"]["contents"] == dumped(ours.contents), read["uri"]
+        for got in typescript["prompts_got"]:
+            ours_prompt = await client.get_prompt(got["name"], got["arguments"])
+            assert got["result"]["messages"] == dumped(ours_prompt.messages), got["name"]
+    indexes, status, source, refused = (read["result"] for read in typescript["reads"])
+    assert [i["name"] for i in json.loads(indexes["contents"][0]["text"])["indexes"]] == [INDEX]
+    assert json.loads(status["contents"][0]["text"])["indexes"][0]["repo"] == INDEX
+    assert source["contents"][0]["text"] == (FIXTURES / "polyglot" / "cmd" / "server.go").read_text()
+    assert "error" in refused and "RetryWithBackoff" not in json.dumps(refused)
+    explained = json.dumps(typescript["prompts_got"][0]["result"]["messages"])
+    assert "cmd/server.go:" in explained  # a citation of the definition's real lines
 
 
 def test_the_typescript_sdk_is_refused_without_the_token(served: str) -> None:

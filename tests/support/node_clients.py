@@ -65,9 +65,17 @@ def _run(arguments: list[str], *, stdin: str = "", token: str | None = None, cwd
     )
 
 
-def sdk_client(url: str, calls: list[dict[str, Any]], token: str | None) -> dict[str, Any]:
-    """What the TypeScript SDK's client sees at `url`: capabilities, every listing, and each call's result."""
-    done = _run([str(SDK_CLIENT), url], stdin=json.dumps(calls), token=token)
+def sdk_client(
+    url: str,
+    calls: list[dict[str, Any]],
+    token: str | None,
+    reads: list[str] | None = None,
+    prompts: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """What the TypeScript SDK's client sees at `url`: capabilities, every listing, each call's result, each
+    resource read (`reads`: URIs) and each prompt got (`prompts`: name and arguments)."""
+    asked = {"calls": calls, "reads": reads or [], "prompts": prompts or []}
+    done = _run([str(SDK_CLIENT), url], stdin=json.dumps(asked), token=token)
     assert done.returncode == 0, f"sdk_client.mjs exited {done.returncode}:\n{done.stderr}"
     answer: dict[str, Any] = json.loads(done.stdout)
     return answer
