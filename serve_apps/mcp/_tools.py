@@ -25,6 +25,7 @@ from cluster.search.models import Neighbors, RepoOverview
 from cluster.sync import BuildReport
 from cluster.types import Strict
 from serve_apps.index_service import IndexService
+from serve_apps.mcp._annotations import AnnotatedMCPServer
 from serve_apps.mcp._ask import AskService
 from serve_apps.mcp._calls import RepoArg, ScopeArg, _tool_call
 from serve_apps.mcp._grep_tool import add_grep_tool
@@ -83,7 +84,9 @@ def build_mcp_server(
     feed = feed if feed is not None else ResourceFeed(service)
     # WARNING: at INFO the SDK logs every stateless request ("Terminating session") through rich,
     # which cost more CPU than the request itself.
-    mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING", subscriptions=feed.bus)
+    mcp = AnnotatedMCPServer(  # every tool's title and hints: _annotations.py
+        SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING", subscriptions=feed.bus
+    )
     _add_search_tools(mcp, service)
     add_grep_tool(mcp, service)
     add_resources(mcp, service, feed)

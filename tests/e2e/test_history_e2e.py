@@ -1,24 +1,29 @@
 """History through MCP on real Ray + Serve and the packaged model: a reindex of a scripted history
 mines it, the `mcp` client asks what_changed, symbol_history and search_commits, and each answer is
-checked against git; a reindex after one new commit mines that commit only, and the tools see it."""
+checked against git; a reindex after one new commit mines that commit only, and the tools see it.
+Over the same served index, every tool the server lists answers what its outputSchema declares."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
 
 from samespace.clients import call_tool, result_text
+from tests.support.git_repos import git_repo
 from tests.support.ray_cluster import McpServer, RayCluster
 from tests.support.scripted_history import ScriptedRepo, build_shop_history, run_git
+from tests.support.tool_schemas import answer_problems
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
 NAMESPACE = "history"
 REPO = "shop"
+THROWAWAY = "throwaway"  # indexed, refreshed and removed through MCP by the schema test
 
 
 @dataclass
@@ -26,6 +31,7 @@ class HistoryEnv:
     url: str
     shop: ScriptedRepo
     settings: Any
+    roots: Path  # index.allowed_roots: where an MCP client may index
     log: list[str] = field(default_factory=list)
 
     async def ok(self, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -50,10 +56,16 @@ def env(
     from serve_apps.mcp import McpIngress
 
     shop = build_shop_history(tmp_path_factory.mktemp("history-repo") / "shop")
+    base = tmp_path_factory.mktemp("history")
+    roots = base / "roots"
+    roots.mkdir()
     settings = SamespaceSettings(
-        ray={"namespace": NAMESPACE}, store={"data_dir": tmp_path_factory.mktemp("history-data")}
+        ray={"namespace": NAMESPACE},
+        store={"data_dir": base / "data"},
+        admin={"config_path": base / "config.json"},  # the index tools' registrations: never ~/.samespace
+        index={"allowed_roots": [roots]},
     )
-    env = HistoryEnv(f"http://127.0.0.1:{mcp_server.port}/hist/mcp/", shop, settings)
+    env = HistoryEnv(f"http://127.0.0.1:{mcp_server.port}/hist/mcp/", shop, settings, roots)
     env.reindex()
     serve.run(McpIngress.options(num_replicas=1).bind(settings), name="hist", route_prefix="/hist")
     try:
@@ -127,3 +139,56 @@ async def test_search_code_in_review_mode_searches_only_the_files_changed_since(
     changed = set(env.shop.git("diff", "--name-only", "main~1", "main").split())
     assert review["hits"] and {h["path"] for h in review["hits"]} <= changed
     assert review["changed_files"] == len(changed)
+
+
+def valid_calls(env: HistoryEnv) -> dict[str, dict[str, Any]]:
+    """One call of each tool with valid arguments, over the shop; the index tools over a throwaway
+    repository of their own, remove_index last."""
+    throwaway = git_repo(env.roots / THROWAWAY, topics=("invoice",))
+    return {
+        "search_code": {"query": "multiply the price", "repo": REPO, "k": 3},
+        "grep_code": {"pattern": "def ", "repo": REPO, "context_lines": 1},
+        "read_code": {"repo": REPO, "path": "pkg/core.py", "start_line": 1, "end_line": 8},
+        "index_status": {"repo": REPO},
+        "ask_code": {"question": "What does f return?", "repo": REPO, "deep": False},  # no model: citations only
+        "search_symbols": {"query": "h2", "repo": REPO},
+        "search_files": {"query": "core", "repo": REPO},
+        "neighbors": {"path": "pkg/core.py", "line": 4, "repo": REPO},
+        "repo_overview": {"repo": REPO},
+        "find_definition": {"symbol": "f", "repo": REPO},
+        "find_references": {"symbol": "Cart", "repo": REPO},
+        "callers": {"symbol": "f", "repo": REPO},
+        "callees": {"symbol": "g", "repo": REPO},
+        "impact": {"symbol": "h2", "repo": REPO},
+        "what_changed": {"since": "2026-02-01", "repo": REPO},
+        "symbol_history": {"symbol": "h2", "repo": REPO},
+        "search_commits": {"query": "Rename h to h2", "repo": REPO, "k": 3},
+        "compare": {"base": "main~3", "head": "main", "repo": REPO},
+        "index_repository": {"path": str(throwaway), "name": THROWAWAY},  # answers at once: the build queued
+        "refresh_index": {"name": THROWAWAY},  # joins that build; followed (progress) until it is done
+        "remove_index": {"name": THROWAWAY},
+    }
+
+
+async def test_every_tool_answers_what_its_output_schema_declares(env: HistoryEnv) -> None:
+    from mcp import Client
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        steps.append(message or "")
+
+    steps: list[str] = []
+    answers: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    async with Client(env.url) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        calls = valid_calls(env)
+        assert set(calls) == set(tools)  # a new tool fails here until its answer is checked too
+        for name, arguments in calls.items():
+            follow = on_progress if name == "refresh_index" else None
+            result = await client.call_tool(name, arguments, progress_callback=follow)
+            problems += answer_problems(tools[name], result)
+            answers[name] = dict(result.structured_content or {})
+    assert problems == []
+    assert answers["refresh_index"]["phase"] == "committed" and steps, (answers["refresh_index"], steps)
+    assert answers["remove_index"]["index"] == THROWAWAY and answers["remove_index"]["builds"]
+    assert answers["ask_code"]["citations"] and answers["compare"]["items"] and answers["symbol_history"]["commits"]
