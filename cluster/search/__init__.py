@@ -1,16 +1,18 @@
 """Search over the indexes: the code-search service behind the MCP tools and the RLM (over Protocols:
 the index, a query's vector, the reranker), index status, the code map (symbols, files, neighbours)
-grep_code over the indexed files, and the query cache."""
+grep_code over the indexed files, search_code's store side and its pages, and the query cache."""
 
 from __future__ import annotations
 
-from cluster.search.greps import CodeGreps, load_corpus, path_selector
+from cluster.search.greps import CodeGreps, load_corpus
 from cluster.search.histories import CommitHistories
 from cluster.search.maps import CodeMaps
 from cluster.search.models import CodeEntry, FileHit, Neighbors, RepoOverview, SymbolHit, snippet
+from cluster.search.pages import SearchAnswer, SearchCursor, SymbolPage, SymbolQuery
 from cluster.search.ports import IndexStatusSource, QueryEncoder, Reranker, SearchIndex
 from cluster.search.query_cache import QueryVectorCache
 from cluster.search.service import (
+    DEFAULT_SEARCH_TESTS,
     CodeHit,
     CodeSearchService,
     FileSearchResult,
@@ -19,8 +21,10 @@ from cluster.search.service import (
     snippet_of,
 )
 from cluster.search.status import BuildInfo, IndexInfo, IndexStatus, IndexStatusReader
+from cluster.search.store_search import StoreSearch
 
 __all__ = [
+    "DEFAULT_SEARCH_TESTS",
     "BuildInfo",
     "CodeEntry",
     "CodeGreps",
@@ -39,12 +43,16 @@ __all__ = [
     "QueryVectorCache",
     "RepoOverview",
     "Reranker",
+    "SearchAnswer",
+    "SearchCursor",
     "SearchIndex",
     "SearchResult",
+    "StoreSearch",
     "SymbolHit",
+    "SymbolPage",
+    "SymbolQuery",
     "SymbolSearchResult",
     "load_corpus",
-    "path_selector",
     "snippet",
     "snippet_of",
 ]
