@@ -5,6 +5,11 @@ One rule for every reader: the search filters (`cluster.ingest.categories`, stor
 index time) and the code graph's `impact` (the tests a change reaches) both ask `is_test_path`.
 A path is test code when any convention below names it; the conventions are by file and folder
 name only, so a file is judged the same in every language that shares a convention.
+
+search_code leaves test code out by default, so a name that is not always a test costs more as a
+test (real code hidden) than as code (a test shown): a module named `tests.py` is left to the folder
+rules, as Django's are usually under `tests/`, because `jinja2/tests.py` (Jinja's template tests)
+held 23 of the 607 dev queries of bench.quality that the name rule made unreachable.
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ TEST_FOLDERS = frozenset(
 
 _TEST_FILE_RULES = (
     r"^test_[^/]+\.\w+$",  # Python (pytest, unittest), C, Lua: test_parser.py, test_main.c
-    r"^tests\.py$",  # Django: an app's tests.py
     r"^conftest\.py$",  # pytest fixtures
     r"_test\.\w+$",  # Go (the only way), Python, Ruby minitest, C++ (gtest): parser_test.go, a_test.rb
     r"_unittest\.\w+$",  # C++ (Chromium style): parser_unittest.cc

@@ -144,7 +144,8 @@ def _add_search_tools(mcp: MCPServer, service: CodeSearchService) -> None:
 
         Returns the best-matching functions, classes, methods and doc sections with their repo, path,
         line range, symbol, language, score and a snippet. Follow up with read_code for full context.
-        `exclude`, `kind` and `tests` narrow every leg of the search; `cursor` returns the next k hits.
+        `exclude`, `kind` and `tests` narrow every leg of the search (test code is left out unless
+        tests='include' or 'only'); `cursor` returns the next k hits of the same ranking.
         """
         controls = controls_of(exclude, kind, tests)
         call = service.search_code(

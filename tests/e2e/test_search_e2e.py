@@ -181,12 +181,13 @@ async def test_search_code_controls_and_cursor_through_mcp(controlled: str, mcp_
     excluded = await search(mcp_server, **asked, tests="exclude")
     assert excluded and not {h["path"] for h in excluded} & TEST_FILES  # ...and left out
     assert ("src/lib.rs", 9) not in {(h["path"], h["start_line"]) for h in excluded}  # the Rust #[test] too
-    classes = await search(mcp_server, **asked, kind="class")
+    assert {h["path"] for h in await search(mcp_server, **asked)} == {h["path"] for h in excluded}  # the default
+    classes = await search(mcp_server, **asked, kind="class", tests="include")
     assert {(h["path"], h["symbol"]) for h in classes} == {
         ("src/billing.py", "Invoice"),
         ("src/test/java/BillingTest.java", "BillingTest"),
     }
-    no_docs = await search(mcp_server, **asked, exclude="docs")
+    no_docs = await search(mcp_server, **asked, exclude="docs", tests="include")
     assert "docs/billing.md" in {h["path"] for h in included}
     assert no_docs and not any(h["path"].startswith("docs/") for h in no_docs)
     first = await answer(mcp_server, **{**asked, "k": 4}, rerank=False)

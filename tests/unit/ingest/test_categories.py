@@ -14,7 +14,6 @@ TEST_PATHS = [
     "pkg/parser_test.py",
     "conftest.py",
     "app/sub/conftest.py",
-    "shop/tests.py",  # Django
     "pkg/parser_test.go",  # Go
     "internal/testdata/input.json",
     "web/parser.test.ts",  # Jest, Vitest, Mocha
@@ -50,6 +49,7 @@ CODE_PATHS = [
     "web/spectrum.ts",
     "src/lib.rs",
     "protest/app.rb",
+    "jinja2/tests.py",  # Jinja's template tests: a module named tests is left to the folder rules
 ]
 
 
