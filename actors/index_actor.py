@@ -27,18 +27,25 @@ from cluster.index.history_store import HistoryState
 from cluster.index.incremental import ReusableRows, reusable_rows
 from cluster.index.query import SearchQuery
 from cluster.index.records import BuildProgress, BuildState, IndexRecord, export_folder, index_of
-from cluster.index.scope import resolve_scope
 from cluster.index.store.engines import open_vector_store
 from cluster.ingest.git_state import SourceState
 from cluster.ingest.skips import SkipSummary
 from cluster.ingest.source import SourceLines, read_source_file, read_source_lines
 from cluster.ingest.walker import walk_settings
 from cluster.naming import INDEX_ACTOR_NAME
-from cluster.search import CodeGreps, CodeMaps, CommitHistories
-from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search import (
+    CodeGreps,
+    CodeMaps,
+    CommitHistories,
+    SearchAnswer,
+    StoreSearch,
+    SymbolPage,
+    SymbolQuery,
+)
+from cluster.search.models import FileHit, Neighbors, RepoOverview
 from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity
-from cluster.types import ScoredHit, StoredPoint
+from cluster.types import StoredPoint
 
 # The store's files hold source text. New files 0600 and folders 0700; the store
 # itself makes its data dir 0700 and tightens what an earlier run left behind.
@@ -56,6 +63,7 @@ class IndexActor:
         self._code_maps = CodeMaps(self._catalog, settings.index.groups, settings.limits)
         self._deny = walk_settings(settings).deny_list()  # reads refuse what a reindex never opens
         self._greps = CodeGreps(self._catalog, self._code_maps, settings.index.groups, settings.limits, deny=self._deny)
+        self._searches = StoreSearch(self._catalog, self._code_maps, settings.index.groups, settings.limits)
         self._histories = CommitHistories(
             self._catalog,
             settings.index.groups,
@@ -109,13 +117,19 @@ class IndexActor:
             build, files=files, providers=providers, skipped=skipped, embedded=embedded, reused=reused
         )
         # the superseded build's map and text go now, the new ones are made on first read
-        self._greps.prune(self._code_maps.prune())
+        self._prune()
         took = None if record.built_at is None else record.built_at - record.started_at
         record_commit(record.name, embedded, reused, took)
         return record
 
     def fail_build(self, build: str, error: str) -> None:
         self._catalog.fail_build(build, error)
+
+    def _prune(self) -> None:
+        """Drop what the maps, greps and searches hold of builds that no longer serve."""
+        serving = self._code_maps.prune()
+        self._greps.prune(serving)
+        self._searches.prune(serving)
 
     def history_state(self, name: str) -> HistoryState | None:
         """What the index's history holds (None: nothing mined yet)."""
@@ -139,7 +153,7 @@ class IndexActor:
     def remove(self, name: str) -> list[str]:
         """Drop an index, every build of it and the exported files of its ref builds; returns the builds."""
         dropped = self._catalog.remove(name)
-        self._greps.prune(self._code_maps.prune())
+        self._prune()
         forget_index(name)
         for build in dropped:
             shutil.rmtree(export_folder(self._settings.store.data_dir, build), ignore_errors=True)
@@ -180,10 +194,9 @@ class IndexActor:
     def names(self) -> list[str]:
         return self._catalog.names()
 
-    def search(self, query: SearchQuery) -> tuple[list[ScoredHit], list[str]]:
-        """Hits best-first (dense, keyword, or fused), plus a message for each index refused."""
-        names = resolve_scope(query.scope, self._catalog.names, self._settings.index.groups, self._settings.limits)
-        return self._catalog.search_scope(query, names)
+    def search(self, query: SearchQuery) -> SearchAnswer:
+        """Hits best-first (dense, keyword, or fused), a message for each index refused, the builds ranked."""
+        return self._searches.search(query)
 
     def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
         record = self._indexed(repo, path)
@@ -213,9 +226,9 @@ class IndexActor:
         return record
 
     # code maps: non-semantic reads (symbols, files, neighbouring chunks, overview)
-    def search_symbols(self, repo: str | None, query: str, limit: int = 10) -> list[SymbolHit]:
+    def search_symbols(self, request: SymbolQuery) -> SymbolPage:
         """Definitions matching an identifier or a few words, best first; every index when repo is None."""
-        return self._code_maps.search_symbols(repo, query, limit)
+        return self._code_maps.symbol_page(request)
 
     def search_files(self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12) -> list[FileHit]:
         """Indexed files whose path matches, with their definitions; every index when repo is None."""

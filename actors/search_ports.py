@@ -16,8 +16,7 @@ from cluster.grep import GrepRequest, GrepResult
 from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import SearchQuery
 from cluster.ingest import SourceLines
-from cluster.search import FileHit, Neighbors, RepoOverview, SymbolHit
-from cluster.types import ScoredHit
+from cluster.search import FileHit, Neighbors, RepoOverview, SearchAnswer, SymbolPage, SymbolQuery
 
 __all__ = ["IndexActorPort", "RerankerPort"]
 
@@ -32,8 +31,8 @@ class IndexActorPort:
         status: dict[str, Any] = await self._index.status.remote()
         return status
 
-    async def search(self, query: SearchQuery) -> tuple[list[ScoredHit], list[str]]:
-        found: tuple[list[ScoredHit], list[str]] = await self._index.search.remote(query)
+    async def search(self, query: SearchQuery) -> SearchAnswer:
+        found: SearchAnswer = await self._index.search.remote(query)
         return found
 
     async def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
@@ -44,9 +43,9 @@ class IndexActorPort:
         whole: SourceLines = await self._index.read_file.remote(repo, path)
         return whole
 
-    async def search_symbols(self, repo: str | None, query: str, limit: int) -> list[SymbolHit]:
-        hits: list[SymbolHit] = await self._index.search_symbols.remote(repo, query, limit)
-        return hits
+    async def search_symbols(self, request: SymbolQuery) -> SymbolPage:
+        page: SymbolPage = await self._index.search_symbols.remote(request)
+        return page
 
     async def search_files(self, repo: str | None, query: str, limit: int) -> list[FileHit]:
         files: list[FileHit] = await self._index.search_files.remote(repo, query, limit)

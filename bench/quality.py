@@ -1,12 +1,16 @@
 """Retrieval quality of search_code on a dev and a held-out test package set, against two scripts.
 
     python -m bench.quality [--sets dev test] [--queries N] [--seed 0] [--work DIR]
+        [--rows default hybrid ...] [--tests include exclude] [--test-suites DIR]
 
 Every run evaluates both sets, dev first: DEV_PACKAGES (httpx, click, jinja2, markdown_it) are the
 tuning set; TEST_PACKAGES (requests, rich, packaging) are held out, and no tuning decision may look
 at their numbers (bench/quality_corpus.py commits both lists). `--sets dev` runs the tuning set
 alone; `--queries N` keeps a seeded sample of N queries per set for quick runs (default: all
-eligible queries, about 600 per set).
+eligible queries, about 600 per set). `--rows` runs only the rows named; `--tests include exclude`
+runs each row once per value of search_code's `tests` argument; `--test-suites DIR` indexes each
+package's own test suite (DIR/<package>/, e.g. the tests/ of its sdist) beside its sources, as
+distractors that make no query (the truth is the same with or without them).
 
 1. Corpus (bench/quality_corpus.py), one per set: the sources of its installed packages, copied
    with their function/method/class docstrings removed; each query is a removed docstring's first
@@ -77,6 +81,7 @@ from bench.quality_rows import (  # noqa: E402
     SetRun,
     plan_row,
     read_interface,
+    with_tests,
 )
 from bench.run import RESULTS  # noqa: E402
 from samespace.head import free_port  # noqa: E402
@@ -149,8 +154,17 @@ async def run_rows(client: Any, runs: list[SetRun], rerank: bool) -> None:
             print(f"{name}: {'done' if row.available else row.notes[0]} ({time.perf_counter() - t0:.1f}s)", flush=True)
 
 
-async def evaluate(url: str, runs: list[SetRun], push_key: Any, *, with_rerank: bool = True) -> Interface:
-    """Every set's rows over one MCP session: all rows without rerank first, then the key, then rerank."""
+async def evaluate(
+    url: str,
+    runs: list[SetRun],
+    push_key: Any,
+    *,
+    with_rerank: bool = True,
+    rows: list[str] | None = None,
+    tests: list[str] | None = None,
+) -> Interface:
+    """Every set's rows over one MCP session: all rows without rerank first, then the key, then rerank.
+    `rows`: only the rows of these labels; `tests`: each row once per `tests` value (`with_tests`)."""
     from mcp import Client
 
     async with Client(url) as client:
@@ -164,9 +178,10 @@ async def evaluate(url: str, runs: list[SetRun], push_key: Any, *, with_rerank: 
             f"rerank={'yes' if interface.rerank else 'no'}",
             flush=True,
         )
-        specs = [spec for spec in ROWS if with_rerank or not spec.rerank]
+        specs = [spec for spec in ROWS if (with_rerank or not spec.rerank) and (rows is None or spec.label in rows)]
         if interface.modes is None or "hybrid" not in interface.modes:
             specs += [STAND_IN] if with_rerank else []
+        specs = with_tests(specs, tests)
         for run in runs:
             run.rows = [plan_row(spec, interface, run.repo) for spec in specs]
         await run_rows(client, runs, rerank=False)
@@ -180,13 +195,15 @@ async def evaluate(url: str, runs: list[SetRun], push_key: Any, *, with_rerank: 
 # --- the sets and their baselines ---------------------------------------------------------------
 
 
-def build_sets(names: list[str], work: Path, max_queries: int | None, seed: int) -> list[SetRun]:
+def build_sets(
+    names: list[str], work: Path, max_queries: int | None, seed: int, test_suites: Path | None = None
+) -> list[SetRun]:
     """Each named set's corpus under work/<set>, in PACKAGE_SETS order (dev before test)."""
     runs = []
     for name in [n for n in PACKAGE_SETS if n in names]:
         t0 = time.perf_counter()
         packages = PACKAGE_SETS[name]
-        queries = build_corpus(packages, work / name, max_queries, seed)
+        queries = build_corpus(packages, work / name, max_queries, seed, test_suites)
         facts = read_facts(work / name)
         facts["build_s"] = round(time.perf_counter() - t0, 2)
         kept = "all" if max_queries is None else f"{len(queries)} sampled (seed {seed})"
@@ -222,6 +239,20 @@ def main(argv: list[str] | None = None) -> int:
         "--no-rerank", action="store_true", help="skip the rerank rows (the fake reranker's row: ~11 min per set)"
     )
     parser.add_argument("--work", type=Path, default=None, help="work folder (default: a new temporary one)")
+    parser.add_argument("--rows", nargs="+", choices=[spec.label for spec in ROWS], help="only these rows")
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        choices=["include", "exclude", "only"],
+        help="run each row once per value of search_code's `tests` argument (default: not sent)",
+    )
+    parser.add_argument(
+        "--test-suites",
+        type=Path,
+        default=None,
+        help="a folder of each package's own test suite as <package>/ (e.g. its sdist's tests/), indexed "
+        "beside the sources as distractors; they make no query",
+    )
     args = parser.parse_args(argv)
     if args.queries is not None and args.queries < 1:
         parser.error("--queries must be at least 1")
@@ -237,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(sets_line(), flush=True)
     work = (args.work or Path(tempfile.mkdtemp(prefix="samespace-bench-quality-"))).resolve()
-    runs = build_sets(args.sets, work, args.queries, args.seed)
+    runs = build_sets(args.sets, work, args.queries, args.seed, args.test_suites)
 
     machine = {"cpus": os.cpu_count(), "load_avg_at_start": [round(x, 2) for x in os.getloadavg()]}
     # The baselines run here, before Ray starts: nothing else competes for the CPUs while they are timed.
@@ -305,7 +336,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"reranker key pushed to {len(containers)} virtual container(s)", flush=True)
 
             interface = asyncio.run(
-                evaluate(f"http://127.0.0.1:{port}/mcp/", runs, push_key, with_rerank=not args.no_rerank)
+                evaluate(
+                    f"http://127.0.0.1:{port}/mcp/",
+                    runs,
+                    push_key,
+                    with_rerank=not args.no_rerank,
+                    rows=args.rows,
+                    tests=args.tests,
+                )
             )
         finally:
             serve.shutdown()
@@ -315,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "packages": {name: list(packages) for name, packages in PACKAGE_SETS.items()},
         "queries_per_set": "all" if args.queries is None else args.queries,
+        "rows": args.rows or "all",
+        "tests_argument": args.tests or "not sent",
+        "test_suites": None if args.test_suites is None else str(args.test_suites),
         "seed": args.seed,
         "machine": machine,
         "code": code_version(),

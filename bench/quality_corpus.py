@@ -303,11 +303,18 @@ def _sources(root: Path) -> Iterator[Path]:
 
 
 def build_corpus(
-    packages: Sequence[str], out_dir: Path, max_queries: int | None = None, seed: int = DEFAULT_SEED
+    packages: Sequence[str],
+    out_dir: Path,
+    max_queries: int | None = None,
+    seed: int = DEFAULT_SEED,
+    test_suites: Path | None = None,
 ) -> list[Query]:
     """Copy the packages' sources without docstrings into corpus_dir(out_dir); write and return the queries.
 
     max_queries None keeps every eligible query; a number keeps a seeded sample of that many.
+    `test_suites`: a folder holding each package's own test suite as `<package>/` (e.g. the `tests/`
+    of its sdist), copied unchanged under `tests/<package>/` as distractors: they make no query and
+    no target, so the truth is the same with or without them.
     """
     if max_queries is not None and max_queries < 1:
         raise ValueError("max_queries must be at least 1")
@@ -333,6 +340,7 @@ def build_corpus(
             dest.write_bytes(stripped)
             facts["files"] += 1
             candidates.extend(file_queries(original, stripped, rel, package))
+    facts["test_files"] = copy_test_suites(packages, test_suites, target) if test_suites is not None else 0
     unique, ambiguous = drop_ambiguous(candidates)
     queries = sample_queries(unique, max_queries, seed)
     facts.update(
@@ -342,6 +350,22 @@ def build_corpus(
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / QUERIES_FILE).write_text(json.dumps(manifest, indent=1))
     return queries
+
+
+def copy_test_suites(packages: Sequence[str], suites: Path, target: Path) -> int:
+    """Copy each package's test suite (`suites/<package>/**/*.py`, as it is) to `target/tests/<package>/`;
+    how many files. A package without a suite there is an error: the run would measure less than it says."""
+    copied = 0
+    for package in packages:
+        root = suites / package
+        if not root.is_dir():
+            raise ValueError(f"no test suite for {package!r} under {suites} (expected {root}/)")
+        for source in sorted(root.rglob("*.py")):
+            dest = target / "tests" / package / source.relative_to(root)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(source.read_bytes())
+            copied += 1
+    return copied
 
 
 def read_facts(out_dir: Path) -> dict[str, Any]:

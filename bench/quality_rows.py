@@ -4,7 +4,8 @@ arguments search_code declares, and what each row and each package set collects.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "plan_row",
     "read_interface",
     "repo_name",
+    "with_tests",
 ]
 
 K = 10
@@ -46,6 +48,15 @@ class RowSpec:
     label: str
     mode: str | None  # None: no `mode` argument, search_code's own default
     rerank: bool
+    tests: str | None = None  # search_code's `tests` argument (None: not sent, its default)
+
+
+def with_tests(specs: Sequence[RowSpec], values: Sequence[str] | None) -> list[RowSpec]:
+    """Each row once per `tests` value asked (`--tests include exclude`), labelled with it; as they are
+    when none is asked."""
+    if not values:
+        return list(specs)
+    return [replace(spec, label=f"{spec.label} [tests={value}]", tests=value) for spec in specs for value in values]
 
 
 ROWS = (
@@ -207,6 +218,10 @@ def plan_row(spec: RowSpec, interface: Interface, repo: str) -> Row:
         )
     else:
         notes.append("search_code has no `rerank` argument: called without it before any reranker serves")
+    if spec.tests is not None:
+        if "tests" not in interface.schema:
+            return Row(spec, None, [f"unavailable: search_code has no `tests` argument (tests={spec.tests})"])
+        args["tests"] = spec.tests
     if spec.rerank:
         notes.append(RERANK_NOTE)
     return Row(spec, args, notes, expected_mode=expected)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import json
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cluster.errors import CursorExpired
 
 Clock = Callable[[], float]
 Payload = dict[str, Any]
@@ -20,6 +25,27 @@ class Strict(BaseModel):
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def fingerprint(value: Any) -> str:
+    """A short digest of a JSON-able value (keys sorted): what a page cursor is bound to."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class PageCursor(Strict):
+    """Base of the tools' page cursors: opaque to the caller (URL-safe base64 of its JSON, unpadded);
+    a text that does not decode as the tool's own cursor is refused whole (CursorExpired)."""
+
+    def encode(self) -> str:
+        return base64.urlsafe_b64encode(self.model_dump_json().encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str, tool: str) -> Self:
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            return cls.model_validate_json(raw)
+        except (binascii.Error, ValueError, ValidationError):
+            raise CursorExpired(f"not a {tool} cursor") from None
 
 
 class Definition(Strict):
@@ -107,12 +133,41 @@ class StoredPoint(Strict):
 
 
 class PayloadFilter(Strict):
-    """Exact keyword matches, all of which must hold. On a list field any element may match."""
+    """Keyword conditions on a row's payload, all of which must hold. On a list field a condition
+    holds when any element meets it. A row lacking a field meets no `equals` or `any_of` condition
+    on it and every `none_of` condition."""
 
     equals: dict[str, str] = Field(default_factory=dict)
     any_of: dict[str, list[str]] = Field(
         default_factory=dict, description="Per field, the values one of which it must equal (an empty list: none)."
     )
+    none_of: dict[str, list[str]] = Field(
+        default_factory=dict, description="Per field, the values it must equal none of (an empty list: no condition)."
+    )
+    either: list[Annotated[list[PayloadFilter], Field(min_length=1)]] = Field(
+        default_factory=list, description="Groups of filters: in each group at least one filter must hold."
+    )
+
+    def both(self, other: PayloadFilter | None) -> PayloadFilter:
+        """A filter that holds where this one and `other` both hold."""
+        if other is None:
+            return self
+        equals, any_of, groups = dict(self.equals), dict(self.any_of), [*self.either, *other.either]
+        for key, value in other.equals.items():
+            if key not in equals:
+                equals[key] = value
+            elif equals[key] != value:  # a second condition on one field: a group of one, so both hold
+                groups.append([PayloadFilter(equals={key: value})])
+        for key, values in other.any_of.items():
+            if key not in any_of:
+                any_of[key] = values
+            else:
+                groups.append([PayloadFilter(any_of={key: values})])
+        none_of = {
+            key: sorted({*self.none_of.get(key, []), *other.none_of.get(key, [])})
+            for key in sorted({*self.none_of, *other.none_of})
+        }
+        return PayloadFilter(equals=equals, any_of=any_of, none_of=none_of, either=groups)
 
 
 class ScoredHit(Strict):

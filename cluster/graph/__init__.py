@@ -13,7 +13,7 @@ from cluster.graph.answers import (
     ImpactFile,
     SymbolDefinition,
 )
-from cluster.graph.code_graph import CodeGraph, is_test_path
+from cluster.graph.code_graph import CodeGraph
 from cluster.graph.extract import FileFacts, attach_facts, file_facts, module_of
 from cluster.graph.nodes import DefNode, GraphRow, RefSite
 from cluster.graph.registry import SPECS
@@ -38,6 +38,5 @@ __all__ = [
     "SymbolDefinition",
     "attach_facts",
     "file_facts",
-    "is_test_path",
     "module_of",
 ]

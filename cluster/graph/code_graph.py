@@ -27,17 +27,11 @@ from cluster.graph.graph_index import GraphIndex
 from cluster.graph.nodes import DefNode, GraphRow, RefSite
 from cluster.graph.registry import SPECS
 from cluster.graph.resolve import CERTAIN, RECEIVER_UNKNOWN, Resolver
+from cluster.ingest import is_test_path
 
-__all__ = ["CodeGraph", "is_test_path"]
+__all__ = ["CodeGraph"]
 
-_TEST_PATH = re.compile(
-    r"(^|/)(tests?|spec|specs|__tests__|testing)/|(^|/)test_[^/]*$|_test\.\w+$|\.(test|spec)\.\w+$|(Tests?|Spec)\.\w+$"
-)
 _SEPARATORS = re.compile(r"::|->|#|\\")
-
-
-def is_test_path(path: str) -> bool:
-    return bool(_TEST_PATH.search(path))
 
 
 @dataclass(frozen=True)

@@ -93,10 +93,12 @@ class GrepCorpus:
         limit: int,
         start: int = 0,
         select: Callable[[str], bool] | None = None,
+        keep: Callable[[LineHit], bool] | None = None,
         deadline: float | None = None,
         clock: Clock | None = None,
     ) -> ScanPage:
-        """Matching lines from buffer offset `start` on, in path order, of the files `select` keeps."""
+        """Matching lines from buffer offset `start` on, in path order, of the files `select` keeps;
+        with `keep`, only the lines it keeps count (e.g. the lines of a kind of chunk)."""
         segments, files = self._segments(select)
         hits: list[LineHit] = []
         lines = _LineCounter(self)
@@ -122,8 +124,9 @@ class GrepCorpus:
                     # one that took the line feed is checked against the line alone
                     first = found[0] if found[1] <= line_end else pattern.line_match(buf, line_start, line_end)
                     pos = line_end + 1
-                    if first is not None:
-                        hits.append(lines.hit(line_start, line_end, first))
+                    found_line = None if first is None else lines.hit(line_start, line_end, first)
+                    if found_line is not None and (keep is None or keep(found_line)):
+                        hits.append(found_line)
                         if len(hits) >= limit:
                             return ScanPage(hits, files, pos if pos < len(buf) else None, StopReason.LIMIT)
                     checks += 1

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import json
-
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field
 
 from cluster.errors import CursorExpired
 from cluster.grep.corpus import StopReason
 from cluster.grep.pattern import MAX_PATTERN_CHARS
-from cluster.types import Strict
+from cluster.ingest import SearchControls
+from cluster.types import PageCursor, Strict, fingerprint
 
 __all__ = ["MAX_GREP_LIMIT", "GrepCursor", "GrepMatch", "GrepRequest", "GrepResult"]
 
 MAX_GREP_LIMIT = 1000
 MAX_CONTEXT_LINES = 10
-MAX_GLOBS = 32
 
 
 class GrepRequest(Strict):
@@ -27,20 +22,18 @@ class GrepRequest(Strict):
     regex: bool = True
     case_sensitive: bool = True
     path_glob: str | None = Field(default=None, max_length=500)
-    exclude_glob: list[str] = Field(default_factory=list, max_length=MAX_GLOBS)
+    controls: SearchControls = Field(
+        default_factory=SearchControls, description="Paths left out, kinds kept, test code (`SearchControls`)."
+    )
     limit: int = Field(default=100, ge=1, le=MAX_GREP_LIMIT)
     context_lines: int = Field(default=0, ge=0, le=MAX_CONTEXT_LINES)
     cursor: str | None = Field(default=None, max_length=2000)
 
-    @field_validator("exclude_glob", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: object) -> object:
-        return [value] if isinstance(value, str) else value
-
     def fingerprint(self) -> str:
         """What a cursor must have been made by: the same search (the page size and context may change)."""
-        asked = self.model_dump(include={"pattern", "repo", "regex", "case_sensitive", "path_glob", "exclude_glob"})
-        return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
+        return fingerprint(
+            self.model_dump(include={"pattern", "repo", "regex", "case_sensitive", "path_glob", "controls"})
+        )
 
 
 class GrepMatch(Strict):
@@ -68,7 +61,7 @@ class GrepResult(Strict):
     notes: list[str] = Field(default_factory=list, description="Indexes or files left out, and why.")
 
 
-class GrepCursor(Strict):
+class GrepCursor(PageCursor):
     """Where a truncated answer goes on: the index being scanned, its build, and the offset in its text."""
 
     query: str
@@ -76,16 +69,10 @@ class GrepCursor(Strict):
     build: str | None  # None: the top of an index not yet read
     offset: int = Field(ge=0)
 
-    def encode(self) -> str:
-        return base64.urlsafe_b64encode(self.model_dump_json().encode()).decode().rstrip("=")
-
     @classmethod
-    def decode(cls, text: str, request: GrepRequest) -> GrepCursor:
-        try:
-            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-            cursor = cls.model_validate_json(raw)
-        except (binascii.Error, ValueError, ValidationError):
-            raise CursorExpired("not a grep_code cursor") from None
+    def resume(cls, text: str, request: GrepRequest) -> GrepCursor:
+        """The cursor `text` of an earlier page of `request` (CursorExpired: another search's, or none)."""
+        cursor = cls.decode(text, "grep_code")
         if cursor.query != request.fingerprint():
-            raise CursorExpired("it continues another search (the pattern, scope or globs differ)")
+            raise CursorExpired("it continues another search (the pattern, scope, globs or kinds differ)")
         return cursor

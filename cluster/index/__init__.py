@@ -14,12 +14,13 @@ from cluster.index.catalog import (
     point_key,
     point_payload,
 )
+from cluster.index.controls import controls_filter
 from cluster.index.fusion import ALSO_IN
-from cluster.index.globs import Glob, check_glob, compile_glob
+from cluster.index.globs import Glob, check_glob, compile_glob, path_selector
 from cluster.index.history_store import CommitHit, HistoryState, HistoryStore, commit_text
 from cluster.index.incremental import PlanMode, ReindexPlan, ReusableRows, full_reason, plan_reindex, reusable_rows
 from cluster.index.keywords import chunk_keywords, query_keywords
-from cluster.index.payload import KEYWORD_FIELDS, REFS_FIELD, RowPayload, with_source
+from cluster.index.payload import CATEGORIES_FIELD, KEYWORD_FIELDS, REFS_FIELD, RowPayload, with_source
 from cluster.index.progress_meter import ProgressMeter
 from cluster.index.query import SearchMode, SearchQuery, query_filter
 from cluster.index.records import (
@@ -40,6 +41,7 @@ from cluster.index.tokens import IDENTIFIER, identifier_tokens
 
 __all__ = [
     "ALSO_IN",
+    "CATEGORIES_FIELD",
     "GROUP_PREFIX",
     "IDENTIFIER",
     "KEYWORD_FIELDS",
@@ -69,6 +71,7 @@ __all__ = [
     "chunk_point",
     "commit_text",
     "compile_glob",
+    "controls_filter",
     "embed_hash",
     "export_folder",
     "exports_root",
@@ -79,6 +82,7 @@ __all__ = [
     "new_build_id",
     "open_vector_store",
     "path_prefixes",
+    "path_selector",
     "plan_reindex",
     "point_id",
     "point_key",

@@ -30,6 +30,7 @@ from cluster.index.records import (
 )
 from cluster.index.representations import name_text
 from cluster.index.store.protocol import VectorStore
+from cluster.ingest.categories import chunk_categories
 from cluster.ingest.git_state import SourceState
 from cluster.ingest.skips import SkipSummary
 from cluster.space import CHUNK_TEXT_VERSION, EncoderIdentity, embedding_text, require_same_space
@@ -93,6 +94,7 @@ def point_payload(
         file_hash=file_hash,
         defines=defined_names(chunk.text, chunk.symbol),
         refs=sorted({reference.name for reference in chunk.references}),
+        categories=list(chunk_categories(chunk.path, chunk.language, chunk.kind, chunk.text)),
     ).stored()
 
 
@@ -195,6 +197,7 @@ class IndexCatalog:
             identity=identity,
             probe_vectors=probe_vectors,
             started_at=started,
+            categorised=True,  # every row is written by `point_payload`, which sets `categories`
         )
         self._store.put_metadata(build, {"state": "building", "record": record.model_dump(mode="json")})
         self._builds[name] = BuildState(index=name, build=build, state="building", job_id=job_id, started_at=started)

@@ -1,19 +1,20 @@
 """Index-name globs at a bounded cost: `*`, `?` and `[...]` exactly as `fnmatch.fnmatchcase` reads them,
 matched in O(len(name) x len(pattern)) steps with no regex over the whole pattern (fnmatch translates a
 pattern into one, and translating and compiling a long one costs seconds), after the caps a pattern must
-meet before any matching: `limits.max_glob_chars` and `limits.max_glob_wildcards`."""
+meet before any matching: `limits.max_glob_chars` and `limits.max_glob_wildcards`. `path_selector` reads
+file paths with them, the same way for every search tool."""
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cluster.errors import LimitExceeded
 from cluster.settings import LimitsSettings, limit_name
 
-__all__ = ["GLOB_CHARS", "Glob", "check_glob", "compile_glob", "is_glob"]
+__all__ = ["GLOB_CHARS", "Glob", "check_glob", "compile_glob", "is_glob", "path_selector"]
 
 GLOB_CHARS = frozenset("*?[")
 
@@ -118,3 +119,49 @@ def _char_class(bracket: str) -> CharTest:
     translates it alone: a regex of one character class, applied to one character at a time."""
     regex = re.compile(fnmatch.translate(bracket))
     return lambda char: regex.match(char) is not None
+
+
+def path_selector(
+    path_glob: str | None, exclude: Sequence[str], limits: LimitsSettings
+) -> Callable[[str], bool] | None:
+    """Which files a search keeps (search_code, search_symbols, grep_code: one glob reading for all):
+    those `path_glob` matches and no `exclude` glob does (None: every one).
+
+    `*` matches across folders (`src/*.py` takes `src/a/b.py`); a glob without '/' matches a name
+    anywhere (`*.py`, `test_*`), one with a '/' the path from the root (`./vendor`, `vendor/`); `**/`
+    also matches no folder (`src/**/x.py` takes `src/x.py`); a glob matching a folder takes every file
+    under it (`vendor`, `src/legacy`, `docs/*`)."""
+    include = None if path_glob is None else _PathGlob.of(path_glob, limits)
+    excluded = [_PathGlob.of(pattern, limits) for pattern in exclude]
+    if include is None and not excluded:
+        return None
+
+    def keep(path: str) -> bool:
+        if include is not None and not include.matches(path):
+            return False
+        return not any(glob.matches(path) for glob in excluded)
+
+    return keep
+
+
+@dataclass(frozen=True)
+class _PathGlob:
+    globs: tuple[Glob, ...]
+    by_name: bool
+
+    @classmethod
+    def of(cls, pattern: str, limits: LimitsSettings) -> _PathGlob:
+        raw = pattern.strip()
+        pattern = raw.removeprefix("./").strip("/")  # any '/' at all ('./x', 'x/') anchors it at the root
+        forms = {pattern, pattern.replace("**/", "")}
+        return cls(tuple(compile_glob(form, limits, "path") for form in sorted(forms)), "/" not in raw)
+
+    def matches(self, path: str) -> bool:
+        """The path, or a folder above it, matches (by its whole path, or by its name for a glob
+        without '/')."""
+        parts = path.split("/")
+        for end in range(len(parts), 0, -1):
+            whole, name = "/".join(parts[:end]), parts[end - 1]
+            if any(glob.matches(whole) or (self.by_name and glob.matches(name)) for glob in self.globs):
+                return True
+        return False

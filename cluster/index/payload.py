@@ -8,8 +8,8 @@ that no row stores: the commit and ref of its build (`with_source`) and the othe
 the same place (`also_in`, set by the fusion).
 
 Stored data stays readable: the keys are those rows have always had, and a row written before a
-key existed (`embed_hash`, `file_hash`, `defines`, the graph's `definitions`, `references`, `imports`
-and `refs`) loads with its default.
+key existed (`embed_hash`, `file_hash`, `defines`, the graph's `definitions`, `references`, `imports`,
+`refs` and `categories`) loads with its default.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from cluster.ingest.git_state import SourceState
 from cluster.types import Chunk, Definition, ImportBinding, Payload, Reference
 
 __all__ = [
+    "CATEGORIES_FIELD",
     "DEFINES_FIELD",
     "HIT_FIELDS",
     "KEYWORD_FIELDS",
@@ -33,6 +34,7 @@ __all__ = [
 
 DEFINES_FIELD = "defines"  # the names a chunk defines: the definition leg of hybrid search filters on it
 REFS_FIELD = "refs"  # the names a chunk uses (`references`): "who uses X" is one filtered query
+CATEGORIES_FIELD = "categories"  # function, method, class, module, doc, test: the search tools' `kind` and `tests`
 KEYWORD_FIELDS = (
     "repo",
     "path",
@@ -44,6 +46,7 @@ KEYWORD_FIELDS = (
     "space",
     DEFINES_FIELD,
     REFS_FIELD,
+    CATEGORIES_FIELD,
 )
 
 
@@ -84,6 +87,11 @@ class RowPayload(BaseModel):
     references: tuple[Reference, ...] = Field(default=(), description="The code graph's references on its lines.")
     imports: tuple[ImportBinding, ...] = Field(default=(), description="The names its import statements bind.")
     refs: list[str] = Field(default_factory=list, description="The names of its references, once each (indexed).")
+    categories: list[str] = Field(
+        default_factory=list,
+        description="What the chunk is for the search filters (`cluster.ingest.chunk_categories`, indexed). "
+        "A row written before it existed lacks it: its build's record says so (`IndexRecord.categorised`).",
+    )
     commit: str | None = Field(default=None, description="A hit's: the commit its build's files were at.")
     ref: str | None = Field(default=None, description="A hit's: the ref its build indexed, or the branch then.")
     also_in: list[str] = Field(default_factory=list, description="A hit's: other indexes holding the same place.")

@@ -16,6 +16,7 @@ from pydantic import Field
 from cluster.errors import UnknownLanguage
 from cluster.index.keywords import identifier_query, query_keywords
 from cluster.index.payload import DEFINES_FIELD
+from cluster.ingest import SearchControls
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.space import EncoderIdentity
 from cluster.types import FusionParams, PayloadFilter, SparseTerms, Strict
@@ -41,7 +42,22 @@ class SearchQuery(Strict):
         default=None, description="The definition leg: the chunks that define the identifier asked for."
     )
     filter: PayloadFilter | None = Field(default=None, description="What every leg is restricted to.")
+    controls: SearchControls | None = Field(
+        default=None,
+        description="Paths, kinds and test code left out: made a store filter on every leg by the index "
+        "actor, which knows the paths each glob matches (`cluster.index.controls`).",
+    )
     limit: int = Field(description="Hits after fusion (the reranker's pool when one re-scores them).")
+    depth: int | None = Field(
+        default=None,
+        ge=1,
+        description="Candidates each leg returns (None: the cut, and at least `fusion.candidates`). Every "
+        "page of one search uses its first page's depth, so the pages rank one pool.",
+    )
+    builds: str | None = Field(
+        default=None,
+        description="A next page's: the serving builds its first page ranked (CursorExpired once they changed).",
+    )
     fusion: FusionParams = Field(default_factory=FusionParams, description="How the legs' scores are summed.")
 
     @classmethod
@@ -71,8 +87,8 @@ class SearchQuery(Strict):
 
     @property
     def leg_limit(self) -> int:
-        """Candidates each leg returns: the cut, and at least `fusion.candidates`."""
-        return max(self.limit, self.fusion.candidates)
+        """Candidates each leg returns: `depth`, else the cut and at least `fusion.candidates`."""
+        return self.depth if self.depth is not None else max(self.limit, self.fusion.candidates)
 
     @property
     def has_terms(self) -> bool:

@@ -52,6 +52,11 @@ class IndexRecord(Strict):
     )
     started_at: float
     built_at: float | None = None
+    categorised: bool = Field(
+        default=False,
+        description="Every row carries `categories` (False: a build from before they existed; the search "
+        "filters fall back to what its rows do carry, `cluster.index.controls`).",
+    )
 
     @property
     def followed_folder(self) -> str:

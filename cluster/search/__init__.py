@@ -1,15 +1,17 @@
 """Search over the indexes: the code-search service behind the MCP tools and the RLM (over Protocols:
 the index, a query's vector, the reranker), index status, the code map (symbols, files, neighbours)
-grep_code over the indexed files, and the query cache; the MCP resources (their URIs, the index list
-and status, the watch that tells subscribers of a change) and the MCP prompts built from the tools."""
+grep_code over the indexed files, search_code's store side and its pages, and the query cache; the MCP
+resources (their URIs, the index list and status, the watch that tells subscribers of a change) and the
+MCP prompts built from the tools."""
 
 from __future__ import annotations
 
-from cluster.search.greps import CodeGreps, load_corpus, path_selector
+from cluster.search.greps import CodeGreps, load_corpus
 from cluster.search.histories import CommitHistories
 from cluster.search.index_resources import IndexList, IndexSummary, ResourceChanges, status_of_index
 from cluster.search.maps import CodeMaps
 from cluster.search.models import CodeEntry, FileHit, Neighbors, RepoOverview, SymbolHit, snippet
+from cluster.search.pages import SearchAnswer, SearchCursor, SymbolPage, SymbolQuery
 from cluster.search.ports import IndexStatusSource, QueryEncoder, Reranker, SearchIndex
 from cluster.search.prompt_text import PromptText
 from cluster.search.prompts import ChangesArgs, CodePrompts, ExplainArgs, LocateArgs, ReviewArgs, prompt_arguments
@@ -28,6 +30,7 @@ from cluster.search.resource_uris import (
     status_uri,
 )
 from cluster.search.service import (
+    DEFAULT_SEARCH_TESTS,
     CodeHit,
     CodeSearchService,
     FileSearchResult,
@@ -37,8 +40,10 @@ from cluster.search.service import (
 )
 from cluster.search.status import BuildInfo, IndexInfo, IndexStatus, IndexStatusReader
 from cluster.search.status_watch import STATUS_POLL_S, StatusWatch
+from cluster.search.store_search import StoreSearch
 
 __all__ = [
+    "DEFAULT_SEARCH_TESTS",
     "FILE_TEMPLATE",
     "INDEXES_URI",
     "JSON_MIME",
@@ -72,10 +77,15 @@ __all__ = [
     "Reranker",
     "ResourceChanges",
     "ReviewArgs",
+    "SearchAnswer",
+    "SearchCursor",
     "SearchIndex",
     "SearchResult",
     "StatusWatch",
+    "StoreSearch",
     "SymbolHit",
+    "SymbolPage",
+    "SymbolQuery",
     "SymbolSearchResult",
     "check_file_path",
     "check_index_name",
@@ -83,7 +93,6 @@ __all__ = [
     "load_corpus",
     "mime_type_of",
     "parse_resource_uri",
-    "path_selector",
     "prompt_arguments",
     "snippet",
     "snippet_of",

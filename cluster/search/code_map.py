@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from cluster.errors import ReadRefused
 from cluster.index.payload import RowPayload
 from cluster.index.tokens import identifier_tokens
+from cluster.ingest import TEST, Category, SearchControls, chunk_categories, is_test_path
 from cluster.search.models import CodeEntry, FileHit, FileSymbol, Neighbors, RepoOverview, SymbolHit, snippet
 from cluster.search.neighbors import neighbors_of
 from cluster.search.overview import build_overview
@@ -35,6 +36,7 @@ from cluster.search.units import Unit, clean_path, file_units, normalise_query, 
 __all__ = ["CodeMap"]
 
 Offer = Callable[[Iterable[int], float, str], None]
+PathTest = Callable[[str], bool]  # which files a search keeps (`cluster.index.path_selector`)
 
 
 class CodeMap:
@@ -56,6 +58,8 @@ class CodeMap:
             self._units.extend(units)
         self._index_units()
         self._overview: RepoOverview | None = None
+        self._unit_categories: dict[int, list[Category]] = {}  # worked out on first use
+        self._entry_categories: dict[int, list[Category]] = {}
 
     @classmethod
     def from_payloads(cls, repo: str, payloads: Iterable[Mapping[str, Any]]) -> CodeMap:
@@ -119,9 +123,40 @@ class CodeMap:
             parts.discard(lowered)
             self._scan.append((lowered, tuple(sorted(parts)), ids))
 
+    # ---- categories (the search tools' `kind` and `tests`) ----------------------------------
+    def unit_categories(self, unit_id: int) -> list[Category]:
+        unit = self._units[unit_id]
+        found = self._unit_categories.get(unit_id)
+        if found is None:
+            found = self._unit_categories[unit_id] = chunk_categories(unit.path, unit.language, unit.kind, unit.text)
+        return found
+
+    def line_categories(self, path: str, line: int) -> list[Category]:
+        """The categories of the smallest chunk of `path` holding `line`; a line no chunk holds (blank,
+        punctuation) is test code when its file is, and nothing else."""
+        holding = [
+            i for i in self._by_path.get(path, ()) if self.entries[i].start_line <= line <= self.entries[i].end_line
+        ]
+        if not holding:
+            return [TEST] if is_test_path(path) else []
+        smallest = min(holding, key=lambda i: (self.entries[i].end_line - self.entries[i].start_line, i))
+        found = self._entry_categories.get(smallest)
+        if found is None:
+            entry = self.entries[smallest]
+            found = chunk_categories(entry.path, entry.language, entry.kind, entry.text)
+            self._entry_categories[smallest] = found
+        return found
+
+    def _kept(self, unit_id: int, controls: SearchControls, select: PathTest | None) -> bool:
+        unit = self._units[unit_id]
+        return (select is None or select(unit.path)) and controls.keeps(self.unit_categories(unit_id))
+
     # ---- symbol search ----------------------------------------------------------------------
-    def search_symbols(self, query: str, limit: int = 10) -> list[SymbolHit]:
-        """Definitions best first: exact > member > exact-ci > prefix > substring > tokens.
+    def search_symbols(
+        self, query: str, limit: int = 10, controls: SearchControls | None = None, select: PathTest | None = None
+    ) -> list[SymbolHit]:
+        """Definitions best first: exact > member > exact-ci > prefix > substring > tokens; only those
+        whose path `select` keeps and whose categories `controls` keeps.
 
         `query` is an identifier ('parse_config', 'TaxTable.lookup', 'getUserById') or a few words.
         Ties: definitions before windows/sections/module runs, then path, then line.
@@ -149,6 +184,9 @@ class CodeMap:
             elif lowered in symbol:
                 offer(unit_ids, substring_score(len(lowered), len(symbol)), "substring")
         self._offer_tokens(normalised, offer)
+        if select is not None or (controls is not None and controls.filters):
+            wanted = controls or SearchControls()
+            best = {unit_id: found for unit_id, found in best.items() if self._kept(unit_id, wanted, select)}
         ranked = sorted(
             best.items(),
             key=lambda item: (

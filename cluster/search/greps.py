@@ -16,20 +16,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from cluster.errors import CursorExpired, ReadRefused
 from cluster.graph import CodeGraph
 from cluster.grep import GrepCorpus, GrepCursor, GrepMatch, GrepPattern, GrepRequest, GrepResult, LineHit, ScanPage
 from cluster.index.catalog import IndexCatalog
-from cluster.index.globs import Glob, compile_glob
+from cluster.index.globs import path_selector
 from cluster.index.scope import resolve_scope
-from cluster.ingest import DenyList, read_source_text
+from cluster.ingest import DenyList, SearchControls, read_source_text
 from cluster.search.maps import CodeMaps
 from cluster.settings import LimitsSettings
 from cluster.types import Clock
 
-__all__ = ["MAX_LINE_CHARS", "CodeGreps", "load_corpus", "path_selector"]
+__all__ = ["MAX_LINE_CHARS", "CodeGreps", "load_corpus"]
 
 MAX_LINE_CHARS = 400  # a longer line is cut around its match
 
@@ -73,42 +73,6 @@ def load_corpus(
     return GrepCorpus(texts), notes
 
 
-def path_selector(
-    path_glob: str | None, exclude: Sequence[str], limits: LimitsSettings
-) -> Callable[[str], bool] | None:
-    """Which files a grep keeps: those `path_glob` matches and no `exclude` glob does (None: every one).
-
-    `*` matches across folders (`src/*.py` takes `src/a/b.py`); a glob without '/' matches the file's
-    name anywhere (`*.py`, `test_*`); `**/` also matches no folder (`src/**/x.py` takes `src/x.py`)."""
-    include = None if path_glob is None else _PathGlob.of(path_glob, limits)
-    excluded = [_PathGlob.of(pattern, limits) for pattern in exclude]
-    if include is None and not excluded:
-        return None
-
-    def keep(path: str) -> bool:
-        if include is not None and not include.matches(path):
-            return False
-        return not any(glob.matches(path) for glob in excluded)
-
-    return keep
-
-
-@dataclass(frozen=True)
-class _PathGlob:
-    globs: tuple[Glob, ...]
-    by_name: bool
-
-    @classmethod
-    def of(cls, pattern: str, limits: LimitsSettings) -> _PathGlob:
-        pattern = pattern.strip().removeprefix("./")
-        forms = {pattern, pattern.replace("**/", "")}
-        return cls(tuple(compile_glob(form, limits, "path") for form in sorted(forms)), "/" not in pattern)
-
-    def matches(self, path: str) -> bool:
-        name = PurePosixPath(path).name
-        return any(glob.matches(path) or (self.by_name and glob.matches(name)) for glob in self.globs)
-
-
 class CodeGreps:
     """grep_code over a catalogue: one held text per index, for the build that serves it."""
 
@@ -137,9 +101,9 @@ class CodeGreps:
 
     def grep(self, request: GrepRequest) -> GrepResult:
         pattern = GrepPattern.compile(request.pattern, regex=request.regex, case_sensitive=request.case_sensitive)
-        select = path_selector(request.path_glob, request.exclude_glob, self._limits)
+        select = path_selector(request.path_glob, request.controls.exclude, self._limits)
         names = resolve_scope(request.repo, self._catalog.names, self._groups, self._limits)
-        cursor = None if request.cursor is None else GrepCursor.decode(request.cursor, request)
+        cursor = None if request.cursor is None else GrepCursor.resume(request.cursor, request)
         if cursor is not None:
             if cursor.index not in names:
                 raise CursorExpired(f"index {cursor.index!r} is no longer in scope")
@@ -161,6 +125,7 @@ class CodeGreps:
                 limit=request.limit - len(matches),
                 start=start,
                 select=select,
+                keep=self._line_kinds(name, request.controls),
                 deadline=deadline,
                 clock=self._clock,
             )
@@ -180,6 +145,13 @@ class CodeGreps:
                     notes=notes,
                 )
         return GrepResult(pattern=request.pattern, matches=matches, files_searched=files, truncated=False, notes=notes)
+
+    def _line_kinds(self, name: str, controls: SearchControls) -> Callable[[LineHit], bool] | None:
+        """Which lines `kind` and `tests` keep: by the chunk holding each (`CodeMap.line_categories`)."""
+        if not controls.kind and controls.tests == "include":
+            return None
+        code_map = self._maps.get(name)
+        return lambda hit: controls.keeps(code_map.line_categories(hit.path, hit.line))
 
     @staticmethod
     def _next(

@@ -13,10 +13,13 @@ from collections.abc import Mapping, Sequence
 from cluster.errors import SamespaceError
 from cluster.graph import CodeGraph, GraphAnswer, GraphQuery, GraphRow
 from cluster.index.catalog import IndexCatalog
+from cluster.index.globs import path_selector
 from cluster.index.scope import resolve_scope
+from cluster.ingest import SearchControls
 from cluster.search.code_map import CodeMap, readable_row
 from cluster.search.models import MOST_CALLED, CalledSymbol, FileHit, Neighbors, RepoOverview, SymbolHit
 from cluster.search.navigation import navigate
+from cluster.search.pages import SymbolPage, SymbolQuery, check_builds
 from cluster.search.ranking import merge_file_hits, merge_symbol_hits
 from cluster.settings import LimitsSettings
 from cluster.types import PayloadFilter
@@ -92,8 +95,22 @@ class CodeMaps:
         """The indexes `repo` stands for: a name, a glob, a group ('@backend'), or every index."""
         return resolve_scope(repo, self._catalog.names, self._groups, self._limits)
 
-    def search_symbols(self, repo: str | None, query: str, limit: int = 10) -> list[SymbolHit]:
-        return merge_symbol_hits((self.get(name).search_symbols(query, limit) for name in self._targets(repo)), limit)
+    def search_symbols(
+        self, repo: str | None, query: str, limit: int = 10, controls: SearchControls | None = None
+    ) -> list[SymbolHit]:
+        select = path_selector(None, controls.exclude, self._limits) if controls is not None else None
+        found = (self.get(name).search_symbols(query, limit, controls, select) for name in self._targets(repo))
+        return merge_symbol_hits(found, limit)
+
+    def symbol_page(self, request: SymbolQuery) -> SymbolPage:
+        """One page of search_symbols over the indexes in scope, bound to their serving builds: the
+        ranking of the first `offset + limit` hits is that of any longer cut, so pages never overlap."""
+        names = self._targets(request.repo)
+        serving = self.prune()
+        builds = check_builds(request.builds, {name: serving[name] for name in names if name in serving})
+        end = request.offset + request.limit
+        ranked = self.search_symbols(request.repo, request.query, end + 1, request.controls)
+        return SymbolPage(hits=ranked[request.offset : end], builds=builds, more=len(ranked) > end)
 
     def search_files(self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12) -> list[FileHit]:
         return merge_file_hits(

@@ -15,9 +15,9 @@ from cluster.grep import GrepRequest, GrepResult
 from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import SearchQuery
 from cluster.ingest import SourceLines
-from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search.models import FileHit, Neighbors, RepoOverview
+from cluster.search.pages import SearchAnswer, SymbolPage, SymbolQuery
 from cluster.space import EncoderIdentity
-from cluster.types import ScoredHit
 
 __all__ = ["IndexStatusSource", "QueryEncoder", "QueryVector", "Reranker", "SearchIndex"]
 
@@ -33,13 +33,13 @@ class IndexStatusSource(Protocol):
 class SearchIndex(IndexStatusSource, Protocol):
     """The index actor's reads: the search, exact lines, and the code maps' look-ups."""
 
-    async def search(self, query: SearchQuery) -> tuple[list[ScoredHit], list[str]]: ...
+    async def search(self, query: SearchQuery) -> SearchAnswer: ...
 
     async def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines: ...
 
     async def read_file(self, repo: str, path: str) -> SourceLines: ...
 
-    async def search_symbols(self, repo: str | None, query: str, limit: int) -> list[SymbolHit]: ...
+    async def search_symbols(self, request: SymbolQuery) -> SymbolPage: ...
 
     async def search_files(self, repo: str | None, query: str, limit: int) -> list[FileHit]: ...
 

@@ -15,28 +15,45 @@ import numpy as np
 from pydantic import Field
 
 from cluster.cloud.request_tag import DEFAULT_PROJECT
-from cluster.errors import NoProviderLeft
+from cluster.errors import CursorExpired, NoProviderLeft
 from cluster.graph import GraphAnswer, GraphQuery
 from cluster.grep import GrepRequest, GrepResult
 from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatChanged
 from cluster.index import RowPayload, SearchMode, SearchQuery, check_glob, query_filter
+from cluster.ingest import SearchControls, TestsMode
 from cluster.ingest.source import SourceLines
 from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S
 from cluster.search.index_resources import IndexSummary, summarize_status
 from cluster.search.models import FileHit, Neighbors, RepoOverview, SymbolHit
+from cluster.search.pages import SearchCursor, SymbolQuery
 from cluster.search.ports import QueryEncoder, QueryVector, Reranker, SearchIndex
 from cluster.search.query_cache import QueryVectorCache
 from cluster.search.status import IndexStatus, IndexStatusReader
 from cluster.settings import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S, LimitsSettings
 from cluster.space import EncoderIdentity
-from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict
+from cluster.types import FusionParams, PayloadFilter, ScoredHit, Strict, fingerprint
 
-__all__ = ["CodeHit", "CodeSearchService", "FileSearchResult", "SearchResult", "SymbolSearchResult", "snippet_of"]
+__all__ = [
+    "DEFAULT_SEARCH_TESTS",
+    "CodeHit",
+    "CodeSearchService",
+    "FileSearchResult",
+    "SearchResult",
+    "SymbolSearchResult",
+    "snippet_of",
+]
 
 log = logging.getLogger("samespace.search")
 
 SNIPPET_MAX_LINES = 30
 SNIPPET_MAX_CHARS = 2000
+# search_code's `tests` when the caller says nothing, chosen on bench.quality's dev packages with each
+# package's own test suite indexed beside it (`--test-suites`): the default row's MRR@10 and recall@10
+# are higher with tests=exclude than with tests=include (docs/search.md gives the figures and the
+# command). Its truth never targets test code: the figures measure what test code costs a search for
+# the code, and a caller who wants tests says tests="include" or "only".
+DEFAULT_SEARCH_TESTS: TestsMode = "exclude"
+_CURSOR = "Pass it back with the same arguments for the next page (None: no more hits)."
 
 
 class CodeHit(Strict):
@@ -73,11 +90,13 @@ class SearchResult(Strict):
     changed_files: int | None = Field(
         default=None, description="With changed_since: the files changed since then that were searched."
     )
+    cursor: str | None = Field(default=None, description=_CURSOR)
 
 
 class SymbolSearchResult(Strict):
     query: str
     hits: list[SymbolHit]
+    cursor: str | None = Field(default=None, description=_CURSOR)
 
 
 class FileSearchResult(Strict):
@@ -137,6 +156,12 @@ class CodeSearchService:
         if repo is not None:
             check_glob(repo, self._limits)
 
+    def check_globs(self, controls: SearchControls | None) -> None:
+        """LimitExceeded, naming the setting, for an `exclude` glob over the `limits` caps (before any
+        work; the index actor compiles them under the same caps)."""
+        for glob in controls.exclude if controls is not None else ():
+            check_glob(glob, self._limits, "path")
+
     async def encode_query(self, query: str, project: str) -> QueryVector:
         """(vector, encoder identity, provider) of a query, encoded once per cache lifetime."""
         return await self._vectors.get_or_compute(query, lambda: self._query_encoder.encode_query(query, project))
@@ -151,32 +176,32 @@ class CodeSearchService:
         rerank: bool = True,
         mode: SearchMode = "hybrid",
         changed_since: str | None = None,
+        *,
+        controls: SearchControls | None = None,
+        cursor: str | None = None,
     ) -> SearchResult:
         """The code-vector, name-vector and keyword candidates scored together (`cluster.index.fusion`,
-        DESIGN §10), then the optional rerank of the top candidates, then the cut to k. Filters apply
-        to every leg. With no query encoder left, a hybrid search degrades to its keyword leg and says so."""
+        DESIGN §10), then the optional rerank of the top candidates, then the cut to k. Filters and
+        `controls` apply to every leg. With no query encoder left, a hybrid search degrades to its
+        keyword leg and says so. `cursor` (a `SearchResult.cursor`) asks for the next k of the same
+        ranking: the first page's legs, pool and rerank (`cluster.search.pages`)."""
         self.check_scope(repo)  # before the query is encoded under `repo` as its project
+        self.check_globs(controls)
+        asked = fingerprint(
+            [query, k, repo, path_prefix, language, rerank, mode, changed_since, controls and controls.model_dump()]
+        )
+        page = None if cursor is None else SearchCursor.resume(cursor, "search_code", asked)
         project = repo or DEFAULT_PROJECT
         search_filter = query_filter(path_prefix, language)
-        changed: list[str] | None = None
-        if changed_since is not None:  # review mode: only the files the history says changed since then
-            changed = await self._index.changed_paths(repo, changed_since)
+        changed = None if changed_since is None else await self._changed(repo, changed_since, page)
+        if changed is not None:  # review mode: only the files the history says changed since then
             if not changed:
                 return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, changed_files=0)
             search_filter = (search_filter or PayloadFilter()).model_copy(update={"any_of": {"path": changed}})
-        vector: np.ndarray | None = None
-        identity: EncoderIdentity | None = None
-        encoded_by = degraded = None
-        if mode != "keyword":
-            try:
-                vector, identity, encoded_by = await self.encode_query(query, project)
-            except NoProviderLeft as exc:
-                if mode == "dense":
-                    raise
-                mode, degraded = "keyword", f"no query encoder: {exc}"
+        ran, vector, identity, encoded_by, degraded = await self._legs(query, project, mode, page)
         search = SearchQuery.of_text(
             query,
-            mode,
+            ran,
             vector=vector,
             identity=identity,
             scope=repo,
@@ -185,26 +210,83 @@ class CodeSearchService:
             fusion=self._fusion,
         )
         if not search.has_terms:  # a keyword search with no keyword term
-            return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, degraded=degraded)
-        if rerank:  # nobody to rerank: fetch k, not the pool, and never ask (or start) the reranker's dispatcher
-            rerank = self._clock() >= self._no_reranker_until and await self._query_encoder.rerankers()
-        if rerank:
-            search = search.model_copy(update={"limit": max(k, self._candidates)})
-        hits, refused = await self._index.search(search)
-        if refused and not hits and vector is not None:
+            return SearchResult(query=query, hits=[], mode=ran, encoded_by=None, degraded=degraded)
+        rerank = page.reranked if page is not None else rerank and await self._rerankers_serve()
+        search = self._paged(search, k, rerank, page).model_copy(update={"controls": controls})
+        answer = await self._index.search(search)
+        hits = answer.hits
+        if answer.refused and not hits and vector is not None:
             self._vectors.invalidate(query)  # the space moved (reindex, policy): encode afresh next time
         reranked_by = None
         if rerank:
             hits, reranked_by = await self._rerank(query, hits, project)
+            if page is not None and reranked_by is None:
+                raise CursorExpired("no reranker serves now, and the first page was reranked")
+        offset = page.offset if page is not None else 0
+        end = offset + k
+        following = SearchCursor(
+            tool="search_code",
+            query=asked,
+            builds=answer.builds,
+            offset=end,
+            mode=ran,
+            reranked=reranked_by is not None,
+            depth=search.leg_limit,
+            changed=None if changed is None else fingerprint(changed),
+        )
         return SearchResult(
             query=query,
-            hits=[to_code_hit(h) for h in hits[:k]],
-            mode=mode,
-            refused=refused,
+            hits=[to_code_hit(h) for h in hits[offset:end]],
+            mode=ran,
+            refused=answer.refused,
             encoded_by=encoded_by,
             reranked_by=reranked_by,
             degraded=degraded,
             changed_files=None if changed is None else len(changed),
+            cursor=following.encode() if len(hits) > end else None,
+        )
+
+    async def _changed(self, repo: str | None, since: str, page: SearchCursor | None) -> list[str]:
+        """The files changed since `since`; CursorExpired when a next page's first page saw others."""
+        changed = await self._index.changed_paths(repo, since)
+        if page is not None and page.changed != fingerprint(changed):
+            raise CursorExpired("the files changed since then are others now")
+        return changed
+
+    async def _legs(
+        self, query: str, project: str, mode: SearchMode, page: SearchCursor | None
+    ) -> tuple[SearchMode, np.ndarray | None, EncoderIdentity | None, str | None, str | None]:
+        """(the legs that run, the query's vector, its space, who encoded it, why fewer legs run than
+        asked). A next page runs its first page's legs, or none (CursorExpired)."""
+        if page is not None and page.mode is not None:
+            mode = page.mode
+        if mode == "keyword":
+            return mode, None, None, None, None
+        try:
+            vector, identity, encoded_by = await self.encode_query(query, project)
+        except NoProviderLeft as exc:
+            if page is not None:
+                raise CursorExpired(f"no query encoder serves now ({exc}), and the first page used one") from exc
+            if mode == "dense":
+                raise
+            return "keyword", None, None, None, f"no query encoder: {exc}"
+        return mode, vector, identity, encoded_by, None
+
+    async def _rerankers_serve(self) -> bool:
+        """Whether to rerank: nobody to rerank means fetch k, not the pool, and never ask (or start) the
+        reranker's dispatcher."""
+        return self._clock() >= self._no_reranker_until and await self._query_encoder.rerankers()
+
+    def _paged(self, search: SearchQuery, k: int, rerank: bool, page: SearchCursor | None) -> SearchQuery:
+        """The query of one page: the reranker's pool when reranking (pages run through that pool),
+        else the hits up to this page's end and one more (is there a next page?); each leg as deep as
+        the first page's legs were, so every page ranks the same candidates."""
+        offset = page.offset if page is not None else 0
+        limit = max(k, self._candidates) if rerank else offset + k + 1
+        first_depth = max(k, self._candidates) if rerank else k
+        depth = page.depth if page is not None and page.depth else max(first_depth, self._fusion.candidates)
+        return search.model_copy(
+            update={"limit": limit, "depth": depth, "builds": page.builds if page is not None else None}
         )
 
     async def _rerank(self, query: str, hits: list[ScoredHit], project: str) -> tuple[list[ScoredHit], str | None]:
@@ -228,10 +310,33 @@ class CodeSearchService:
         """The whole of an indexed file, confined as read_code is (the resource samespace://index/.../file/...)."""
         return await self._index.read_file(repo, path)
 
-    async def search_symbols(self, query: str, repo: str | None, limit: int) -> SymbolSearchResult:
+    async def search_symbols(
+        self,
+        query: str,
+        repo: str | None,
+        limit: int,
+        *,
+        controls: SearchControls | None = None,
+        cursor: str | None = None,
+    ) -> SymbolSearchResult:
+        """Definitions by name (`cluster.search.code_map`), those `controls` keeps; `cursor` asks for
+        the next `limit` of the same ranking."""
         self.check_scope(repo)
-        hits = await self._index.search_symbols(repo, query, limit)
-        return SymbolSearchResult(query=query, hits=hits)
+        self.check_globs(controls)
+        wanted = controls or SearchControls()
+        asked = fingerprint([query, repo, limit, wanted.model_dump()])
+        page = None if cursor is None else SearchCursor.resume(cursor, "search_symbols", asked)
+        request = SymbolQuery(
+            query=query,
+            repo=repo,
+            limit=limit,
+            offset=page.offset if page is not None else 0,
+            controls=wanted,
+            builds=page.builds if page is not None else None,
+        )
+        found = await self._index.search_symbols(request)
+        following = SearchCursor(tool="search_symbols", query=asked, builds=found.builds, offset=request.offset + limit)
+        return SymbolSearchResult(query=query, hits=found.hits, cursor=following.encode() if found.more else None)
 
     async def search_files(self, query: str, repo: str | None, limit: int) -> FileSearchResult:
         self.check_scope(repo)
@@ -289,6 +394,7 @@ class CodeSearchService:
     async def grep_code(self, request: GrepRequest) -> GrepResult:
         """The lines of the indexed files a regex or literal matches (RE2, line by line, as ripgrep)."""
         self.check_scope(request.repo)
+        self.check_globs(request.controls)
         return await self._index.grep(request)
 
     async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> Neighbors:

@@ -11,6 +11,7 @@ from pydantic import Field
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 
 from cluster.errors import SamespaceError, original_error
+from cluster.ingest import MAX_EXCLUDE_GLOBS, MAX_GLOB_CHARS, Category, SearchControls, TestsMode
 
 RepoArg = Annotated[
     str | None, Field(description="The indexed repo (see index_status); None: the only one, when there is one.")
@@ -22,6 +23,44 @@ ScopeArg = Annotated[
         "configured in index.groups), or None for every index."
     ),
 ]
+
+GlobArg = Annotated[str, Field(min_length=1, max_length=MAX_GLOB_CHARS)]
+ExcludeArg = Annotated[
+    GlobArg | list[GlobArg] | None,
+    Field(
+        max_length=MAX_EXCLUDE_GLOBS,
+        description="Leave out files matching this glob, or any of these (up to "
+        f"{MAX_EXCLUDE_GLOBS}): '*' crosses folders, a glob without '/' matches a file or folder name "
+        "anywhere, a glob matching a folder leaves out all of it. E.g. 'vendor', 'docs/*', '*.min.js'.",
+    ),
+]
+KindArg = Annotated[
+    Category | list[Category] | None,
+    Field(
+        description="Keep only chunks of this kind, or of any of these: function, method, class (classes, "
+        "structs, interfaces, traits, enums...), module (top-level code, unsplit files), doc (Markdown, "
+        "reST), test (test code). None: every kind."
+    ),
+]
+TestsArg = Annotated[
+    TestsMode,
+    Field(
+        description="Test code (test files and folders by each language's conventions, Rust test "
+        "functions): include it, exclude it, or only it."
+    ),
+]
+CursorArg = Annotated[
+    str | None, Field(max_length=2000, description="The cursor of an earlier answer: its next page (same arguments).")
+]
+
+
+def controls_of(
+    exclude: str | list[str] | None, kind: Category | list[Category] | None, tests: TestsMode
+) -> SearchControls:
+    """The tools' `exclude`, `kind` and `tests` as one `SearchControls` (one value or a list each)."""
+    return SearchControls.model_validate(
+        {"exclude": exclude or [], "kind": [kind] if isinstance(kind, str) else kind or [], "tests": tests}
+    )
 
 
 async def _tool_call(tool: str, call: Any) -> Any:

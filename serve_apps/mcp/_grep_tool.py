@@ -9,7 +9,7 @@ from pydantic import Field
 
 from cluster.grep import MAX_GREP_LIMIT, MAX_PATTERN_CHARS, GrepRequest, GrepResult
 from cluster.search import CodeSearchService
-from serve_apps.mcp._calls import ScopeArg, _tool_call
+from serve_apps.mcp._calls import CursorArg, ExcludeArg, KindArg, ScopeArg, TestsArg, _tool_call, controls_of
 
 
 def add_grep_tool(mcp: MCPServer, service: CodeSearchService) -> None:
@@ -31,30 +31,28 @@ def add_grep_tool(mcp: MCPServer, service: CodeSearchService) -> None:
             str | None,
             Field(
                 max_length=500,
-                description="Only files matching: 'src/**/*.py', '*.ts' (no '/': the file name, anywhere).",
+                description="Only files matching: 'src/**/*.py', '*.ts' (no '/': a file or folder name, "
+                "anywhere; a glob matching a folder takes all of it).",
             ),
         ] = None,
-        exclude_glob: Annotated[
-            str | list[str] | None,
-            Field(description="Leave out files matching this glob (or any of these), e.g. 'tests/*'."),
-        ] = None,
+        exclude: ExcludeArg = None,
+        kind: KindArg = None,
+        tests: TestsArg = "include",
         limit: Annotated[int, Field(ge=1, le=MAX_GREP_LIMIT, description="Most matching lines to return.")] = 100,
         context_lines: Annotated[int, Field(ge=0, le=10, description="Lines of context above and below.")] = 0,
-        cursor: Annotated[
-            str | None, Field(max_length=2000, description="The cursor of a truncated answer: its next page.")
-        ] = None,
+        cursor: CursorArg = None,
     ) -> GrepResult:
         """Exact and regex search over the indexed files: every matching line with its path, line, column,
         text, commit and enclosing symbol. Searches the files the index holds (never secrets, ignored or
-        generated files); a branch index searches that branch's files. A long answer is paged: pass back
-        `cursor`."""
+        generated files); a branch index searches that branch's files. `kind` keeps the lines of that kind of
+        chunk (the smallest chunk holding the line). A long answer is paged: pass back `cursor`."""
         request = GrepRequest(
             pattern=pattern,
             repo=repo,
             regex=regex,
             case_sensitive=case_sensitive,
             path_glob=path_glob,
-            exclude_glob=[exclude_glob] if isinstance(exclude_glob, str) else exclude_glob or [],
+            controls=controls_of(exclude, kind, tests),
             limit=limit,
             context_lines=context_lines,
             cursor=cursor,

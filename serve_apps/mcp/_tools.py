@@ -20,14 +20,30 @@ from cluster.history import CommitSearchResult, Comparison, SymbolHistory, WhatC
 from cluster.index import SearchMode
 from cluster.ingest.languages import KNOWN_LANGUAGES
 from cluster.ingest.source import SourceLines
-from cluster.search import CodeSearchService, FileSearchResult, IndexStatus, SearchResult, SymbolSearchResult
+from cluster.search import (
+    DEFAULT_SEARCH_TESTS,
+    CodeSearchService,
+    FileSearchResult,
+    IndexStatus,
+    SearchResult,
+    SymbolSearchResult,
+)
 from cluster.search.models import Neighbors, RepoOverview
 from cluster.sync import BuildReport
 from cluster.types import Strict
 from serve_apps.index_service import IndexService
 from serve_apps.mcp._annotations import AnnotatedMCPServer
 from serve_apps.mcp._ask import AskService
-from serve_apps.mcp._calls import RepoArg, ScopeArg, _tool_call
+from serve_apps.mcp._calls import (
+    CursorArg,
+    ExcludeArg,
+    KindArg,
+    RepoArg,
+    ScopeArg,
+    TestsArg,
+    _tool_call,
+    controls_of,
+)
 from serve_apps.mcp._grep_tool import add_grep_tool
 from serve_apps.mcp._prompts import add_prompts
 from serve_apps.mcp._resources import ResourceFeed, add_resources
@@ -133,15 +149,23 @@ def _add_search_tools(mcp: MCPServer, service: CodeSearchService) -> None:
                 description="Review mode: only files changed since this date, duration (7d) or ref (main~5).",
             ),
         ] = None,
+        exclude: ExcludeArg = None,
+        kind: KindArg = None,
+        tests: TestsArg = DEFAULT_SEARCH_TESTS,
+        cursor: CursorArg = None,
     ) -> SearchResult:
         """Code search over the indexed repositories: by meaning and by exact identifiers, fused.
 
         Returns the best-matching functions, classes, methods and doc sections with their repo, path,
         line range, symbol, language, score and a snippet. Follow up with read_code for full context.
+        `exclude`, `kind` and `tests` narrow every leg of the search (test code is left out unless
+        tests='include' or 'only'); `cursor` returns the next k hits of the same ranking.
         """
-        return await _tool_call(
-            "search_code", service.search_code(query, k, repo, path_prefix, language, rerank, mode, changed_since)
+        controls = controls_of(exclude, kind, tests)
+        call = service.search_code(
+            query, k, repo, path_prefix, language, rerank, mode, changed_since, controls=controls, cursor=cursor
         )
+        return await _tool_call("search_code", call)
 
     @mcp.tool()
     async def read_code(
@@ -371,9 +395,15 @@ def _add_map_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         ],
         repo: ScopeArg = None,
         limit: Annotated[int, Field(ge=1, le=MAX_K)] = 10,
+        exclude: ExcludeArg = None,
+        kind: KindArg = None,
+        tests: TestsArg = "include",
+        cursor: CursorArg = None,
     ) -> SymbolSearchResult:
-        """Find functions, classes, methods by name: exact names first, then prefixes, substrings, word overlap."""
-        return await _tool_call("search_symbols", service.search_symbols(query, repo, limit))
+        """Find functions, classes, methods by name: exact names first, then prefixes, substrings, word overlap.
+        `cursor` returns the next `limit` hits."""
+        call = service.search_symbols(query, repo, limit, controls=controls_of(exclude, kind, tests), cursor=cursor)
+        return await _tool_call("search_symbols", call)
 
     @mcp.tool()
     async def search_files(

@@ -156,6 +156,28 @@ def test_an_any_of_filter_keeps_points_whose_field_equals_one_of_the_values(stor
     assert all(h.payload["language"] == "go" for h in store.search("chunks", _unit(1), POINT_COUNT, both))
 
 
+def _kept(store: VectorStore, wanted: PayloadFilter) -> set[str]:
+    """The ids a filter keeps, the same by search, count and scroll (or the test fails)."""
+    found = {h.id for h in store.search("chunks", _unit(4), POINT_COUNT, wanted)}
+    assert found == {h.id for h in store.scroll("chunks", wanted, POINT_COUNT, None)[0]}
+    assert store.count("chunks", wanted) == len(found)
+    return found
+
+
+def test_none_of_and_either_groups_leave_out_and_pick_points(store: VectorStore) -> None:
+    by_id = {p.id: p.payload for p in _filled(store)}
+    left_out = PayloadFilter(none_of={"path": ["src/f1.py", "src/f2.py"], "path_prefixes": ["src/a"]})
+    out = {i for i, p in by_id.items() if p["path"] in {"src/f1.py", "src/f2.py"} or "src/a" in p["path_prefixes"]}
+    assert _kept(store, left_out) == set(by_id) - out and out
+    assert len(_kept(store, PayloadFilter(none_of={"path": [], "missing_field": ["x"]}))) == POINT_COUNT
+    one_of_each = [[PayloadFilter(equals={"language": "go"}), PayloadFilter(equals={"path": "src/f1.py"})]]
+    one_of_each.append([PayloadFilter(equals={"path_prefixes": "lib"})])  # every group holds, by one of its filters
+    go_or_f1 = {i for i, p in by_id.items() if (p["language"] == "go" or p["path"] == "src/f1.py")}
+    expected = {i for i in go_or_f1 if "lib" in by_id[i]["path_prefixes"] and by_id[i]["path"] != "src/f3.py"}
+    assert expected and _kept(store, PayloadFilter(none_of={"path": ["src/f3.py"]}, either=one_of_each)) == expected
+    assert len(_kept(store, PayloadFilter(either=[[PayloadFilter(), PayloadFilter(equals={"a": "x"})]]))) == POINT_COUNT
+
+
 def test_count_honours_the_filter(store: VectorStore) -> None:
     _filled(store)
     assert store.count("chunks") == POINT_COUNT
@@ -428,9 +450,11 @@ def test_query_returns_every_legs_candidates_with_exact_scores_under_one_filter(
     defining = PayloadFilter(equals={"path": "src/config.py"})
     marked = store.query("kw", legs(query, limit=1, definitions=defining))
     assert [h.payload["path"] for h in marked if h.definition] == ["src/config.py"]
-    only_lib = PayloadFilter(equals={"path_prefixes": "lib"})
+    only_lib, app = PayloadFilter(equals={"path_prefixes": "lib"}), {"path": ["src/app.py"]}
     filtered = store.query("kw", legs(query, keywords, limit=5, filter=only_lib))
     assert [h.payload["path"] for h in filtered] == ["lib/retry.py"]
+    kept = store.query("kw", legs(query, keywords, limit=5, definitions=defining, filter=PayloadFilter(any_of=app)))
+    assert {h.payload["path"] for h in kept} == {"src/app.py"} and not any(h.definition for h in kept)
     with pytest.raises(StoreError):
         store.query("kw", legs(limit=5))
 

@@ -59,9 +59,9 @@ class Env:
 
         embedder = ray.get_actor(EMBEDDER, namespace=NAMESPACE)
         vector, identity = ray.get(embedder.encode_query.remote(text))
-        hits, _ = ray.get(
+        hits = ray.get(
             self.index.search.remote(SearchQuery(scope=name, vector=vector.tolist(), identity=identity, limit=5))
-        )
+        ).hits
         return list(hits)
 
 

@@ -70,7 +70,7 @@ class Env:
         vector, identity = ray.get(self.embedder.encode_query.remote(text))
         where = PayloadFilter(equals=filters) if filters else None
         search = SearchQuery(scope=name, vector=vector.tolist(), identity=identity, limit=limit, filter=where)
-        hits, _ = ray.get(self.index.search.remote(search))
+        hits = ray.get(self.index.search.remote(search)).hits
         return list(hits)
 
     def vectors(self, build: str) -> dict[str, tuple[np.ndarray, str]]:
@@ -160,10 +160,10 @@ def test_an_edited_file_embeds_only_its_changed_chunks_and_search_finds_the_new_
     top = env.query("edit", "zebra surcharge of overdue invoices")[0]
     assert top.payload["symbol"] == "invoice_step_0" and "compute_zebra_surcharge" in top.payload["text"]
     by_keywords = SearchQuery(scope="edit", limit=3, keywords=query_keywords("compute_zebra_surcharge"))
-    hits, _ = ray.get(env.index.search.remote(by_keywords))
+    hits = ray.get(env.index.search.remote(by_keywords)).hits
     assert hits and hits[0].payload["symbol"] == "invoice_step_0"  # reused rows carry keyword terms too
     by_keywords = SearchQuery(scope="edit", limit=3, keywords=query_keywords("shipment_step_2"))
-    keyword_hits, _ = ray.get(env.index.search.remote(by_keywords))
+    keyword_hits = ray.get(env.index.search.remote(by_keywords)).hits
     assert keyword_hits and keyword_hits[0].payload["symbol"] == "shipment_step_2"
 
 
@@ -239,7 +239,8 @@ def test_queries_during_an_incremental_update_never_fail(env: Env) -> None:
     def query_loop() -> None:
         while not stop.is_set():
             try:
-                hits, refused = ray.get(env.index.search.remote(search))
+                answer = ray.get(env.index.search.remote(search))
+                hits, refused = answer.hits, answer.refused
                 assert hits and not refused
                 seen.append({h.payload["build"] for h in hits})
             except BaseException as exc:  # noqa: BLE001  a thread's failure, whatever it is, goes to the assertion below

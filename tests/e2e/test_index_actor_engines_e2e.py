@@ -56,7 +56,8 @@ def test_the_index_actor_builds_switches_and_searches_on_both_engines(
         assert ray.get(index.collections.remote()) == [builds[-1]]  # switched, old build dropped
         query, query_identity = ray.get(embedder.encode_query.remote("split a date string"))
         search = SearchQuery(scope="engine", vector=query.tolist(), identity=query_identity, limit=2)
-        hits, refused = ray.get(index.search.remote(search))
+        answer = ray.get(index.search.remote(search))
+        hits, refused = answer.hits, answer.refused
         assert refused == [] and hits[0].payload["symbol"] == "parse_date"
         assert {h.payload["build"] for h in hits} == {builds[-1]}
         other = query_identity.model_copy(update={"width": 385})

@@ -275,8 +275,8 @@ def test_an_aggregate_reindex_records_rows_from_both_local_and_cloud_providers(
     assert record.identity.model == "all-MiniLM-L6-v2"  # the local reference defines the space
     index = get_index_actor(cloud.settings)
     vector, identity, _ = ray.get(cloud.dispatcher.encode_query.remote("fn_3_5"))
-    hits, _ = ray.get(
+    hits = ray.get(
         index.search.remote(SearchQuery(scope="agg", vector=vector.tolist(), identity=identity, limit=96))
-    )
+    ).hits
     writers = {h.payload["provider"] for h in hits}
     assert len(writers) == 2 and len(hits) == 96  # provenance per row names each writer

@@ -29,11 +29,15 @@ def indexed(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: py
     return reindex(ray_cluster, repo, INDEX)
 
 
-async def search(server: McpServer, **arguments: Any) -> list[dict[str, Any]]:
+async def answer(server: McpServer, **arguments: Any) -> dict[str, Any]:
     result = await call_tool(server.url, "search_code", arguments)
     assert not result.is_error, result_text(result)
     assert result.structured_content is not None
-    hits: list[dict[str, Any]] = result.structured_content["hits"]
+    return result.structured_content
+
+
+async def search(server: McpServer, **arguments: Any) -> list[dict[str, Any]]:
+    hits: list[dict[str, Any]] = (await answer(server, **arguments))["hits"]
     return hits
 
 
@@ -134,7 +138,8 @@ def test_a_query_vector_from_another_encoder_space_is_refused(indexed: str, ray_
         ray.get(index.search.remote(SearchQuery(scope=INDEX, vector=[0.1] * 384, identity=other, limit=5)))
     assert "refused" in str(caught.value) and caught.value.index == INDEX
     # Through search across all indexes, the mismatching index is reported, not answered.
-    hits, refused = ray.get(index.search.remote(SearchQuery(vector=[0.1] * 384, identity=other, limit=5)))
+    answer = ray.get(index.search.remote(SearchQuery(vector=[0.1] * 384, identity=other, limit=5)))
+    hits, refused = answer.hits, answer.refused
     assert hits == [] and any(INDEX in r for r in refused)
 
 
@@ -147,10 +152,52 @@ def test_every_point_carries_its_provenance(indexed: str, ray_cluster: RayCluste
     record = next(e["record"] for e in status["indexes"] if e["record"].name == INDEX)
     vector = [0.0] * 384
     vector[0] = 1.0
-    hits, _ = ray.get(index.search.remote(SearchQuery(scope=INDEX, vector=vector, identity=record.identity, limit=100)))
+    query = SearchQuery(scope=INDEX, vector=vector, identity=record.identity, limit=100)
+    hits = ray.get(index.search.remote(query)).hits
     assert len(hits) == record.chunks
     for hit in hits:
         p = hit.payload
         assert {"repo", "path", "start_line", "end_line", "language", "symbol", "kind", "content_hash"} <= set(p)
         assert p["encoder"] == record.identity.model_dump() and p["space"] == record.identity.space_id
         assert p["provider"] == "samespace-embedder-cpu0" and p["build"] == record.build
+
+
+CONTROLS = "ctl"
+
+
+@pytest.fixture(scope="module")
+def controlled(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytest.TempPathFactory) -> str:
+    from tests.support.search_controls import write_tree
+
+    return reindex(ray_cluster, write_tree(tmp_path_factory.mktemp("e2e") / "controls"), CONTROLS)
+
+
+async def test_search_code_controls_and_cursor_through_mcp(controlled: str, mcp_server: McpServer) -> None:
+    from tests.support.search_controls import TEST_FILES
+
+    asked = {"query": "charge a card for an invoice", "k": 50, "repo": CONTROLS}  # k past every chunk: all kept
+    included = await search(mcp_server, **asked, tests="include")
+    assert {h["path"] for h in included} & TEST_FILES  # the tests that charge a card are found...
+    excluded = await search(mcp_server, **asked, tests="exclude")
+    assert excluded and not {h["path"] for h in excluded} & TEST_FILES  # ...and left out
+    assert ("src/lib.rs", 9) not in {(h["path"], h["start_line"]) for h in excluded}  # the Rust #[test] too
+    assert {h["path"] for h in await search(mcp_server, **asked)} == {h["path"] for h in excluded}  # the default
+    classes = await search(mcp_server, **asked, kind="class", tests="include")
+    assert {(h["path"], h["symbol"]) for h in classes} == {
+        ("src/billing.py", "Invoice"),
+        ("src/test/java/BillingTest.java", "BillingTest"),
+    }
+    no_docs = await search(mcp_server, **asked, exclude="docs", tests="include")
+    assert "docs/billing.md" in {h["path"] for h in included}
+    assert no_docs and not any(h["path"].startswith("docs/") for h in no_docs)
+    first = await answer(mcp_server, **{**asked, "k": 4}, rerank=False)
+    second = await answer(mcp_server, **{**asked, "k": 4}, rerank=False, cursor=first["cursor"])
+    pages = [(h["path"], h["start_line"]) for page in (first, second) for h in page["hits"]]
+    whole = await search(mcp_server, **{**asked, "k": 8}, rerank=False)
+    assert len(set(pages)) == 8 and pages == [(h["path"], h["start_line"]) for h in whole]  # no overlap, no gap
+    refused = await call_tool(
+        mcp_server.url, "search_code", {**asked, "k": 5, "rerank": False, "cursor": first["cursor"]}
+    )
+    assert refused.is_error and "cursor refused" in result_text(refused)
+    bad = await call_tool(mcp_server.url, "search_code", {**asked, "kind": "lambda", "tests": "maybe"})
+    assert bad.is_error and "kind" in result_text(bad) and "tests" in result_text(bad)

@@ -45,8 +45,7 @@ from cluster.index.store.protocol import (
     check_query_width,
     check_vector_widths,
     check_width,
-    filter_any_items,
-    filter_items,
+    engine_filter,
     hit,
     point_vectors,
 )
@@ -61,13 +60,25 @@ SHARD_DIR = "shard"
 TOMBSTONE_PREFIX = ".dropping-"
 
 
+class _EdgeFilters:
+    """Qdrant Edge's filter types (`engine_filter`)."""
+
+    @staticmethod
+    def match(key: str, value: str) -> Any:
+        return qe.FieldCondition(key=key, match=qe.MatchValue(value))
+
+    @staticmethod
+    def match_any(key: str, values: list[str]) -> Any:
+        return qe.FieldCondition(key=key, match=qe.MatchAny(values))
+
+    @staticmethod
+    def combine(must: list[Any], should: list[Any], must_not: list[Any]) -> Any:
+        return qe.Filter(must=must or None, should=should or None, must_not=must_not or None)
+
+
 def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
-    items, any_items = filter_items(filter), filter_any_items(filter)
-    if not items and not any_items:
-        return None
-    exact = [qe.FieldCondition(key=key, match=qe.MatchValue(value)) for key, value in items]
-    one_of = [qe.FieldCondition(key=key, match=qe.MatchAny(values)) for key, values in any_items]
-    return qe.Filter(must=[*exact, *one_of])
+    built: qe.Filter | None = engine_filter(filter, _EdgeFilters())
+    return built
 
 
 def _edge_query(leg: Leg) -> qe.Query:

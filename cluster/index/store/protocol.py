@@ -196,6 +196,42 @@ def filter_any_items(filter: PayloadFilter | None) -> list[tuple[str, list[str]]
     return sorted((key, sorted(set(values))) for key, values in filter.any_of.items()) if filter is not None else []
 
 
+def filter_none_items(filter: PayloadFilter | None) -> list[tuple[str, list[str]]]:
+    """The (field, values) pairs of which a filter requires none (an empty list requires nothing)."""
+    if filter is None:
+        return []
+    return sorted((key, sorted(set(values))) for key, values in filter.none_of.items() if values)
+
+
+class FilterTypes(Protocol):
+    """How one engine writes a filter: a field equal to a value, a field equal to one of values, and
+    a filter of conditions that must all hold, of which one must hold, and of which none may."""
+
+    def match(self, key: str, value: str) -> Any: ...
+
+    def match_any(self, key: str, values: list[str]) -> Any: ...
+
+    def combine(self, must: list[Any], should: list[Any], must_not: list[Any]) -> Any: ...
+
+
+def engine_filter(filter: PayloadFilter | None, types: FilterTypes) -> Any | None:
+    """`filter` in an engine's own types (None: no condition): its `equals` and `any_of` must hold,
+    its `none_of` must not, and each group of `either` is a nested filter one of whose members holds."""
+    if filter is None:
+        return None
+    must = [types.match(key, value) for key, value in filter_items(filter)]
+    must += [types.match_any(key, values) for key, values in filter_any_items(filter)]
+    must_not = [types.match_any(key, values) for key, values in filter_none_items(filter)]
+    for group in filter.either:
+        members = [engine_filter(member, types) for member in group]
+        if any(member is None for member in members):
+            continue  # a member with no condition holds everywhere, and so does its group
+        must.append(types.combine([], members, []))
+    if not must and not must_not:
+        return None
+    return types.combine(must, [], must_not)
+
+
 def hit(raw_id: Any, score: float, payload: dict[str, Any] | None) -> ScoredHit:
     """A ScoredHit with the id normalised to a string (engines return UUID or str)."""
     return ScoredHit(id=str(raw_id), score=float(score), payload=dict(payload or {}))
@@ -336,4 +372,4 @@ class CandidatePool:
 
 def with_condition(filter: PayloadFilter | None, extra: PayloadFilter) -> PayloadFilter:
     """`filter` and `extra` together (both must hold)."""
-    return PayloadFilter(equals={**(filter.equals if filter is not None else {}), **extra.equals})
+    return extra.both(filter)

@@ -31,8 +31,7 @@ from cluster.index.store.protocol import (
     check_query_width,
     check_vector_widths,
     check_width,
-    filter_any_items,
-    filter_items,
+    engine_filter,
     hit,
     point_vectors,
 )
@@ -45,13 +44,25 @@ METADATA_KEY = "samespace"
 HTTP_NOT_FOUND = 404
 
 
+class _QdrantFilters:
+    """qdrant-client's filter types (`engine_filter`)."""
+
+    @staticmethod
+    def match(key: str, value: str) -> Any:
+        return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+    @staticmethod
+    def match_any(key: str, values: list[str]) -> Any:
+        return models.FieldCondition(key=key, match=models.MatchAny(any=values))
+
+    @staticmethod
+    def combine(must: list[Any], should: list[Any], must_not: list[Any]) -> Any:
+        return models.Filter(must=must or None, should=should or None, must_not=must_not or None)
+
+
 def _qdrant_filter(filter: PayloadFilter | None) -> models.Filter | None:
-    items, any_items = filter_items(filter), filter_any_items(filter)
-    if not items and not any_items:
-        return None
-    exact = [models.FieldCondition(key=key, match=models.MatchValue(value=value)) for key, value in items]
-    one_of = [models.FieldCondition(key=key, match=models.MatchAny(any=values)) for key, values in any_items]
-    return models.Filter(must=[*exact, *one_of])
+    built: models.Filter | None = engine_filter(filter, _QdrantFilters())
+    return built
 
 
 def _vectors(point: StoredPoint) -> Any:

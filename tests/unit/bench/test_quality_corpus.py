@@ -265,6 +265,27 @@ def test_build_corpus_copies_sources_without_docstrings(tmp_path: Path, monkeypa
         build_corpus(["fakepkg"], out, max_queries=0)
 
 
+def test_a_packages_test_suite_is_indexed_beside_it_and_changes_no_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pkg = tmp_path / "site" / "fakepkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(SOURCE)
+    suites = tmp_path / "suites"
+    (suites / "fakepkg" / "unit").mkdir(parents=True)
+    test_text = 'def test_total():\n    """Check the total of two values."""\n    assert 1\n'
+    (suites / "fakepkg" / "unit" / "test_total.py").write_text(test_text)
+    (suites / "fakepkg" / "data.json").write_text("{}")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    plain = build_corpus(["fakepkg"], tmp_path / "plain")
+    with_suite = build_corpus(["fakepkg"], tmp_path / "suite", test_suites=suites)
+    assert with_suite == plain and read_facts(tmp_path / "suite")["test_files"] == 1  # the same truth
+    copied = corpus_dir(tmp_path / "suite") / "tests" / "fakepkg" / "unit" / "test_total.py"
+    assert copied.read_text() == test_text  # as it is: its docstrings stay
+    with pytest.raises(ValueError, match="no test suite for 'fakepkg'"):
+        build_corpus(["fakepkg"], tmp_path / "missing", test_suites=tmp_path / "elsewhere")
+
+
 def test_hits_match_by_path_and_overlapping_lines() -> None:
     target = q("x", path="a/b.py", start=10, end=20)
     assert hit_matches({"path": "a/b.py", "start_line": 18, "end_line": 40}, target)
@@ -326,6 +347,22 @@ def test_the_bench_reads_search_code_s_schema_and_never_runs_a_mode_under_a_fals
     partial = read_interface({"properties": {"mode": {"anyOf": [{"const": "dense"}, {"const": "hybrid"}]}}})
     assert partial.modes == ["dense", "hybrid"] and partial.default_mode is None
     assert plan_row(ROWS[0], partial, "quality-dev").arguments is None
+
+
+def test_rows_run_once_per_tests_value_and_only_where_search_code_declares_it() -> None:
+    from bench.quality_rows import ROWS, plan_row, read_interface, with_tests
+
+    default = ROWS[3]
+    assert with_tests([default], None) == [default]
+    specs = with_tests([default], ["include", "exclude"])
+    assert [(spec.label, spec.tests) for spec in specs] == [
+        ("default [tests=include]", "include"),
+        ("default [tests=exclude]", "exclude"),
+    ]
+    declared = read_interface({"properties": {"mode": {"enum": ["hybrid"], "default": "hybrid"}, "tests": {}}})
+    assert plan_row(specs[1], declared, "quality-dev").arguments == {"k": 10, "repo": "quality-dev", "tests": "exclude"}
+    undeclared = plan_row(specs[1], read_interface({"properties": {"mode": {"enum": ["hybrid"]}}}), "quality-dev")
+    assert undeclared.arguments is None and "no `tests` argument" in undeclared.notes[0]
 
 
 class FakeResult:

@@ -224,10 +224,12 @@ def test_a_rows_payload_keeps_the_keys_rows_have_always_had_and_a_first_version_
     first = {"repo", "path", "path_prefixes", "start_line", "end_line", "language", "symbol", "kind"}
     first |= {"content_hash", "text", "space", "encoder", "provider", "build"}
     graph = {"definitions", "references", "imports", "refs"}
-    assert set(payload) == PAYLOAD_FIELDS == first | {"embed_hash", "file_hash", "defines"} | graph
+    assert set(payload) == PAYLOAD_FIELDS == first | {"embed_hash", "file_hash", "defines", "categories"} | graph
+    assert payload["categories"] == ["function"]
     assert payload["path_prefixes"] == ["src", "src/a.py"] and payload["encoder"] == IDENTITY.model_dump()
     assert RowPayload.model_validate(payload).stored() == payload
-    old = RowPayload.model_validate({key: payload[key] for key in first})  # written before the last three keys
-    assert (old.embed_hash, old.file_hash, old.defines) == (None, None, []) and old.lacks(PAYLOAD_FIELDS)
+    old = RowPayload.model_validate({key: payload[key] for key in first})  # written before the later keys
+    assert (old.embed_hash, old.file_hash, old.defines, old.categories) == (None, None, [], [])
+    assert old.lacks(PAYLOAD_FIELDS)
     hit = RowPayload.model_validate(with_source(payload, SourceState(vcs="git", commit="c" * 40, branch="main")))
     assert (hit.commit, hit.ref) == ("c" * 40, "main") and hit.stored() == payload  # a hit's keys are never stored

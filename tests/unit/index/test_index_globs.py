@@ -11,7 +11,7 @@ import time
 import pytest
 
 from cluster.errors import LimitExceeded
-from cluster.index import compile_glob
+from cluster.index import compile_glob, path_selector
 from cluster.settings import LimitsSettings
 
 WIDE = LimitsSettings(max_glob_chars=10_000, max_glob_wildcards=1_000)
@@ -92,3 +92,32 @@ def test_the_worst_pattern_the_widest_caps_allow_matches_a_name_in_bounded_time(
     began = time.perf_counter()
     assert not any(worst.matches("a" * 63) for _ in range(20))
     assert time.perf_counter() - began < 2.0  # about 10 ms on one core: 64 x 2000 steps a name
+
+
+PATHS = ["src/app.py", "src/legacy/old.py", "vendor/lib/x.js", "web/vendor/y.js", "docs/a.md", "README.md", "x.py"]
+
+
+@pytest.mark.parametrize(
+    ("exclude", "left_out"),
+    [
+        (["vendor"], {"vendor/lib/x.js", "web/vendor/y.js"}),  # a name without '/': a folder anywhere
+        (["src/legacy"], {"src/legacy/old.py"}),  # a folder by its path: everything under it
+        (["docs/*"], {"docs/a.md"}),
+        (["*.md"], {"docs/a.md", "README.md"}),  # a file name anywhere
+        (["src/*.py"], {"src/app.py", "src/legacy/old.py"}),  # '*' crosses folders
+        (["src/**/old.py", "x.py"], {"src/legacy/old.py", "x.py"}),
+        (["./vendor/"], {"vendor/lib/x.js"}),  # a leading './' and a trailing '/' are the same folder
+    ],
+)
+def test_path_selector_leaves_out_files_and_whole_folders(exclude: list[str], left_out: set[str]) -> None:
+    keep = path_selector(None, exclude, LimitsSettings())
+    assert keep is not None
+    assert {path for path in PATHS if not keep(path)} == left_out
+    assert path_selector(None, [], LimitsSettings()) is None  # nothing to leave out: no selector
+
+
+def test_path_selector_takes_a_folder_for_path_glob_too_and_meets_the_caps() -> None:
+    keep = path_selector("src", ["*/legacy"], LimitsSettings())
+    assert keep is not None and [path for path in PATHS if keep(path)] == ["src/app.py"]
+    with pytest.raises(LimitExceeded, match="path pattern"):
+        path_selector(None, ["*" * 40], LimitsSettings())

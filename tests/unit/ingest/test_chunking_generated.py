@@ -74,6 +74,7 @@ REPO = Path(__file__).resolve().parents[3]
 SKIPPED_DIRS = {
     ".git",
     ".venv",
+    "node_modules",  # the Node clients' npm packages (tests/support/node), third-party like .venv
     "__pycache__",
     ".pytest_cache",
     ".mypy_cache",

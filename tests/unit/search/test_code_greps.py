@@ -15,7 +15,7 @@ from cluster.errors import CursorExpired, IndexNotFound, LimitExceeded, PatternR
 from cluster.grep import GrepRequest, StopReason
 from cluster.index.catalog import IndexCatalog, point_id, point_payload
 from cluster.index.store.engines import open_vector_store
-from cluster.ingest import SourceState
+from cluster.ingest import SearchControls, SourceState
 from cluster.search import CodeGreps, CodeMaps
 from cluster.settings import LimitsSettings, SamespaceSettings
 from cluster.types import StoredPoint
@@ -140,12 +140,48 @@ def test_globs_keep_and_leave_out_files(catalog: IndexCatalog, shop: Path) -> No
         "tests/test_billing.py",
     }
     assert {p for p, _ in places(grep.grep(GrepRequest(**asked, path_glob="app/**/*.js")))} == {"app/util.js"}
-    left = grep.grep(GrepRequest(**asked, exclude_glob=["tests/*", "*.md"]))
+    left = grep.grep(GrepRequest(**asked, controls=SearchControls(exclude=["tests/*", "*.md"])))
     assert {p for p, _ in places(left)} == {"app/billing.py", "app/util.js"}
-    one = grep.grep(GrepRequest.model_validate({**asked, "exclude_glob": "*.js"}))  # one glob as a string
+    one = grep.grep(GrepRequest.model_validate({**asked, "controls": {"exclude": "*.js"}}))  # one glob as a string
     assert "app/util.js" not in {p for p, _ in places(one)}
+    folder = grep.grep(GrepRequest(**asked, controls=SearchControls(exclude=["tests"])))  # a folder: all of it
+    everything = {p for p, _ in places(grep.grep(GrepRequest(**asked)))}
+    assert "tests/test_billing.py" in everything
+    assert {p for p, _ in places(folder)} == everything - {"tests/test_billing.py"}
     with pytest.raises(LimitExceeded, match="path pattern"):
         grep.grep(GrepRequest(**asked, path_glob="*" * 40))
+
+
+def test_kind_and_tests_keep_the_lines_of_the_chunks_asked_and_pages_keep_them(
+    catalog: IndexCatalog, shop: Path
+) -> None:
+    build(catalog, "shop", shop)
+    grep = greps(catalog)
+
+    def found(**controls: object) -> list[tuple[str, int]]:
+        asked = SearchControls.model_validate(controls)
+        return places(grep.grep(GrepRequest(pattern="TODO(auth)", regex=False, repo="shop", controls=asked)))
+
+    assert found(kind=["class"]) == [("app/billing.py", 8)]  # inside Billing, chunked whole
+    assert found(kind=["function"]) == [("app/billing.py", 16), ("app/util.js", 2), ("tests/test_billing.py", 2)]
+    assert found(kind=["doc"]) == [("README.md", 3)]
+    assert found(tests="only") == [("tests/test_billing.py", 2)]
+    assert found(tests="exclude", kind=["function"]) == [("app/billing.py", 16), ("app/util.js", 2)]
+    assert found(tests="exclude", exclude="*.md") == [("app/billing.py", 8), ("app/billing.py", 16), ("app/util.js", 2)]
+    paged: list[tuple[str, int]] = []
+    cursor = None
+    for _ in range(10):
+        asked = SearchControls(tests="exclude")
+        page = grep.grep(
+            GrepRequest(pattern="TODO(auth)", regex=False, repo="shop", controls=asked, limit=1, cursor=cursor)
+        )
+        paged += places(page)
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+    assert paged == found(tests="exclude")  # one line a page, none lost or repeated, no test among them
+    with pytest.raises(CursorExpired, match="another search"):
+        grep.grep(GrepRequest(pattern="TODO(auth)", regex=False, repo="shop", cursor=cursor))  # the controls differ
 
 
 def test_context_lines_and_case(catalog: IndexCatalog, shop: Path) -> None:

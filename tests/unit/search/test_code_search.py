@@ -13,8 +13,8 @@ import pytest
 
 from cluster.errors import LimitExceeded, NoProviderLeft
 from cluster.index import BuildState, IndexRecord, SearchQuery
-from cluster.ingest import SourceState, Staleness
-from cluster.search import CodeSearchService, IndexStatusReader
+from cluster.ingest import SearchControls, SourceState, Staleness
+from cluster.search import CodeSearchService, IndexStatusReader, SearchAnswer, SymbolPage
 from cluster.settings import LimitsSettings
 from cluster.space import EncoderIdentity
 from cluster.types import ScoredHit
@@ -77,6 +77,11 @@ def hit(i: int) -> ScoredHit:
     )
 
 
+def answer(hits: list[ScoredHit]) -> SearchAnswer:
+    """The index actor's answer: the hits, nothing refused, one build."""
+    return SearchAnswer(hits=hits, builds="b")
+
+
 def limit_of(call: tuple[Any, ...]) -> int:
     """The limit of a recorded `search(query)` call."""
     query: SearchQuery = call[0]
@@ -84,7 +89,7 @@ def limit_of(call: tuple[Any, ...]) -> int:
 
 
 def service(rerank: Any) -> tuple[CodeSearchService, _Handle]:
-    index = _Handle(search=lambda query: ([hit(i) for i in range(query.limit)], []))
+    index = _Handle(search=lambda query: answer([hit(i) for i in range(query.limit)]))
     encoder = _Encoder(lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "samespace-embedder-cpu0"))
     return CodeSearchService(index, encoder, _Handle(rerank=rerank), rerank_candidates=10), index
 
@@ -111,7 +116,7 @@ async def test_a_query_is_encoded_once_per_cache_lifetime_and_the_given_cache_is
     from tests.support.fakes.virtual_time import VirtualClock
 
     clock = VirtualClock()
-    index = _Handle(search=lambda query: ([hit(0)], []))
+    index = _Handle(search=lambda query: answer([hit(0)]))
     encoder = _Encoder(lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"))
     cache: QueryVectorCache[Any] = QueryVectorCache(ttl_s=60, max_entries=8, clock=clock)  # empty: falsy by len()
     svc = CodeSearchService(index, encoder, _Handle(rerank=lambda q, d, p: ([], "r")), 10, cache)
@@ -121,7 +126,7 @@ async def test_a_query_is_encoded_once_per_cache_lifetime_and_the_given_cache_is
     clock.now += 61
     await svc.search_code("same question", 3, None, None, None, rerank=False)
     assert len(encoder.calls) == 2
-    assert limit_of(index.search.calls[-1]) == 3  # no rerank: no candidate pool either
+    assert limit_of(index.search.calls[-1]) == 4  # no rerank: no candidate pool either (k, and one: more?)
 
 
 async def test_with_no_reranker_serving_the_next_searches_fetch_k_and_skip_the_call_until_the_window_ends() -> None:
@@ -132,12 +137,12 @@ async def test_with_no_reranker_serving_the_next_searches_fetch_k_and_skip_the_c
 
     clock = VirtualClock()
     reranker = _Handle(rerank=none_serving)
-    index = _Handle(search=lambda query: ([hit(i) for i in range(query.limit)], []))
+    index = _Handle(search=lambda query: answer([hit(i) for i in range(query.limit)]))
     encoder = _Encoder(lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"))
     svc = CodeSearchService(index, encoder, reranker, 10, clock=clock)
     await svc.search_code("q", 3, None, None, None)
     await svc.search_code("q", 3, None, None, None)
-    assert [limit_of(call) for call in index.search.calls] == [10, 3]  # the pool once, then just k
+    assert [limit_of(call) for call in index.search.calls] == [10, 4]  # the pool once, then k and one (more?)
     assert len(reranker.rerank.calls) == 1
     clock.now += 2.5  # the dispatcher's discovery window: a reranker may have joined
     await svc.search_code("q", 3, None, None, None)
@@ -146,10 +151,10 @@ async def test_with_no_reranker_serving_the_next_searches_fetch_k_and_skip_the_c
 
 async def test_with_no_reranker_in_the_cluster_a_search_fetches_k_and_never_asks_the_reranker() -> None:
     reranker = _Handle(rerank=lambda q, docs, project: ([1.0] * len(docs), "never"))
-    index = _Handle(search=lambda query: ([hit(i) for i in range(query.limit)], []))
+    index = _Handle(search=lambda query: answer([hit(i) for i in range(query.limit)]))
     encoder = _Encoder(lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"), rerankers=False)
     result = await CodeSearchService(index, encoder, reranker, 10).search_code("q", 3, None, None, None)
-    assert limit_of(index.search.calls[0]) == 3 and reranker.rerank.calls == [] and result.reranked_by is None
+    assert limit_of(index.search.calls[0]) == 4 and reranker.rerank.calls == [] and result.reranked_by is None
 
 
 GIT_SOURCE = SourceState(vcs="git", commit="c1")
@@ -243,12 +248,18 @@ async def test_an_index_status_glob_over_the_caps_is_refused_before_the_index_ac
 
 
 async def test_a_search_scope_over_the_caps_is_refused_before_the_query_is_encoded() -> None:
-    index = _Handle(search=lambda query: ([hit(0)], []), search_symbols=lambda *args: [])
+    no_symbols = SymbolPage(hits=[], builds="b", more=False)
+    index = _Handle(search=lambda query: answer([hit(0)]), search_symbols=lambda request: no_symbols)
     encoder = _Encoder(lambda text, project: (np.ones(4, dtype=np.float32), IDENTITY, "e"), rerankers=False)
     search = CodeSearchService(index, encoder, _Handle(), rerank_candidates=10)
     with pytest.raises(LimitExceeded, match=r"limits\.max_glob_wildcards"):
         await search.search_code("fee", 3, "*a" * 17, None, None)
     with pytest.raises(LimitExceeded, match=r"limits\.max_glob_chars"):
         await search.search_symbols("fee", "x" * 201, 3)
+    wild = SearchControls(exclude=["*a" * 17])  # an exclude glob meets the same caps, before any work
+    with pytest.raises(LimitExceeded, match=r"wildcards in a path pattern.*limits\.max_glob_wildcards"):
+        await search.search_code("fee", 3, None, None, None, controls=wild)
+    with pytest.raises(LimitExceeded, match=r"limits\.max_glob_wildcards"):
+        await search.search_symbols("fee", None, 3, controls=wild)
     assert encoder.calls == [] and index.search.calls == [] and index.search_symbols.calls == []  # type: ignore[attr-defined]
     assert (await search.search_code("fee", 3, "a*", None, None)).hits  # within the caps: searched
