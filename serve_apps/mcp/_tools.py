@@ -63,7 +63,10 @@ INSTRUCTIONS = (
     "files, tests), what_changed, symbol_history, search_commits and compare for what changed, when and why, "
     "and index_status to see which repositories are indexed and how "
     "stale each is. index_repository indexes a folder (or a git ref of it) and keeps it fresh, refresh_index "
-    "reindexes one now, remove_index drops one."
+    "reindexes one now, remove_index drops one. search_code, search_symbols and grep_code take exclude globs, "
+    "kind and tests (search_code leaves tests out unless asked) and page with a cursor. The indexes, their "
+    "status and their files are also resources (samespace://indexes), and the prompts review_changes, "
+    "explain_symbol, changes_since and find_behaviour start common tasks with citations."
 )
 
 
