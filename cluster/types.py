@@ -32,6 +32,9 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+MAX_CURSOR_CHARS = 2000  # a page cursor as a tool argument: far above any cursor's encoding
+
+
 class PageCursor(Strict):
     """Base of the tools' page cursors: opaque to the caller (URL-safe base64 of its JSON, unpadded);
     a text that does not decode as the tool's own cursor is refused whole (CursorExpired)."""

@@ -7,8 +7,8 @@ from pydantic import Field
 from cluster.errors import CursorExpired
 from cluster.grep.corpus import StopReason
 from cluster.grep.pattern import MAX_PATTERN_CHARS
-from cluster.ingest import SearchControls
-from cluster.types import PageCursor, Strict, fingerprint
+from cluster.ingest import MAX_GLOB_CHARS, SearchControls
+from cluster.types import MAX_CURSOR_CHARS, PageCursor, Strict, fingerprint
 
 __all__ = ["MAX_GREP_LIMIT", "GrepCursor", "GrepMatch", "GrepRequest", "GrepResult"]
 
@@ -21,13 +21,13 @@ class GrepRequest(Strict):
     repo: str | None = Field(default=None, description="A repo, a glob, a group ('@backend'); None: every index.")
     regex: bool = True
     case_sensitive: bool = True
-    path_glob: str | None = Field(default=None, max_length=500)
+    path_glob: str | None = Field(default=None, max_length=MAX_GLOB_CHARS)
     controls: SearchControls = Field(
         default_factory=SearchControls, description="Paths left out, kinds kept, test code (`SearchControls`)."
     )
     limit: int = Field(default=100, ge=1, le=MAX_GREP_LIMIT)
     context_lines: int = Field(default=0, ge=0, le=MAX_CONTEXT_LINES)
-    cursor: str | None = Field(default=None, max_length=2000)
+    cursor: str | None = Field(default=None, max_length=MAX_CURSOR_CHARS)
 
     def fingerprint(self) -> str:
         """What a cursor must have been made by: the same search (the page size and context may change)."""

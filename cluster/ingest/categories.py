@@ -50,7 +50,7 @@ CLASS_KINDS = frozenset(
 MODULE_KINDS = frozenset({KIND_MODULE, KIND_WINDOW})  # top-level runs, Ruby modules, unsplit files
 DOC_LANGUAGES = frozenset({"markdown", "rst"})
 MAX_EXCLUDE_GLOBS = 32
-MAX_GLOB_CHARS = 500  # as grep_code's path_glob; `limits.max_glob_*` caps each pattern's cost too
+MAX_GLOB_CHARS = 500  # every path glob (exclude, grep_code's path_glob); `limits.max_glob_*` caps each one's cost too
 
 
 def chunk_categories(path: str, language: str, kind: str, text: str) -> list[Category]:

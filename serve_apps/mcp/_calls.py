@@ -12,6 +12,7 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
 from cluster.errors import SamespaceError, original_error
 from cluster.ingest import MAX_EXCLUDE_GLOBS, MAX_GLOB_CHARS, Category, SearchControls, TestsMode
+from cluster.types import MAX_CURSOR_CHARS
 
 RepoArg = Annotated[
     str | None, Field(description="The indexed repo (see index_status); None: the only one, when there is one.")
@@ -50,7 +51,8 @@ TestsArg = Annotated[
     ),
 ]
 CursorArg = Annotated[
-    str | None, Field(max_length=2000, description="The cursor of an earlier answer: its next page (same arguments).")
+    str | None,
+    Field(max_length=MAX_CURSOR_CHARS, description="The cursor of an earlier answer: its next page (same arguments)."),
 ]
 
 

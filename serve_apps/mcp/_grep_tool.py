@@ -8,6 +8,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from cluster.grep import MAX_GREP_LIMIT, MAX_PATTERN_CHARS, GrepRequest, GrepResult
+from cluster.ingest import MAX_GLOB_CHARS
 from cluster.search import CodeSearchService
 from serve_apps.mcp._calls import CursorArg, ExcludeArg, KindArg, ScopeArg, TestsArg, _tool_call, controls_of
 
@@ -30,7 +31,7 @@ def add_grep_tool(mcp: MCPServer, service: CodeSearchService) -> None:
         path_glob: Annotated[
             str | None,
             Field(
-                max_length=500,
+                max_length=MAX_GLOB_CHARS,
                 description="Only files matching: 'src/**/*.py', '*.ts' (no '/': a file or folder name, "
                 "anywhere; a glob matching a folder takes all of it).",
             ),
