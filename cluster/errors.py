@@ -30,7 +30,9 @@ SamespaceError
  ├── CloudKeyMissing          a role's policy needs the OpenRouter key and no container holds one
  ├── LimitExceeded           an input over a `limits` cap (the message names the setting)
  ├── PatternRefused          a grep pattern the linear-time engine refuses (names the construct)
- └── CursorExpired           a page cursor of an answer the index no longer holds (rebuilt since)
+ ├── CursorExpired           a page cursor of an answer the index no longer holds (rebuilt since)
+ ├── AccessDenied            a caller without the scope an operation needs, or not the index's owner
+ └── QuotaExceeded           a caller over a per-person quota (requests a minute, cloud credits a day)
 """
 
 from __future__ import annotations
@@ -368,3 +370,35 @@ class CursorExpired(SamespaceError):
 
     def __str__(self) -> str:
         return f"cursor refused: {self.reason}; ask again without a cursor"
+
+
+class AccessDenied(SamespaceError):
+    """A caller without the scope an operation needs (`scope`: the scope to ask for), or who does not
+    own the index it would change. Never raised for an index the caller may not read: that one is
+    answered as an unknown index (IndexNotFound), so the answer does not say it exists."""
+
+    def __init__(self, reason: str, scope: str | None = None) -> None:
+        super().__init__(reason, scope)
+        self.reason = reason
+        self.scope = scope
+
+    def __str__(self) -> str:
+        return f"access denied: {self.reason}" + (f" (needs scope {self.scope!r})" if self.scope else "")
+
+
+class QuotaExceeded(SamespaceError):
+    """A caller over a per-person quota (`quotas.*`): `setting` names it; the others keep their share."""
+
+    def __init__(self, subject: str, what: str, limit: float, setting: str, retry_after_s: float) -> None:
+        super().__init__(subject, what, limit, setting, retry_after_s)
+        self.subject = subject
+        self.what = what
+        self.limit = limit
+        self.setting = setting
+        self.retry_after_s = retry_after_s
+
+    def __str__(self) -> str:
+        return (
+            f"quota exceeded for {self.subject!r}: {self.what} (limit {self.limit:g}, {self.setting}); "
+            f"retry in {self.retry_after_s:.0f} s"
+        )

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from cluster.settings.access import (
+    ASYMMETRIC_ALGORITHMS,
+    AuditSettings,
+    AuthMode,
+    AuthSettings,
+    QuotaSettings,
+    SubjectQuota,
+)
 from cluster.settings.bearer import MIN_TOKEN_BYTES, configured_token
-from cluster.settings.indexing import ALLOWED_ROOTS_ENV, IndexSettings
+from cluster.settings.indexing import ALLOWED_ROOTS_ENV, READER_KINDS, IndexSettings
 from cluster.settings.limits import LimitsSettings, limit_name
-from cluster.settings.model import SamespaceSettings, load_settings
+from cluster.settings.model import LOOPBACK_ADDRESSES, SamespaceSettings, load_settings
 from cluster.settings.sections import (
     CONFIG_FILE_ENV,
     DEFAULT_ADMIT_RETRY_S,
@@ -56,6 +64,7 @@ from cluster.settings.sections import (
 
 __all__ = [
     "ALLOWED_ROOTS_ENV",
+    "ASYMMETRIC_ALGORITHMS",
     "CONFIG_FILE_ENV",
     "DEFAULT_ADMIT_RETRY_S",
     "DEFAULT_CLOUD_MODELS",
@@ -79,13 +88,18 @@ __all__ = [
     "DEFAULT_TTL_S",
     "DEFAULT_WIDTH",
     "DEFAULT_WINDOW_LINES",
+    "LOOPBACK_ADDRESSES",
     "MAX_HOSTS",
     "MIN_TOKEN_BYTES",
     "OPENROUTER_BASE_URL",
+    "READER_KINDS",
     "REGISTRY_WRITES_PER_MIN",
     "SPOT_CHECK_RATE",
     "SPOT_CHECK_TEXTS",
     "AdminSettings",
+    "AuditSettings",
+    "AuthMode",
+    "AuthSettings",
     "BudgetSettings",
     "ChatEndpoint",
     "ChunkingSettings",
@@ -98,6 +112,7 @@ __all__ = [
     "IngestSettings",
     "LimitsSettings",
     "LlmSettings",
+    "QuotaSettings",
     "RaySettings",
     "RerankerSettings",
     "RlmSettings",
@@ -105,6 +120,7 @@ __all__ = [
     "SamespaceSettings",
     "ServeSettings",
     "StoreSettings",
+    "SubjectQuota",
     "configured_token",
     "limit_name",
     "load_settings",

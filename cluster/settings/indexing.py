@@ -12,6 +12,7 @@ from cluster.settings.bearer import bearer_token
 ALLOWED_ROOTS_ENV = "SAMESPACE_INDEX__ALLOWED_ROOTS"
 DEFAULT_SYNC_PERIOD_S = 60.0
 DEFAULT_SYNC_DEBOUNCE_S = 5.0
+READER_KINDS = ("group", "sub")
 
 
 class IndexSettings(BaseModel):
@@ -35,6 +36,13 @@ class IndexSettings(BaseModel):
         description="Named groups of indexes (names or globs) a tool can read together as repo='@<group>', "
         'e.g. {"backend": ["api", "billing*"]}.',
     )
+    acl: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Who may read an index under auth.mode=oauth: an index name or glob mapped to readers, each "
+        "'group:<name>' (a group in the token's groups claim) or 'sub:<subject>' (a token's subject), e.g. "
+        '{"billing*": ["group:payments", "sub:alice"]}. An exact name\'s entry wins over globs, a longer glob over a '
+        "shorter one; an index no entry matches is open to every reader; samespace:admin reads every index.",
+    )
     history_commits: int = Field(
         default=1000,
         ge=0,
@@ -51,6 +59,18 @@ class IndexSettings(BaseModel):
         description="Shared secret of POST /admin/hooks/git (a git host's push webhook, HMAC-SHA256 signed); "
         "None or blank: the hook is off; under 16 bytes: refused.",
     )
+
+    @field_validator("acl")
+    @classmethod
+    def _readers_are_named(cls, acl: dict[str, list[str]]) -> dict[str, list[str]]:
+        for pattern, readers in acl.items():
+            for reader in readers:
+                kind, sep, name = reader.partition(":")
+                if not sep or kind not in READER_KINDS or not name:
+                    raise ValueError(
+                        f"index.acl[{pattern!r}]: reader {reader!r} is neither 'group:<name>' nor 'sub:<subject>'"
+                    )
+        return acl
 
     @field_validator("allowed_roots")
     @classmethod

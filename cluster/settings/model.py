@@ -10,11 +10,12 @@ import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
 from cluster.errors import ConfigError
 from cluster.roles import DEFAULT_POLICY, Policy, Role, fill_policies
+from cluster.settings.access import AuditSettings, AuthMode, AuthSettings, QuotaSettings
 from cluster.settings.bearer import bearer_token
 from cluster.settings.indexing import IndexSettings
 from cluster.settings.limits import LimitsSettings
@@ -37,6 +38,8 @@ from cluster.settings.sections import (
     StoreSettings,
 )
 from cluster.types import FusionParams
+
+LOOPBACK_ADDRESSES = ("127.0.0.1", "localhost", "::1")
 
 
 class SamespaceSettings(BaseSettings):
@@ -71,12 +74,50 @@ class SamespaceSettings(BaseSettings):
         description="Bearer token every sidecar of the fleet presents (SAMESPACE_FLEET_TOKEN); blank is unset, "
         "under 16 bytes refused.",
     )
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+    quotas: QuotaSettings = Field(default_factory=QuotaSettings)
     policies: dict[Role, Policy] = Field(
         default_factory=dict, description=f"Routing policy per role; a missing role means {DEFAULT_POLICY.value!r}."
     )
 
     def policy(self, role: Role) -> Policy:
         return fill_policies(self.policies)[role]
+
+    @property
+    def auth_mode(self) -> AuthMode:
+        """`auth.mode`, or when unset: `token` with a serve token configured, else `none`."""
+        if self.auth.mode is not None:
+            return self.auth.mode
+        has_token = self.serve.token is not None or self.serve.token_file is not None
+        return AuthMode.TOKEN if has_token else AuthMode.NONE
+
+    @property
+    def resource_url(self) -> str:
+        """The MCP endpoint's public URL: `auth.resource_url`, else http://<serve.host>:<serve.port>/mcp."""
+        if self.auth.resource_url is not None:
+            return self.auth.resource_url
+        host = f"[{self.serve.host}]" if ":" in self.serve.host else self.serve.host
+        return f"http://{host}:{self.serve.port}/mcp"
+
+    @property
+    def audience(self) -> str:
+        """The `aud` an access token must carry: `auth.audience`, else the resource URL."""
+        return self.auth.audience or self.resource_url
+
+    @model_validator(mode="after")
+    def _auth_mode_is_complete(self) -> SamespaceSettings:
+        mode = self.auth_mode
+        if mode is AuthMode.OAUTH and self.auth.issuer is None:
+            raise ValueError("auth.issuer (SAMESPACE_AUTH__ISSUER) is required when auth.mode is oauth")
+        if mode is AuthMode.TOKEN and self.serve.token is None and self.serve.token_file is None:
+            raise ValueError("auth.mode token needs serve.token (SAMESPACE_SERVE__TOKEN) or serve.token_file")
+        if mode is AuthMode.NONE and self.serve.host not in LOOPBACK_ADDRESSES:
+            raise ValueError(
+                f"auth.mode none serves loopback only, and serve.host is {self.serve.host!r}: "
+                "set serve.token (auth.mode token) or auth.mode oauth"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(
