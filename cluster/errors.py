@@ -32,7 +32,8 @@ SamespaceError
  ├── PatternRefused          a grep pattern the linear-time engine refuses (names the construct)
  ├── CursorExpired           a page cursor of an answer the index no longer holds (rebuilt since)
  ├── AccessDenied            a caller without the scope an operation needs, or not the index's owner
- └── QuotaExceeded           a caller over a per-person quota (requests a minute, cloud credits a day)
+ ├── QuotaExceeded           a caller over a per-person quota (requests a minute, cloud credits a day)
+ └── TokenRejected           an OAuth access token the resource server does not accept (says why, never the token)
 """
 
 from __future__ import annotations
@@ -402,3 +403,15 @@ class QuotaExceeded(SamespaceError):
             f"quota exceeded for {self.subject!r}: {self.what} (limit {self.limit:g}, {self.setting}); "
             f"retry in {self.retry_after_s:.0f} s"
         )
+
+
+class TokenRejected(SamespaceError):
+    """An access token the resource server does not accept: `reason` says why (expired, another audience,
+    another issuer, an unknown or wrong key, a refused algorithm, malformed); never the token itself."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"access token rejected: {self.reason}"

@@ -4,7 +4,7 @@ per-index access filters by, and the caller of the current request."""
 from __future__ import annotations
 
 from cluster.auth.context import ANONYMOUS, acting_as, current_principal, current_reader
-from cluster.auth.principal import INDEX_TOOLS, AccessScope, Principal, Reader, scope_for_tool
+from cluster.auth.principal import INDEX_TOOLS, AccessScope, Principal, Reader, TokenVerifier, scope_for_tool
 
 __all__ = [
     "ANONYMOUS",
@@ -12,6 +12,7 @@ __all__ = [
     "AccessScope",
     "Principal",
     "Reader",
+    "TokenVerifier",
     "acting_as",
     "current_principal",
     "current_reader",

@@ -8,6 +8,7 @@ per-index access reads (`cluster/index/access.py`).
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,6 +17,7 @@ __all__ = [
     "AccessScope",
     "Principal",
     "Reader",
+    "TokenVerifier",
     "scope_for_tool",
 ]
 
@@ -76,3 +78,10 @@ class Principal(BaseModel):
     def reader(self) -> Reader:
         """What per-index access needs of this caller."""
         return Reader(subject=self.subject, groups=self.groups, unrestricted=self.kind != "oauth" or self.is_admin)
+
+
+class TokenVerifier(Protocol):
+    """Turns a bearer access token into the caller it was issued to (`cluster/auth/tokens.py:JwtVerifier`
+    under auth.mode oauth); raises `cluster.errors.TokenRejected` saying why it is refused."""
+
+    async def verify(self, token: str) -> Principal: ...
