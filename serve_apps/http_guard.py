@@ -1,4 +1,4 @@
-"""One guard in front of every HTTP and WebSocket route of the Serve apps.
+"""One guard in front of every HTTP and WebSocket route of the Serve apps, and the caller each request runs as.
 
     api.add_middleware(HttpGuard, allowed_hosts=settings.serve.allowed_hosts,
                        token=settings.serve.expected_token(), open_paths=("/healthz",), machine_prefixes=("/sidecar",))
@@ -10,10 +10,17 @@ A pure ASGI middleware, checked before any route runs or any body is read:
 - Origin, when present: http or https of an allowed host, else 403 "Invalid Origin header".
   Both answers are the MCP SDK's own (mcp/server/transport_security.py), so a client sees one
   behaviour on every route; the SDK's check is switched off and this is the only one.
-- Bearer token, when one is configured: every route but `open_paths` needs
-  `Authorization: Bearer <token>`, else 401 with `WWW-Authenticate: Bearer` (constant-time compare).
+- The caller, on every route but `open_paths`, own-token and machine routes, by `auth.mode`:
+  - none (no `token`, no `oauth`): every request runs as `Principal.shared("local")`;
+  - token: `Authorization: Bearer <token>` (constant-time compare), else 401 with
+    `WWW-Authenticate: Bearer` and no detail; requests run as `Principal.shared("token")`;
+  - oauth (`oauth`, serve_apps/oauth.py): a bearer access token the verifier accepts, with the scope
+    the request needs, else its 401 or 403 challenge; requests run as the token's principal.
+  The downstream app runs inside `cluster.auth.acting_as(caller)`, so every task it starts (the MCP
+  SDK's included) reads the caller with `current_principal()`.
 - Own-token routes (`own_token_prefixes`, the admin API mounted in the MCP app): Host and Origin
-  as above, but not the serve token: the mounted app demands its own (the admin token) first.
+  as above, but not the caller: the mounted app demands its own (the admin token or an admin-scope
+  access token) first, and sets the caller itself.
 - Machine routes (`machine_prefixes`, the sidecar endpoints): no browser has business there, so
   any Origin is 403; the Host is not checked, because sidecars dial the master by whatever name
   reaches it and each handshake or request already needs the fleet token, which a rebinding page
@@ -34,9 +41,11 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from cluster.auth import Principal, acting_as
 from cluster.errors import ConfigError
 from cluster.settings import ServeSettings
 from serve_apps.auth import bearer_matches
+from serve_apps.oauth import Admission, OAuthGate
 
 __all__ = ["LOOPBACK_HOSTS", "ORIGIN_SCHEMES", "HttpGuard", "route_path"]
 
@@ -54,10 +63,11 @@ UNAUTHORIZED = Response(status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
 
 class HttpGuard:
-    """ASGI middleware: Host, Origin and (optional) bearer token for every http and websocket scope.
+    """ASGI middleware: Host, Origin and the caller for every http and websocket scope.
 
     allowed_hosts: host names besides loopback, 'name' or 'name:*' (any port) or 'name:port'.
-    token: when set, every path but `open_paths` and `machine_prefixes` needs it.
+    token: auth.mode token: every path but `open_paths`, own-token and machine routes needs it.
+    oauth: auth.mode oauth (not with `token`): those paths need an access token `oauth` admits.
     open_paths: exact paths (below the app's root path) that need no token, e.g. '/healthz'.
     own_token_prefixes: path prefixes whose app checks a token of its own, e.g. '/admin'.
     machine_prefixes: route prefixes for machine clients (the sidecar endpoints), see the module doc.
@@ -69,6 +79,7 @@ class HttpGuard:
         *,
         allowed_hosts: Sequence[str] = (),
         token: SecretStr | None = None,
+        oauth: OAuthGate | None = None,
         open_paths: Collection[str] = (),
         machine_prefixes: Sequence[str] = (),
         own_token_prefixes: Sequence[str] = (),
@@ -81,7 +92,11 @@ class HttpGuard:
                 raise ConfigError("serve.allowed_hosts", f"{entry!r} is not a host name, 'name:port' or 'name:*'")
             name, port = split
             self._allowed.setdefault(name, set()).add(None if port == "*" else port)
+        if token is not None and oauth is not None:
+            raise ConfigError("auth.mode", "the guard takes the serve token or OAuth access tokens, not both")
         self._token = token
+        self._oauth = oauth
+        self._shared = Principal.shared("token" if token is not None else "local")
         self._open_paths = frozenset(open_paths)
         self._machine_prefixes = tuple(machine_prefixes)
         self._own_token_prefixes = tuple(own_token_prefixes)
@@ -90,15 +105,27 @@ class HttpGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        refusal = self._refusal(scope)
+        path = route_path(scope)
+        refusal = self._refusal(scope, path)
+        caller: Principal | None = None
+        if refusal is None and self._needs_caller(path):
+            admitted = await self._admit(scope, path, receive)
+            if isinstance(admitted, Admission):
+                caller, receive = admitted.principal, admitted.receive
+            else:
+                refusal = admitted
         if refusal is None:
-            await self.app(scope, receive, send)
+            if caller is None:
+                await self.app(scope, receive, send)
+                return
+            with acting_as(caller):
+                await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
         log.info(
             "refused %s %s (Host %s, Origin %s): HTTP %d",
             scope["type"],
-            _shorten(repr(route_path(scope))),
+            _shorten(repr(path)),
             _shorten(repr(headers.getlist("host"))),
             _shorten(repr(headers.getlist("origin"))),
             refusal.status_code,
@@ -108,10 +135,9 @@ class HttpGuard:
             return
         await refusal(scope, receive, send)
 
-    def _refusal(self, scope: Scope) -> Response | None:
-        """The answer that refuses this request, or None when it may pass."""
+    def _refusal(self, scope: Scope, path: str) -> Response | None:
+        """The answer that refuses this request for its Host or Origin, or None when it may pass."""
         headers = Headers(scope=scope)
-        path = route_path(scope)
         origins = headers.getlist("origin")
         if _under(path, self._machine_prefixes):
             return INVALID_ORIGIN if origins else None
@@ -120,12 +146,21 @@ class HttpGuard:
             return INVALID_HOST
         if origins and (len(origins) != 1 or not self._origin_allowed(origins[0])):
             return INVALID_ORIGIN
-        needs_token = (
-            self._token is not None and path not in self._open_paths and not _under(path, self._own_token_prefixes)
-        )
-        if needs_token and not bearer_matches(headers.get("authorization"), self._token):
-            return UNAUTHORIZED
         return None
+
+    def _needs_caller(self, path: str) -> bool:
+        """Whether the guard checks the caller of `path` (and runs it as that caller)."""
+        return not (
+            path in self._open_paths or _under(path, self._machine_prefixes) or _under(path, self._own_token_prefixes)
+        )
+
+    async def _admit(self, scope: Scope, path: str, receive: Receive) -> Admission | Response:
+        """The caller of a request by the auth mode, or the answer that refuses it."""
+        if self._oauth is not None:
+            return await self._oauth.admit(scope, path, receive)
+        if self._token is not None and not bearer_matches(Headers(scope=scope).get("authorization"), self._token):
+            return UNAUTHORIZED
+        return Admission(self._shared, receive)
 
     def _host_allowed(self, host: str) -> bool:
         split = ServeSettings.split_host(host)

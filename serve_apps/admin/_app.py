@@ -2,10 +2,14 @@
 
     serve run serve_apps.admin:build_app      # or via serve_config.yaml
 
-Every route needs `Authorization: Bearer <SAMESPACE_ADMIN__TOKEN>`; a missing or wrong token is
-401 with no detail, checked before anything else (no body is even parsed); the only exceptions are the
-signed git webhook and the operator page's data-free shell, GET /ui and /ui.js (serve_apps/admin/_page.py).
-Responses and validation errors never echo input.
+Every route needs `Authorization: Bearer <SAMESPACE_ADMIN__TOKEN>` or, under auth.mode oauth, an OAuth
+access token with samespace:admin; checked before anything else (no body is even parsed). A missing or
+wrong token is 401: with no detail, or under oauth with the bearer challenge (serve_apps/oauth.py); a
+valid access token without samespace:admin is 403 insufficient_scope. The route runs as its caller
+(`cluster.auth.acting_as`): the token's principal, or `ADMIN_TOKEN_CALLER` for the admin token. The only
+exceptions are the signed git webhook and the operator page's data-free shell, GET /ui and /ui.js
+(serve_apps/admin/_page.py), which run as no one (`ANONYMOUS`). Responses and validation errors never
+echo input.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from ray import serve
 from ray.serve import Application
 
 from cluster.admin.push_plan import OpenRouterPush
+from cluster.auth import ANONYMOUS, AccessScope, Principal, TokenVerifier, acting_as
 from cluster.errors import ConfigError
 from cluster.settings import SamespaceSettings, load_settings
 from serve_apps.admin._api import AdminApi, BudgetOverride, SpendCaps
@@ -30,27 +35,50 @@ from serve_apps.admin._page import add_page_routes, is_open
 from serve_apps.auth import bearer_matches
 from serve_apps.http_guard import HttpGuard
 from serve_apps.index_service import IndexService
+from serve_apps.oauth import OAuthGate, oauth_verifier
 
 log = logging.getLogger("samespace.admin")
 
+# Whoever holds the admin token: every scope, every index.
+ADMIN_TOKEN_CALLER = Principal(kind="token", subject="admin-token", scopes=frozenset(AccessScope))
 
-def _authorized(request: Request, settings: SamespaceSettings) -> bool:
-    """The bearer token matches; a token file shortened below the minimum since start fails closed (401)."""
+
+def _admin_token_matches(authorization: str | None, settings: SamespaceSettings) -> bool:
+    """The bearer is the admin token; a token file shortened below the minimum since start fails closed."""
     try:
         expected = settings.admin.expected_token()
     except ConfigError as exc:
         log.warning("admin token refused: %s", exc)
         return False
-    return bearer_matches(request.headers.get("authorization"), expected)
+    return bearer_matches(authorization, expected)
+
+
+async def _caller(request: Request, settings: SamespaceSettings, oauth: OAuthGate | None) -> Principal | Response:
+    """Who calls an admin route (the admin token, or an access token with samespace:admin), or the refusal."""
+    authorization = request.headers.get("authorization")
+    if _admin_token_matches(authorization, settings):
+        return ADMIN_TOKEN_CALLER
+    if oauth is None:
+        return Response(status_code=401)  # no detail
+    caller = await oauth.authenticate(authorization)
+    if isinstance(caller, Principal) and not caller.is_admin:
+        return oauth.insufficient(AccessScope.ADMIN)
+    return caller
 
 
 def build_admin_asgi(
-    api: AdminApi, settings: SamespaceSettings, indexes: IndexService | None = None, jobs: JobList | None = None
+    api: AdminApi,
+    settings: SamespaceSettings,
+    indexes: IndexService | None = None,
+    jobs: JobList | None = None,
+    verifier: TokenVerifier | None = None,
 ) -> FastAPI:
     """The admin app; with `indexes`, its index routes and the git webhook too (serve_apps/admin/_indexes.py).
     The recent jobs (`jobs`, default Ray's job API: serve_apps/admin/_jobs.py) and the operator page
-    (serve_apps/admin/_page.py) always."""
+    (serve_apps/admin/_page.py) always. With `verifier` (auth.mode oauth), access tokens with
+    samespace:admin are taken beside the admin token."""
     app = FastAPI(title="samespace admin", docs_url=None, redoc_url=None, openapi_url=None)
+    oauth = OAuthGate.for_settings(verifier, settings) if verifier is not None else None
 
     @app.middleware("http")
     async def require_token(request: Request, call_next: Any) -> Response:
@@ -60,9 +88,11 @@ def build_admin_asgi(
         # bearer header on a plain navigation. They hold no data at all; every figure on the page is fetched
         # by the script from the routes below, with the token the user typed into the page.
         shell = is_open(request)
-        if not signed and not shell and not _authorized(request, settings):
-            return Response(status_code=401)  # no detail, before any parsing
-        response: Response = await call_next(request)
+        caller = ANONYMOUS if signed or shell else await _caller(request, settings, oauth)  # before any parsing
+        if isinstance(caller, Response):
+            return caller
+        with acting_as(caller):
+            response: Response = await call_next(request)
         return response
 
     app.add_middleware(HttpGuard, allowed_hosts=settings.serve.allowed_hosts)  # outermost: Host/Origin first
@@ -147,7 +177,7 @@ class AdminIngress:
         self._indexes = IndexService(settings, partial(get_sync_actor, settings))
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return build_admin_asgi(self._api, self._settings, self._indexes)
+        return build_admin_asgi(self._api, self._settings, self._indexes, verifier=oauth_verifier(self._settings))
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:

@@ -5,7 +5,9 @@
 
 Endpoint: http://127.0.0.1:8000/mcp/ ; sidecars dial ws://127.0.0.1:8000/sidecar (serve_apps/mcp/_sidecar_routes.py);
 the admin API answers under http://127.0.0.1:8000/admin/ from the same replicas (serve_apps/admin/).
-Every route sits behind serve_apps/http_guard.py (Host/Origin; `serve.token` for /mcp and /rlm/ask).
+Every route sits behind serve_apps/http_guard.py (Host/Origin; by `auth.mode`, no caller check, `serve.token`,
+or OAuth access tokens for /mcp and /rlm/ask, each request run as its caller); under auth.mode oauth the
+protected-resource metadata answers at /.well-known/oauth-protected-resource[/mcp] (serve_apps/oauth.py).
 An ask reports its progress: ask_code as MCP progress notifications to a caller with a progress token,
 /rlm/ask as server-sent events to a request that accepts `text/event-stream`. A resource subscription
 (`subscriptions/listen`) is one POST whose response is its stream, on any replica (`_resources.py`).
@@ -28,19 +30,21 @@ from ray.actor import ActorHandle
 from ray.serve import Application
 
 from cluster.ask.pipeline import AskRequest, AskResult
+from cluster.auth import TokenVerifier
 from cluster.config import ConfigStore
-from cluster.errors import LimitExceeded, original_error
+from cluster.errors import ConfigError, LimitExceeded, original_error
 from cluster.search import CodeSearchService
-from cluster.settings import SamespaceSettings, load_settings
+from cluster.settings import AuthMode, SamespaceSettings, load_settings
 from serve_apps.admin import AdminApi, build_admin_asgi
 from serve_apps.body_limits import parse_body, read_capped_body
 from serve_apps.http_guard import HttpGuard
 from serve_apps.index_service import IndexService
 from serve_apps.mcp._ask import AskService, ask_events
-from serve_apps.mcp._progress_router import ProgressRouter
+from serve_apps.mcp._progress_router import MAX_BODY_BYTES, ProgressRouter
 from serve_apps.mcp._resources import ResourceFeed
 from serve_apps.mcp._sidecar_routes import REPLICA_MAX_ONGOING_REQUESTS, SIDECAR_ROUTE, add_sidecar_routes
 from serve_apps.mcp._tools import build_mcp_server
+from serve_apps.oauth import OAuthGate, metadata_paths, metadata_routes, oauth_verifier
 
 MCP_ROUTE = "/mcp"
 ASK_ROUTE = "/rlm/ask"
@@ -56,9 +60,11 @@ def build_asgi_app(
     fleet: Callable[[], ActorHandle] | None = None,
     admin: FastAPI | None = None,
     indexes: IndexService | None = None,
+    verifier: TokenVerifier | None = None,
 ) -> FastAPI:
     """The replica's app: /mcp, /rlm/ask, /healthz, the sidecar routes when `fleet` is given, and the
-    admin API under /admin when `admin` is given (it checks its own token, not `serve.token`)."""
+    admin API under /admin when `admin` is given (it checks its own token, not `serve.token`).
+    Under auth.mode oauth, `verifier` checks the access tokens (required) and the metadata is served."""
     # Host/Origin are checked once, for every route, by HttpGuard below; the SDK's own check is off.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     feed = ResourceFeed(service)  # the replica's subscriptions: one bus and one status watch for both servers
@@ -105,11 +111,19 @@ def build_asgi_app(
     api.mount(MCP_ROUTE, mcp_asgi)
     if admin is not None:
         api.mount(ADMIN_ROUTE, admin)
+    mode, oauth = settings.auth_mode, None
+    if mode is AuthMode.OAUTH:
+        if verifier is None:
+            raise ConfigError("auth.mode", "oauth needs a token verifier (cluster.auth.JwtVerifier)")
+        oauth = OAuthGate.for_settings(verifier, settings, rpc_routes={MCP_ROUTE: MAX_BODY_BYTES})
+        api.router.routes.extend(metadata_routes(settings, MCP_ROUTE))
     api.add_middleware(
         HttpGuard,
         allowed_hosts=settings.serve.allowed_hosts,
-        token=settings.serve.expected_token(),
-        open_paths=(HEALTH_ROUTE,),
+        token=settings.serve.expected_token() if mode is AuthMode.TOKEN else None,
+        oauth=oauth,
+        # The metadata's paths need no token in any mode (404 but under oauth).
+        open_paths=(HEALTH_ROUTE, *metadata_paths(settings.resource_url, MCP_ROUTE)),
         machine_prefixes=(SIDECAR_ROUTE,),
         own_token_prefixes=(ADMIN_ROUTE,) if admin is not None else (),
     )
@@ -170,8 +184,11 @@ class McpIngress:
         return self._fleet
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        admin = build_admin_asgi(self._admin, self._settings, self._indexes)
-        return build_asgi_app(self._service, self._asker, self._settings, self._fleet_actor, admin, self._indexes)
+        verifier = oauth_verifier(self._settings)  # under auth.mode oauth only; one per replica (its key cache)
+        admin = build_admin_asgi(self._admin, self._settings, self._indexes, verifier=verifier)
+        return build_asgi_app(
+            self._service, self._asker, self._settings, self._fleet_actor, admin, self._indexes, verifier
+        )
 
 
 def build_app(args: dict[str, Any] | None = None) -> Application:
