@@ -60,7 +60,7 @@ def refusal(surface: str, status: int, detail: object) -> CommandFailed:
         return CommandFailed(f"{surface} refused the token (401)", hint)
     if status == 403 and surface == MCP_SURFACE:
         needed = _SCOPE.search(str(detail))
-        hint = f"the token lacks the scope {needed.group(1)}: ask for it" if needed else SCOPE_HINT
+        hint = f"the token lacks the scope {needed.group(1)[:100]}: ask for it" if needed else SCOPE_HINT
         return CommandFailed(f"{surface} refused the call (403)", hint)
     if status == 404:
         return CommandFailed(f"{surface} has no such route (404)", "is --address the Serve HTTP address?")
