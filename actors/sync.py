@@ -27,7 +27,7 @@ from cluster.config import ConfigStore, IndexOrigin, IndexRegistration
 from cluster.index import BuildState, IndexRecord
 from cluster.naming import SYNC_ACTOR_NAME
 from cluster.settings import ALLOWED_ROOTS_ENV, SamespaceSettings
-from cluster.sync import BuildReport, IndexManager
+from cluster.sync import BuildReport, IndexCaller, IndexManager
 
 log = logging.getLogger("samespace.sync")
 AGENT_WAIT_S = 120.0  # a fresh cluster's job agent may answer well after the job API does
@@ -135,14 +135,18 @@ class SyncActor:
             except Exception:
                 log.exception("sync pass failed")
 
-    def request(self, folder: str, name: str, ref: str | None, full: bool, origin: IndexOrigin) -> BuildReport:
-        return self._manager.request(folder, name, ref, full, origin=origin)
+    # `caller`: who asks (cluster.sync.IndexCaller, from the request's principal): an index an OAuth
+    # caller registered over MCP is changed over MCP only by its owner or an admin.
+    def request(
+        self, folder: str, name: str, ref: str | None, full: bool, origin: IndexOrigin, caller: IndexCaller
+    ) -> BuildReport:
+        return self._manager.request(folder, name, ref, full, origin=origin, caller=caller)
 
-    def refresh(self, name: str, full: bool, origin: IndexOrigin) -> BuildReport:
-        return self._manager.refresh(name, full, origin=origin)
+    def refresh(self, name: str, full: bool, origin: IndexOrigin, caller: IndexCaller) -> BuildReport:
+        return self._manager.refresh(name, full, origin=origin, caller=caller)
 
-    def remove(self, name: str, origin: IndexOrigin) -> list[str]:
-        return self._manager.remove(name, origin=origin)
+    def remove(self, name: str, origin: IndexOrigin, caller: IndexCaller) -> list[str]:
+        return self._manager.remove(name, origin=origin, caller=caller)
 
     def report(self, name: str) -> BuildReport | None:
         return self._manager.report(name)

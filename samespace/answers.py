@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 __all__ = ["ask", "format_answer"]
@@ -26,13 +27,14 @@ def format_answer(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def ask(url: str, question: str, *, repo: str | None, deep: bool, as_json: bool) -> int:
-    """Call `ask_code` on the MCP endpoint at `url` (with the serve token when one is configured)."""
+def ask(url: str, question: str, *, repo: str | None, deep: bool, as_json: bool, token_file: Path | None = None) -> int:
+    """Call `ask_code` on the MCP endpoint at `url` with the token on `token_file`'s first line, else
+    the serve token when one is configured."""
     from cluster.settings import load_settings
-    from samespace.clients import call_tool, result_text
+    from samespace.clients import call_tool, read_token_file, result_text
 
     arguments: dict[str, Any] = {"question": question, "deep": deep} | ({"repo": repo} if repo else {})
-    token = load_settings().serve.expected_token()
+    token = read_token_file(token_file) if token_file is not None else load_settings().serve.expected_token()
     result = asyncio.run(call_tool(url, "ask_code", arguments, token=token))
     if result.is_error:
         print(f"ask_code failed: {result_text(result)}", file=sys.stderr)

@@ -23,6 +23,7 @@ from samespace.cluster_commands import (
     reindex_argv,
     reindex_here,
     run,
+    served_settings,
     stop,
     submit_reindex,
 )
@@ -72,6 +73,16 @@ def _serve_option(parser: argparse.ArgumentParser) -> None:
         "--address",
         default=DEFAULT_SERVE,
         help="the Serve HTTP address of the MCP and admin apps (default: %(default)s)",
+    )
+
+
+def _token_file_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="PATH",
+        help="send the bearer token on this file's first line (an OAuth access token under auth.mode oauth; "
+        "default: the serve token, when one is configured)",
     )
 
 
@@ -135,6 +146,13 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     _reindex_options(run)
     run.add_argument("--query", default=DEFAULT_QUERY, help="sample query whose top hits are printed at the end")
+    run.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="PATH",
+        help="under auth.mode oauth, the access token (first line) the sample query is sent with; without "
+        "it, run says how to get one instead of searching",
+    )
     _state_option(run)
     run.add_argument(
         "--data-dir", type=Path, help="embedded store folder (default: $SAMESPACE_STORE__DATA_DIR, else STATE_DIR/data)"
@@ -239,6 +257,7 @@ def _add_code_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     search.add_argument("-k", type=int, default=5, help="how many hits (default: %(default)s)")
     search.add_argument("--repo", help="only this indexed repository")
     _serve_option(search)
+    _token_file_option(search)
 
     ask = _command(
         commands,
@@ -252,6 +271,7 @@ def _add_code_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     ask.add_argument("--shallow", action="store_true", help="plain retrieval only: no RLM rounds")
     ask.add_argument("--json", action="store_true", help="print the whole structured result")
     _serve_option(ask)
+    _token_file_option(ask)
 
     config = _command(
         commands,
@@ -261,6 +281,7 @@ def _add_code_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         _mcp_config,
     )
     _serve_option(config)
+    _token_file_option(config)
 
 
 def _add_admin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -336,7 +357,11 @@ def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
         direct_ingress_port=args.mcp_port if direct else None,
         metrics_port=args.metrics_port,
     )
+    from cluster.settings import AuthMode
+    from samespace.clients import oauth_advice
+
     data_dir = args.data_dir.resolve() if args.data_dir else None
+    served = served_settings(config, args.mcp_port)
     return RunPlan(
         state=state,
         head=head,
@@ -347,17 +372,21 @@ def run_plan(args: argparse.Namespace, environ: Mapping[str, str]) -> RunPlan:
         query=args.query,
         wait_s=args.wait_s,
         env=cluster_env(state, environ, mcp_port=args.mcp_port, data_dir=data_dir),
+        token_file=args.token_file.resolve() if args.token_file else None,
+        token_advice=tuple(oauth_advice(served)) if served.auth_mode is AuthMode.OAUTH else (),
     )
 
 
 def _run(args: argparse.Namespace) -> int:
-    from samespace.clients import mcp_command
+    from samespace.clients import mcp_command, read_token_file
 
     plan = run_plan(args, os.environ)
     if args.dry_run:
         for argv in plan.commands():
             print(shlex.join(argv))
         return 0
+    if plan.token_file is not None:
+        read_token_file(plan.token_file)  # a missing or empty token file fails before anything starts
     return run(plan, mcp_command)
 
 
@@ -379,19 +408,28 @@ def _search(args: argparse.Namespace) -> int:
     from samespace.clients import mcp_command
 
     repo = ["--repo", args.repo] if args.repo else []
-    return mcp_command(["--url", _mcp_url(args.address), "-k", str(args.k), *repo, args.query])
+    token = ["--token-file", str(args.token_file)] if args.token_file else []
+    return mcp_command(["--url", _mcp_url(args.address), "-k", str(args.k), *repo, *token, "--", args.query])
 
 
 def _ask(args: argparse.Namespace) -> int:
     from samespace.answers import ask
 
-    return ask(_mcp_url(args.address), args.question, repo=args.repo, deep=not args.shallow, as_json=args.json)
+    return ask(
+        _mcp_url(args.address),
+        args.question,
+        repo=args.repo,
+        deep=not args.shallow,
+        as_json=args.json,
+        token_file=args.token_file,
+    )
 
 
 def _mcp_config(args: argparse.Namespace) -> int:
     from samespace.clients import mcp_command
 
-    return mcp_command(["--url", _mcp_url(args.address), "--print-config"])
+    token = ["--token-file", str(args.token_file)] if args.token_file else []
+    return mcp_command(["--url", _mcp_url(args.address), "--print-config", *token])
 
 
 def _status(args: argparse.Namespace) -> int:

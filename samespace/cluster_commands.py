@@ -5,6 +5,8 @@ ports with token auth on; anything else on its ports is refused: samespace/head_
 serve_config.yaml's copy in the state folder → wait for /healthz → `ray job submit --working-dir <checkout> -- python -m
 jobs.reindex` → the MCP URL, a paste-ready client config and the top hits of one query. Each step is a
 command line built by a function of its own (`RunPlan`), so `--dry-run` prints exactly what would run.
+Under auth.mode oauth `run` holds no access token: it ends by saying how to get one (issuer, resource,
+scopes, metadata) instead of searching, unless `--token-file` gives it one (`sample_search`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no types; its stubs are no dependency
@@ -24,6 +27,9 @@ from samespace.head import HeadRecord, HeadSpec, free_port, ray_start_argv, star
 from samespace.head_reuse import HeadAction, decide_head, probe_head
 from samespace.state import ADMIN_TOKEN_FILE_ENV, StateDir, program
 
+if TYPE_CHECKING:
+    from cluster.settings import SamespaceSettings
+
 __all__ = [
     "RunPlan",
     "direct_ingress_fits",
@@ -31,6 +37,8 @@ __all__ = [
     "mcp_url",
     "reindex_argv",
     "run",
+    "sample_search",
+    "served_settings",
     "stop",
     "submit_argv",
     "submit_reindex",
@@ -85,16 +93,43 @@ def write_serve_config(config: Path, state: StateDir, proxy_port: int) -> Path:
     return state.serve_config
 
 
+def _applications(config: Path) -> list[dict[str, object]]:
+    applications: list[dict[str, object]] = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get(
+        "applications"
+    ) or []
+    return applications
+
+
+def _mcp_args(application: dict[str, object]) -> dict[str, object]:
+    args = application.get("args")
+    return dict(args) if isinstance(args, dict) else {}
+
+
 def direct_ingress_fits(config: Path) -> bool:
     """Whether the MCP replica may serve the MCP port itself: direct ingress gives the port to exactly
     one replica, so the config must deploy the MCP app alone, at one replica (settings as the replica
     reads them: this environment's SAMESPACE_*, then the application's args)."""
     from cluster.settings import load_settings
 
-    applications = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("applications") or []
+    applications = _applications(config)
     if len(applications) != 1 or applications[0].get("import_path") != MCP_IMPORT_PATH:
         return False
-    return load_settings(**(applications[0].get("args") or {})).serve.mcp_replicas == 1
+    return load_settings(**_mcp_args(applications[0])).serve.mcp_replicas == 1
+
+
+def served_settings(config: Path, mcp_port: int) -> SamespaceSettings:
+    """The settings the MCP app will run with, as far as `run` can tell before it starts: this
+    environment's SAMESPACE_*, then the MCP application's args in `config`, on `mcp_port` unless they
+    name a port (what `run` words its end by: the auth mode, the issuer, the resource)."""
+    from cluster.settings import load_settings
+
+    mcp = next((a for a in _applications(config) if a.get("import_path") == MCP_IMPORT_PATH), {})
+    args = _mcp_args(mcp)
+    settings = load_settings(**args)
+    serve_args = args.get("serve")
+    if isinstance(serve_args, dict) and "port" in serve_args:
+        return settings
+    return settings.model_copy(update={"serve": settings.serve.model_copy(update={"port": mcp_port})})
 
 
 @dataclass(frozen=True)
@@ -110,6 +145,8 @@ class RunPlan:
     query: str
     wait_s: float
     env: Mapping[str, str]
+    token_file: Path | None = None  # the access token (first line) the sample query is sent with
+    token_advice: tuple[str, ...] = ()  # under auth.mode oauth: how to get a token (empty otherwise)
 
     @property
     def serve_config(self) -> Path:
@@ -126,6 +163,15 @@ class RunPlan:
     def commands(self) -> list[list[str]]:
         """What `run` runs, in order (`ray start` only when no head of this state folder runs)."""
         return [ray_start_argv(self.head), self.deploy, self.submit]
+
+
+def sample_search(plan: RunPlan, url: str) -> list[str] | None:
+    """The MCP client's arguments for `run`'s sample query, or None when it has no token to send: under
+    auth.mode oauth without `--token-file` (it says how to get a token instead)."""
+    if plan.token_advice and plan.token_file is None:
+        return None
+    token = ["--token-file", str(plan.token_file)] if plan.token_file is not None else []
+    return ["--url", url, *token, "-k", "5", "--", plan.query]
 
 
 def run(plan: RunPlan, show: Callable[[list[str]], int]) -> int:
@@ -160,7 +206,8 @@ def run(plan: RunPlan, show: Callable[[list[str]], int]) -> int:
     print("Client config (Claude Code .mcp.json / Cursor .cursor/mcp.json):")
     show(["--url", url, "--print-config"])
     print()
-    searched = show(["--url", url, "-k", "5", plan.query])
+    query = sample_search(plan, url)
+    searched = show(query) if query is not None else _advise(plan.token_advice)
     print(f"\nAdmin API: http://127.0.0.1:{plan.mcp_port}/admin/ (bearer token in {state.admin_token})")
     print(f"The cluster stays up: dashboard {plan.head.dashboard_url} (token auth: the token is in {state.ray_token});")
     print(
@@ -168,6 +215,13 @@ def run(plan: RunPlan, show: Callable[[list[str]], int]) -> int:
         f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={state.ray_token}"
     )
     return searched
+
+
+def _advise(advice: tuple[str, ...]) -> int:
+    """Say how to get a token, and that the sample query waits for one (`run` still succeeded)."""
+    print("\n".join(advice))
+    print("`samespace run --token-file PATH` runs the sample query with it.")
+    return 0
 
 
 def _check_admin_token(env: Mapping[str, str]) -> None:

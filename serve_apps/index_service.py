@@ -6,6 +6,11 @@ ask: an MCP client (`confined=True`) indexes only folders inside `index.allowed_
 only indexes whose folder lies inside them; the admin API (`confined=False`, its own token) any
 indexable folder, under any name. A caller that wants to watch a build gets its progress until it is
 done; otherwise the ticket comes back at once.
+
+An MCP client's index, refresh and remove need the samespace:index scope of the request's caller
+(`cluster.auth.current_principal()`, set by the HTTP guard; outside a request nobody has it), and the
+caller goes to the sync actor with each request: an index an OAuth caller registered is refreshed,
+removed or re-pointed over MCP only by it or an admin. The admin API manages every index.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ from pathlib import Path
 
 from ray.actor import ActorHandle
 
+from cluster.auth import AccessScope, current_principal
 from cluster.config import IndexOrigin, IndexRegistration
+from cluster.errors import AccessDenied
 from cluster.settings import SamespaceSettings
-from cluster.sync import BuildPhase, BuildReport, admit_folder
+from cluster.sync import CLUSTER_CALLER, BuildPhase, BuildReport, IndexCaller, admit_folder
 
 FOLLOW_POLL_S = 0.5
 FOLLOW_TIMEOUT_S = 3600.0
@@ -30,6 +37,17 @@ Progress = Callable[[float, float | None, str], Awaitable[None]]
 def origin_of(confined: bool) -> IndexOrigin:
     """Who asks: an MCP client is confined, the admin API is not."""
     return IndexOrigin.MCP if confined else IndexOrigin.ADMIN
+
+
+def caller_of(confined: bool) -> IndexCaller:
+    """Who asks: an MCP client is the request's caller, which needs the samespace:index scope
+    (AccessDenied naming it); the admin API (its own token) manages every index."""
+    if not confined:
+        return CLUSTER_CALLER
+    principal = current_principal()
+    if not principal.has(AccessScope.INDEX):
+        raise AccessDenied("this caller may not index, refresh or remove indexes", AccessScope.INDEX.value)
+    return IndexCaller.of(principal)
 
 
 def default_index_name(folder: Path, ref: str | None) -> str:
@@ -49,20 +67,25 @@ class IndexService:
         self, path: str, name: str | None, ref: str | None, full: bool, *, confined: bool
     ) -> BuildReport:
         """Submit a build of the folder (confined: only inside the allowed roots), or join the running one."""
+        caller = caller_of(confined)  # before the folder is looked at or the sync actor reached (or started)
         folder = admit_folder(path, self._roots, self._home, confined=confined)
         report: BuildReport = await self._sync().request.remote(
-            str(folder), name or default_index_name(folder, ref), ref, full, origin_of(confined)
+            str(folder), name or default_index_name(folder, ref), ref, full, origin_of(confined), caller
         )
         return report
 
     async def refresh(self, name: str, full: bool, *, confined: bool) -> BuildReport:
-        """Reindex an index now (confined: only one whose folder lies inside the allowed roots)."""
-        report: BuildReport = await self._sync().refresh.remote(name, full, origin_of(confined))
+        """Reindex an index now (confined: only one whose folder lies inside the allowed roots, and its
+        owner's or an admin's when it has one)."""
+        caller = caller_of(confined)
+        report: BuildReport = await self._sync().refresh.remote(name, full, origin_of(confined), caller)
         return report
 
     async def remove(self, name: str, *, confined: bool) -> list[str]:
-        """Drop an index and its registration (confined: only one whose folder lies inside the allowed roots)."""
-        dropped: list[str] = await self._sync().remove.remote(name, origin_of(confined))
+        """Drop an index and its registration (confined: only one whose folder lies inside the allowed
+        roots, and its owner's or an admin's when it has one)."""
+        caller = caller_of(confined)
+        dropped: list[str] = await self._sync().remove.remote(name, origin_of(confined), caller)
         return dropped
 
     async def registrations(self) -> dict[str, IndexRegistration]:

@@ -8,7 +8,7 @@ from pydantic import ConfigDict, Field
 
 from cluster.types import Strict
 
-__all__ = ["IndexOrigin", "IndexRegistration"]
+__all__ = ["IndexOrigin", "IndexOwner", "IndexRegistration"]
 
 
 class IndexOrigin(StrEnum):
@@ -17,6 +17,14 @@ class IndexOrigin(StrEnum):
 
     MCP = "mcp"
     ADMIN = "admin"
+
+
+class IndexOwner(Strict):
+    """Who registered an index over MCP with an identity of their own (an OAuth access token): its
+    subject, and its issuer when it has one. Only they, or an admin, may refresh, remove or re-point it."""
+
+    subject: str = Field(min_length=1, description="The registering token's `sub`.")
+    issuer: str | None = Field(default=None, description="The registering token's `iss`.")
 
 
 class IndexRegistration(Strict):
@@ -38,4 +46,10 @@ class IndexRegistration(Strict):
     origin: IndexOrigin = Field(
         default=IndexOrigin.ADMIN,
         description="Who registered it; a record stored before origins were kept reads as admin.",
+    )
+    owner: IndexOwner | None = Field(
+        default=None,
+        description="The caller who registered it over MCP with an identity of its own (auth.mode oauth); "
+        "None: nobody in particular (a shared identity, the admin API, a record stored before owners were "
+        "kept), and the folder rules alone apply.",
     )

@@ -3,6 +3,14 @@ it: an MCP client may not take it for another one, and refreshes or removes an i
 folder it follows lies inside the allowed roots (`confine`, checked again at every build of an index an
 MCP client registered); the admin API may re-point and remove anything. Refusals name the index and
 never the other folder. And the caps on builds and registrations, each refusal naming its setting.
+
+An index registered over MCP by a caller with an identity of its own (an OAuth access token, auth.mode
+oauth) is owned by it (`IndexOwner`): only its owner or an admin (samespace:admin) may refresh, remove or
+re-point it over MCP (`check_owner`; the refusal never names the owner), and its owner or an admin may
+point it at another folder or ref inside the roots. An index owned by nobody in particular (a shared
+identity registered it, the admin API did, or it was stored before owners were kept) follows the folder
+rules alone; under auth.mode none or token every caller is the one shared identity, which may do
+anything the folder rules allow.
 """
 
 from __future__ import annotations
@@ -12,18 +20,25 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.config import IndexOrigin, IndexRegistration
-from cluster.errors import IndexRefused, LimitExceeded, PathRefused
+from pydantic import Field
+
+from cluster.auth import Principal
+from cluster.config import IndexOrigin, IndexOwner, IndexRegistration
+from cluster.errors import AccessDenied, IndexRefused, LimitExceeded, PathRefused
 from cluster.index import IndexRecord
 from cluster.settings import ALLOWED_ROOTS_ENV, limit_name
 from cluster.sync.roots import confine
+from cluster.types import Strict
 
 __all__ = [
+    "CLUSTER_CALLER",
     "NAME_TAKEN",
     "OUTSIDE_ROOTS",
     "Confinement",
     "Followed",
+    "IndexCaller",
     "check_job_cap",
+    "check_owner",
     "check_registration_cap",
     "claim",
     "followed",
@@ -57,6 +72,36 @@ def followed(name: str, registrations: dict[str, IndexRegistration], records: It
     if record is None:
         return None
     return Followed(record.followed_folder, record.source.ref if record.source is not None else None)
+
+
+class IndexCaller(Strict):
+    """Who asks to change an index, as far as ownership goes: its own identity (`owner`: an OAuth
+    caller's subject and issuer; None: a shared identity, or the cluster itself) and whether it is an
+    admin. Crosses into the sync actor with each request; never a token."""
+
+    owner: IndexOwner | None = Field(default=None, description="The caller's own identity, when it has one.")
+    admin: bool = Field(default=False, description="Whether it may manage any index (samespace:admin).")
+
+    @classmethod
+    def of(cls, principal: Principal) -> IndexCaller:
+        """The caller a checked principal is: an OAuth caller owns what it registers; the shared
+        identity of auth.mode none or token holds every scope, so it is an admin here."""
+        owner = IndexOwner(subject=principal.subject, issuer=principal.issuer) if principal.kind == "oauth" else None
+        return cls(owner=owner, admin=principal.is_admin)
+
+    def may_change(self, owner: IndexOwner | None) -> bool:
+        """Whether it may refresh, remove or re-point an index owned by `owner` (None: by nobody)."""
+        return owner is None or self.admin or owner == self.owner
+
+
+# The cluster itself (its sync pass, a push hook) and the admin API: every index, whoever owns it.
+CLUSTER_CALLER = IndexCaller(admin=True)
+
+
+def check_owner(name: str, registration: IndexRegistration | None, caller: IndexCaller) -> None:
+    """AccessDenied unless `caller` may change `name` (`IndexCaller.may_change`); never names the owner."""
+    if not caller.may_change(registration.owner if registration is not None else None):
+        raise AccessDenied(f"index {name!r} is owned by another caller")
 
 
 def claim(name: str, wanted: Followed, bound: Followed | None) -> None:

@@ -8,7 +8,7 @@ builds of an index run (1), another request for it joins the latest and gets its
 beyond `limits.max_registrations`. Every index asked for is registered in the durable config with the
 folder (and ref) it follows, who registered it, and the change signature its build saw; a sync pass
 reindexes those whose signature moved and settled (`SyncWatch`). Who may take, refresh or remove a
-name: `claims.py`.
+name (the folder rules, and the owner of an index an OAuth caller registered over MCP): `claims.py`.
 """
 
 from __future__ import annotations
@@ -19,15 +19,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from cluster.config import ConfigStore, IndexOrigin, IndexRegistration
+from cluster.config import ConfigStore, IndexOrigin, IndexOwner, IndexRegistration
 from cluster.errors import IndexNotFound, IndexRefused, LimitExceeded, SamespaceError
 from cluster.index import BuildState, IndexRecord, new_build_id, validate_index_name
 from cluster.ingest import change_signature, resolve_commit
 from cluster.settings import LimitsSettings
 from cluster.sync.claims import (
+    CLUSTER_CALLER,
     Confinement,
     Followed,
+    IndexCaller,
     check_job_cap,
+    check_owner,
     check_registration_cap,
     claim,
     followed,
@@ -110,41 +113,62 @@ class IndexManager:
         full: bool = False,
         *,
         origin: IndexOrigin,
+        caller: IndexCaller = CLUSTER_CALLER,
         reason: str = "asked",
     ) -> BuildReport:
         """Submit a build of `folder` (at `ref`) as `name`, or join the one running; register it. From an
-        MCP client, only a name that is free or already follows this folder and ref, inside the roots."""
+        MCP client, only a name that is free or already follows this folder and ref (an owned name: its
+        owner's or an admin's, who may re-point it), inside the roots; a new name is the caller's."""
         validate_index_name(name)
         wanted = Followed(folder, ref)
         with self._lock:
             registered = self.registrations()
+            previous = registered.get(name)
             if origin is IndexOrigin.MCP:
-                records = self._index.records() if name not in registered else []
-                claim(name, wanted, followed(name, registered, records))
+                check_owner(name, previous, caller)
+                if previous is None or previous.owner is None:
+                    records = self._index.records() if previous is None else []
+                    claim(name, wanted, followed(name, registered, records))
                 self._confinement.require(name, folder)
-            kept = registered_origin(origin, registered.get(name))
-            return self._start(name, wanted, full, reason, kept, confined=origin is IndexOrigin.MCP)
+            kept = registered_origin(origin, previous)
+            owner = previous.owner if previous is not None else caller.owner if origin is IndexOrigin.MCP else None
+            return self._start(name, wanted, full, reason, kept, owner, confined=origin is IndexOrigin.MCP)
 
-    def refresh(self, name: str, full: bool = False, *, origin: IndexOrigin, reason: str = "asked") -> BuildReport:
+    def refresh(
+        self,
+        name: str,
+        full: bool = False,
+        *,
+        origin: IndexOrigin,
+        caller: IndexCaller = CLUSTER_CALLER,
+        reason: str = "asked",
+    ) -> BuildReport:
         """Reindex a registered (or already indexed) index from the folder and ref it follows. An MCP
-        client's request, or any build of an index an MCP client registered, is confined first."""
+        client's request (its owner's or an admin's, when it has one), or any build of an index an MCP
+        client registered, is confined first."""
         with self._lock:
             registered = self.registrations()
             target = self._followed(name, registered)
             previous = registered.get(name)
+            if origin is IndexOrigin.MCP:
+                check_owner(name, previous, caller)
             kept = previous.origin if previous is not None else origin
             confined = IndexOrigin.MCP in (origin, kept)
             if confined:
                 self._confinement.require(name, target.folder)
-            return self._start(name, target, full, reason, kept, confined=confined)
+            owner = previous.owner if previous is not None else None
+            return self._start(name, target, full, reason, kept, owner, confined=confined)
 
-    def remove(self, name: str, *, origin: IndexOrigin) -> list[str]:
+    def remove(self, name: str, *, origin: IndexOrigin, caller: IndexCaller = CLUSTER_CALLER) -> list[str]:
         """Stop its running builds, forget its registration, drop the index; returns the dropped builds.
-        An MCP client removes only an index whose folder lies inside the roots."""
+        An MCP client removes only an index whose folder lies inside the roots (and, when it has an
+        owner, only its owner or an admin)."""
         with self._lock:
             registered = self.registrations()
             if origin is IndexOrigin.MCP:
-                self._confinement.require_removable(name, self._followed(name, registered).folder)
+                target = self._followed(name, registered)
+                check_owner(name, registered.get(name), caller)
+                self._confinement.require_removable(name, target.folder)
             for report in self._running(name, self._index.builds()):
                 self._jobs.stop(report.ticket.job_id)
             self._tickets.pop(name, None)
@@ -209,10 +233,18 @@ class IndexManager:
 
     # ---- internals -----------------------------------------------------------------------------
     def _start(
-        self, name: str, target: Followed, full: bool, reason: str, origin: IndexOrigin, *, confined: bool
+        self,
+        name: str,
+        target: Followed,
+        full: bool,
+        reason: str,
+        origin: IndexOrigin,
+        owner: IndexOwner | None,
+        *,
+        confined: bool,
     ) -> BuildReport:
         """Join a running build of the index (at `limits.max_jobs_per_index`), or submit one within the
-        caps and register the index as `origin`'s. Called under the lock."""
+        caps and register the index as `origin`'s, owned by `owner`. Called under the lock."""
         builds = self._index.builds()
         running = self._running(name, builds)
         if len(running) >= self._limits.max_jobs_per_index:
@@ -236,7 +268,7 @@ class IndexManager:
         )
         self._track(name, ticket)
         self._watch.submitted(name)
-        self._register(name, target, origin, signature, now)
+        self._register(name, target, origin, owner, signature, now)
         return self._report(ticket)
 
     def _followed(self, name: str, registered: dict[str, IndexRegistration]) -> Followed:
@@ -289,7 +321,15 @@ class IndexManager:
             error=error,
         )
 
-    def _register(self, name: str, target: Followed, origin: IndexOrigin, signature: str | None, now: float) -> None:
+    def _register(
+        self,
+        name: str,
+        target: Followed,
+        origin: IndexOrigin,
+        owner: IndexOwner | None,
+        signature: str | None,
+        now: float,
+    ) -> None:
         registered = self.registrations()
         previous = registered.get(name)
         registered[name] = IndexRegistration(
@@ -301,5 +341,6 @@ class IndexManager:
             signature=signature,
             submitted_at=now,
             origin=origin,
+            owner=owner,
         )
         self._store.save_indexes(registered)

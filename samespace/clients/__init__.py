@@ -8,6 +8,6 @@ API: status as a table or raw JSON, the key and policy pushes, index management)
 from __future__ import annotations
 
 from samespace.clients._admin import admin_command
-from samespace.clients._mcp import call_tool, mcp_command, result_text
+from samespace.clients._mcp import call_tool, mcp_command, oauth_advice, read_token_file, result_text
 
-__all__ = ["admin_command", "call_tool", "mcp_command", "result_text"]
+__all__ = ["admin_command", "call_tool", "mcp_command", "oauth_advice", "read_token_file", "result_text"]

@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
+from cluster.auth import Principal, acting_as
 from cluster.config import ConfigStore, IndexOrigin, IndexRegistration
 from cluster.errors import IndexNotFound, IndexRefused, LimitExceeded, SamespaceError
 from cluster.index import IndexRecord, validate_index_name
 from cluster.settings import LimitsSettings, SamespaceSettings
 from cluster.space import EncoderIdentity
-from cluster.sync import IndexManager
+from cluster.sync import CLUSTER_CALLER, IndexCaller, IndexManager
 from serve_apps.index_service import IndexService
 from tests.support.fakes.sync_jobs import FakeIndex, FakeJobs
 
@@ -281,15 +282,17 @@ def test_the_index_service_tells_the_sync_actor_who_asks(tree: Tree) -> None:
     service = IndexService(SamespaceSettings(index={"allowed_roots": [tree.root]}), lambda: sync, home=tree.home)  # type: ignore[arg-type,return-value]
 
     async def ask() -> None:
-        await service.refresh("api", False, confined=True)
-        await service.remove("api", confined=True)
+        with acting_as(Principal.shared("local")):  # auth.mode none: the one shared identity
+            await service.refresh("api", False, confined=True)
+            await service.remove("api", confined=True)
         await service.refresh("api", True, confined=False)
         await service.remove("api", confined=False)
 
     asyncio.run(ask())
+    shared = IndexCaller(admin=True)
     assert sync.calls == [
-        ("refresh", ("api", False, MCP)),
-        ("remove", ("api", MCP)),
-        ("refresh", ("api", True, ADMIN)),
-        ("remove", ("api", ADMIN)),
+        ("refresh", ("api", False, MCP, shared)),
+        ("remove", ("api", MCP, shared)),
+        ("refresh", ("api", True, ADMIN, CLUSTER_CALLER)),
+        ("remove", ("api", ADMIN, CLUSTER_CALLER)),
     ]
