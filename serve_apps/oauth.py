@@ -156,6 +156,7 @@ class OAuthGate:
     ) -> None:
         self._verifier = verifier
         self.metadata_url = metadata_url
+        self._origin, self._resource_path = _split_metadata_url(metadata_url)
         self._rpc_routes = dict(rpc_routes or {})
 
     @classmethod
@@ -164,42 +165,56 @@ class OAuthGate:
     ) -> OAuthGate:
         return cls(verifier, resource_metadata_url(settings.resource_url), rpc_routes=rpc_routes)
 
-    async def authenticate(self, authorization: str | None) -> Principal | Response:
+    def metadata_url_below(self, root_path: str) -> str:
+        """The metadata URL a client is pointed to from an app served under `root_path` (a Serve route
+        prefix or a mount): RFC 9728's path-suffixed URL at the host's root, unless the resource lies
+        below `root_path`, where the host's root is another app's: then the same URL below `root_path`
+        (`<root_path>/.well-known/oauth-protected-resource/<rest of the resource's path>`), which this app
+        serves and the challenge's `resource_metadata` names (a client follows it, RFC 9728 §5.1)."""
+        root = root_path.rstrip("/")
+        if not root or not self._resource_path.startswith(root + "/"):
+            return self.metadata_url
+        return f"{self._origin}{root}{METADATA_PATH}{self._resource_path[len(root) :]}"
+
+    async def authenticate(self, authorization: str | None, root_path: str = "") -> Principal | Response:
         """The caller of an `Authorization` header, or the 401 challenge that refuses it."""
         token = bearer_token(authorization)
         if token is None:
-            return self.unauthorized()
+            return self.unauthorized(root_path=root_path)
         try:
             return await self._verifier.verify(token)
         except TokenRejected as exc:
             reason = exc.reason if token not in exc.reason else "the token is not valid"
             log.info("access token refused: %s", _printable(reason))
-            return self.unauthorized(reason)
+            return self.unauthorized(reason, root_path=root_path)
 
-    def unauthorized(self, reason: str | None = None) -> Response:
+    def unauthorized(self, reason: str | None = None, *, root_path: str = "") -> Response:
         """401: no token (`reason` None: no error code, RFC 6750 §3.1) or an invalid one."""
+        metadata_url = self.metadata_url_below(root_path)
         if reason is None:
             body = {"error": "unauthorized", "error_description": "this resource needs an OAuth access token"}
-            return self._refusal(401, body, f'resource_metadata="{self.metadata_url}"')
+            return self._refusal(401, body, f'resource_metadata="{metadata_url}"')
         description = _printable(f"access token rejected: {reason}")
         body = {"error": "invalid_token", "error_description": description}
-        fields = f'error="invalid_token", error_description="{description}", resource_metadata="{self.metadata_url}"'
+        fields = f'error="invalid_token", error_description="{description}", resource_metadata="{metadata_url}"'
         return self._refusal(401, body, fields)
 
-    def insufficient(self, scope: AccessScope) -> Response:
+    def insufficient(self, scope: AccessScope, *, root_path: str = "") -> Response:
         """403: a valid token without `scope`, named in the challenge and the body."""
         body = {
             "error": "insufficient_scope",
             "error_description": f"this request needs the scope {scope.value}",
             "scope": scope.value,
         }
-        fields = f'error="insufficient_scope", scope="{scope.value}", resource_metadata="{self.metadata_url}"'
+        metadata_url = self.metadata_url_below(root_path)
+        fields = f'error="insufficient_scope", scope="{scope.value}", resource_metadata="{metadata_url}"'
         return self._refusal(403, body, fields)
 
     async def admit(self, scope: Scope, path: str, receive: Receive) -> Admission | Response:
         """Let a request at `path` (below the root path) through as its token's caller, or refuse it.
         The token is checked before a byte of the body is read."""
-        caller = await self.authenticate(Headers(scope=scope).get("authorization"))
+        root_path = scope.get("root_path", "")
+        caller = await self.authenticate(Headers(scope=scope).get("authorization"), root_path)
         if isinstance(caller, Response):
             return caller
         limit = self._rpc_limit(path) if scope["type"] == "http" and scope.get("method") == "POST" else None
@@ -212,7 +227,7 @@ class OAuthGate:
             receive = _replay(buffered, receive)
         missing = next((needed for needed in needs if not caller.has(needed)), None)
         if missing is not None:
-            return self.insufficient(missing)
+            return self.insufficient(missing, root_path=root_path)
         return Admission(caller, receive)
 
     def _rpc_limit(self, path: str) -> int | None:
@@ -224,6 +239,14 @@ class OAuthGate:
     @staticmethod
     def _refusal(status: int, body: dict[str, str], fields: str) -> Response:
         return JSONResponse(body, status_code=status, headers={"WWW-Authenticate": f"Bearer {fields}"})
+
+
+def _split_metadata_url(metadata_url: str) -> tuple[str, str]:
+    """(scheme://host[:port], the resource's path) of a path-suffixed metadata URL."""
+    scheme, _, rest = metadata_url.partition("://")
+    host, _, path = rest.partition("/")
+    suffix = ("/" + path).split(METADATA_PATH, 1)[-1]
+    return f"{scheme}://{host}", suffix
 
 
 async def _read_body(scope: Scope, receive: Receive, limit: int) -> list[Message] | None:

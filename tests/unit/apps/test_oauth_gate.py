@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 from pydantic import SecretStr
 from starlette.applications import Starlette
+from starlette.responses import Response
 from starlette.routing import WebSocketRoute
 from starlette.testclient import TestClient, WebSocketDenialResponse
 from starlette.types import Message, Receive
@@ -139,6 +140,18 @@ def test_the_metadata_paths_follow_the_resource_url() -> None:
     assert (
         resource_metadata_url("http://[::1]:8000/mcp") == "http://[::1]:8000/.well-known/oauth-protected-resource/mcp"
     )
+
+
+async def test_an_app_under_a_route_prefix_points_clients_to_the_metadata_it_serves_itself() -> None:
+    gate = OAuthGate(OneToken(), resource_metadata_url("http://127.0.0.1:8000/team/mcp"))
+    rfc = "http://127.0.0.1:8000/.well-known/oauth-protected-resource/team/mcp"
+    assert gate.metadata_url_below("") == rfc  # at the host's root: RFC 9728's form
+    assert gate.metadata_url_below("/team") == "http://127.0.0.1:8000/team/.well-known/oauth-protected-resource/mcp"
+    assert gate.metadata_url_below("/team/admin") == rfc  # the resource is not below that root
+    challenge = gate.unauthorized(root_path="/team").headers["www-authenticate"]
+    assert challenge == 'Bearer resource_metadata="http://127.0.0.1:8000/team/.well-known/oauth-protected-resource/mcp"'
+    refused = await gate.authenticate("Bearer nothing-it-knows", "/team")
+    assert isinstance(refused, Response) and "/team/.well-known/oauth-protected-resource/mcp" in str(refused.headers)
 
 
 def test_the_guard_takes_the_serve_token_or_an_oauth_gate_never_both() -> None:
