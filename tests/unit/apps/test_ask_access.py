@@ -7,73 +7,27 @@ dispatchers (the edge); the index actor's reads are its own, in process over a r
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cluster.ask.pipeline import AskRequest, AskResult
 from cluster.auth import Principal, acting_as
-from cluster.cloud.openai_wire import ChatResult, ToolCall
 from serve_apps.mcp import AskService
 from tests.support.in_process_index import InProcessIndex
-from tests.support.index_access import ANN, SETTINGS, SHARED, indexed, service_over
+from tests.support.index_access import (
+    ANN,
+    SETTINGS,
+    SHARED,
+    ScriptedDispatcher,
+    assistant_reply,
+    indexed,
+    rlm_reply,
+    service_over,
+)
 
 QUESTION = "How is an invoice total charged to a card?"
-
-
-class _Remote:
-    def __init__(self, fn: Callable[..., Awaitable[Any]]) -> None:
-        self.remote = fn
-
-
-class ScriptedDispatcher:
-    """A chat role's dispatcher (`chat.remote`, `context_window.remote`) answering with `reply`; every
-    request is kept."""
-
-    def __init__(self, reply: Callable[[dict[str, Any]], ChatResult]) -> None:
-        self.requests: list[dict[str, Any]] = []
-
-        async def chat(**request: Any) -> tuple[ChatResult, str]:
-            self.requests.append(request)
-            return reply(request), "scripted"
-
-        async def window(reserve: bool) -> int:
-            return 32768
-
-        self.chat = _Remote(chat)
-        self.context_window = _Remote(window)
-
-
-def rlm_reply(request: dict[str, Any]) -> ChatResult:
-    """Plan: two searches; round 1: every kind of look-up, beta named where a repo can be; then a draft."""
-    if "tools" not in request:
-        plan = {
-            "subQuestions": [
-                {"tool": "search_code", "query": "invoice total"},
-                {"tool": "search_symbols", "query": "Invoice"},
-            ]
-        }
-        return ChatResult(content=json.dumps(plan))
-    if request.get("tool_choice") == "none":
-        return ChatResult(content="Draft: see src/billing.py")
-    calls = {
-        "search_files": {"query": "billing"},
-        "search_symbols": {"query": "charge_card"},
-        "read_range": {"repo": "beta", "path": "src/billing.py", "start_line": 1, "end_line": 5},
-        "neighbors": {"repo": "beta", "path": "src/billing.py", "line": 6, "count": 1},
-        "repo_overview": {"repo": "beta"},
-        "search_commits": {"query": "invoice"},
-        "what_changed": {"since": "7d"},
-    }
-    return ChatResult(
-        tool_calls=[ToolCall(id=f"c{i}", name=n, arguments=json.dumps(a)) for i, (n, a) in enumerate(calls.items())]
-    )
-
-
-def assistant_reply(request: dict[str, Any]) -> ChatResult:
-    return ChatResult(content="Invoice.total sums the lines (src/billing.py:6-9).")
 
 
 @pytest.fixture
