@@ -1,7 +1,9 @@
 """The index actor: sole owner of the vector store (both engines are single-process stores).
 
 A Ray shell around cluster.index.catalog.IndexCatalog; jobs write through it, Serve replicas read
-through it. Methods run one at a time, so a query sees either the old build or the new one.
+through it. Methods run one at a time, so a query sees either the old build or the new one. Every
+read takes the caller's `Reader` (`cluster.auth`): the indexes `index.acl` keeps from it do not exist
+for it (`cluster.search.IndexReads`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import ray
@@ -17,10 +18,12 @@ from ray.actor import ActorHandle
 
 from actors.handles import get_or_start
 from actors.metrics import forget_index, publish_progress, record_commit
-from cluster.errors import IndexNotFound, ReadRefused
+from cluster.auth import Reader
+from cluster.errors import IndexNotFound
 from cluster.graph import GraphAnswer, GraphQuery
 from cluster.grep import GrepRequest, GrepResult
 from cluster.history import CommitRecord, CommitSearchResult, Comparison, SymbolHistory, WhatChanged
+from cluster.index.access import ANONYMOUS_READER
 from cluster.index.carry import CarriedRow, CarryResult, carry_rows
 from cluster.index.catalog import IndexCatalog, PointKey
 from cluster.index.history_store import HistoryState
@@ -30,18 +33,9 @@ from cluster.index.records import BuildProgress, BuildState, IndexRecord, export
 from cluster.index.store.engines import open_vector_store
 from cluster.ingest.git_state import SourceState
 from cluster.ingest.skips import SkipSummary
-from cluster.ingest.source import SourceLines, read_source_file, read_source_lines
-from cluster.ingest.walker import walk_settings
+from cluster.ingest.source import SourceLines
 from cluster.naming import INDEX_ACTOR_NAME
-from cluster.search import (
-    CodeGreps,
-    CodeMaps,
-    CommitHistories,
-    SearchAnswer,
-    StoreSearch,
-    SymbolPage,
-    SymbolQuery,
-)
+from cluster.search import IndexReads, SearchAnswer, SymbolPage, SymbolQuery
 from cluster.search.models import FileHit, Neighbors, RepoOverview
 from cluster.settings import SamespaceSettings
 from cluster.space import EncoderIdentity
@@ -59,19 +53,8 @@ class IndexActor:
         os.umask(STORE_UMASK)  # this worker process is the store's only writer: its files go 0600
         store = open_vector_store(settings.store.kind, data_dir=settings.store.data_dir, url=settings.store.url)
         self._catalog = IndexCatalog(store)
-        # symbol/file/neighbour maps, per build
-        self._code_maps = CodeMaps(self._catalog, settings.index.groups, settings.limits)
-        self._deny = walk_settings(settings).deny_list()  # reads refuse what a reindex never opens
-        self._greps = CodeGreps(self._catalog, self._code_maps, settings.index.groups, settings.limits, deny=self._deny)
-        self._searches = StoreSearch(self._catalog, self._code_maps, settings.index.groups, settings.limits)
-        self._histories = CommitHistories(
-            self._catalog,
-            settings.index.groups,
-            settings.limits,
-            graphs=self._code_maps.graph,
-            deny=self._deny,
-            max_file_bytes=settings.chunking.max_file_bytes,
-        )
+        # every read for a caller, per-index access (index.acl) enforced: maps, greps, searches, histories
+        self._reads = IndexReads(self._catalog, settings)
 
     # writes (reindex job)
     def begin_build(
@@ -127,9 +110,7 @@ class IndexActor:
 
     def _prune(self) -> None:
         """Drop what the maps, greps and searches hold of builds that no longer serve."""
-        serving = self._code_maps.prune()
-        self._greps.prune(serving)
-        self._searches.prune(serving)
+        self._reads.prune()
 
     def history_state(self, name: str) -> HistoryState | None:
         """What the index's history holds (None: nothing mined yet)."""
@@ -190,97 +171,100 @@ class IndexActor:
         never leave this actor (a page of rows per call, so queries interleave)."""
         return carry_rows(self._catalog, base, build, rows)
 
-    # reads (MCP)
+    # reads (MCP): each for the caller's Reader (None: the anonymous reader, which reads only the
+    # indexes open to everyone); `cluster.search.IndexReads` leaves out what it may not read
     def names(self) -> list[str]:
         return self._catalog.names()
 
-    def search(self, query: SearchQuery) -> SearchAnswer:
+    def search(self, query: SearchQuery, reader: Reader | None = None) -> SearchAnswer:
         """Hits best-first (dense, keyword, or fused), a message for each index refused, the builds ranked."""
-        return self._searches.search(query)
+        return self._reads.search(query, reader=_reader(reader))
 
-    def read_lines(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
-        record = self._indexed(repo, path)
-        return read_source_lines(
-            repo,
-            Path(record.repo_root),
-            path,
-            start_line,
-            end_line,
-            self._settings.serve.read_max_lines,
-            deny=self._deny,
-        )
+    def read_lines(
+        self, repo: str, path: str, start_line: int, end_line: int, reader: Reader | None = None
+    ) -> SourceLines:
+        return self._reads.read_lines(repo, path, start_line, end_line, reader=_reader(reader))
 
-    def read_file(self, repo: str, path: str) -> SourceLines:
+    def read_file(self, repo: str, path: str, reader: Reader | None = None) -> SourceLines:
         """The whole of an indexed file, confined as read_lines is (the file resource); refused past
         chunking.max_file_bytes."""
-        record = self._indexed(repo, path)
-        cap = self._settings.chunking.max_file_bytes
-        return read_source_file(repo, Path(record.repo_root), path, cap, deny=self._deny)
-
-    def _indexed(self, repo: str, path: str) -> IndexRecord:
-        """The serving record of `repo` when its build indexed `path`; ReadRefused otherwise (reads
-        serve indexed files only)."""
-        record = self._catalog.record(repo)
-        if not self._catalog.has_path(repo, path):
-            raise ReadRefused(repo, path, "not an indexed file of this repository")
-        return record
+        return self._reads.read_file(repo, path, reader=_reader(reader))
 
     # code maps: non-semantic reads (symbols, files, neighbouring chunks, overview)
-    def search_symbols(self, request: SymbolQuery) -> SymbolPage:
+    def search_symbols(self, request: SymbolQuery, reader: Reader | None = None) -> SymbolPage:
         """Definitions matching an identifier or a few words, best first; every index when repo is None."""
-        return self._code_maps.symbol_page(request)
+        return self._reads.search_symbols(request, reader=_reader(reader))
 
-    def search_files(self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12) -> list[FileHit]:
+    def search_files(
+        self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12, reader: Reader | None = None
+    ) -> list[FileHit]:
         """Indexed files whose path matches, with their definitions; every index when repo is None."""
-        return self._code_maps.search_files(repo, query, limit, symbols_per_file)
+        return self._reads.search_files(repo, query, limit, symbols_per_file, reader=_reader(reader))
 
-    def neighbors(self, repo: str | None, path: str, line: int, count: int = 2) -> Neighbors:
+    def neighbors(
+        self, repo: str | None, path: str, line: int, count: int = 2, reader: Reader | None = None
+    ) -> Neighbors:
         """The chunk at path:line and up to `count` chunks on each side (repo None: the only index)."""
-        return self._code_maps.neighbors(repo, path, line, count)
+        return self._reads.neighbors(repo, path, line, count, reader=_reader(reader))
 
-    def overview(self, repo: str | None) -> RepoOverview:
+    def overview(self, repo: str | None, reader: Reader | None = None) -> RepoOverview:
         """Files, languages, folders, main types, most referenced and most called symbols, README head."""
-        return self._code_maps.overview(repo)
+        return self._reads.overview(repo, reader=_reader(reader))
 
-    def navigate(self, query: GraphQuery) -> GraphAnswer:
+    def navigate(self, query: GraphQuery, reader: Reader | None = None) -> GraphAnswer:
         """Definitions, references, callers, callees or impact of a symbol (`cluster.graph`)."""
-        return self._code_maps.navigate(query)
+        return self._reads.navigate(query, reader=_reader(reader))
 
-    def grep(self, request: GrepRequest) -> GrepResult:
+    def grep(self, request: GrepRequest, reader: Reader | None = None) -> GrepResult:
         """Lines of the indexed files that a pattern matches (`cluster.search.greps`)."""
-        return self._greps.grep(request)
+        return self._reads.grep(request, reader=_reader(reader))
 
     # history (what changed, when and why)
     def what_changed(
-        self, repo: str | None, since: str, until: str | None = None, path: str | None = None, limit: int = 100
+        self,
+        repo: str | None,
+        since: str,
+        until: str | None = None,
+        path: str | None = None,
+        limit: int = 100,
+        reader: Reader | None = None,
     ) -> WhatChanged:
         """The symbols the commits of a window changed, newest first (`cluster.search.histories`)."""
-        return self._histories.what_changed(repo, since, until, path, limit)
+        return self._reads.what_changed(repo, since, until, path, limit, reader=_reader(reader))
 
-    def symbol_history(self, repo: str | None, symbol: str, path: str | None = None, limit: int = 50) -> SymbolHistory:
+    def symbol_history(
+        self, repo: str | None, symbol: str, path: str | None = None, limit: int = 50, reader: Reader | None = None
+    ) -> SymbolHistory:
         """The commits that touched a symbol, newest first, through renames and moves."""
-        return self._histories.symbol_history(repo, symbol, path, limit)
+        return self._reads.symbol_history(repo, symbol, path, limit, reader=_reader(reader))
 
-    def search_commits(self, text: str, query: SearchQuery, since: str | None = None) -> CommitSearchResult:
+    def search_commits(
+        self, text: str, query: SearchQuery, since: str | None = None, reader: Reader | None = None
+    ) -> CommitSearchResult:
         """Commits by their messages and the symbols they changed (hybrid)."""
-        return self._histories.search(text, query, since)
+        return self._reads.search_commits(text, query, since, reader=_reader(reader))
 
-    def changed_paths(self, repo: str | None, since: str) -> list[str]:
+    def changed_paths(self, repo: str | None, since: str, reader: Reader | None = None) -> list[str]:
         """The files changed since a date, a duration or a ref that still exist (review mode)."""
-        return self._histories.changed_paths(repo, since)
+        return self._reads.changed_paths(repo, since, reader=_reader(reader))
 
-    def compare(self, repo: str | None, base: str, head: str, limit: int = 100) -> Comparison:
+    def compare(
+        self, repo: str | None, base: str, head: str, limit: int = 100, reader: Reader | None = None
+    ) -> Comparison:
         """The symbols that differ between two refs of an index's folder, with a short diff each."""
-        return self._histories.compare(repo, base, head, limit)
+        return self._reads.compare(repo, base, head, limit, reader=_reader(reader))
 
     def collections(self) -> list[str]:
         return self._catalog.collections()
 
-    def status(self) -> dict[str, Any]:
-        """Every index (record, serving point count) and every build this actor has seen."""
-        records = self.records()
-        indexes = [{"record": record, "space": record.identity.space_id} for record in records]
-        return {"indexes": indexes, "builds": self._catalog.builds(), "history": self._histories.reach()}
+    def status(self, reader: Reader | None = None) -> dict[str, Any]:
+        """Every index the reader may read (record, space), its builds and how far its history goes."""
+        return self._reads.status(reader=_reader(reader))
+
+
+def _reader(reader: Reader | None) -> Reader:
+    """The caller's reader; none given: the anonymous one (only the indexes open to every reader)."""
+    return reader if reader is not None else ANONYMOUS_READER
 
 
 HEAD_NODE_RESOURCE = "node:__internal_head__"

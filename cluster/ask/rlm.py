@@ -27,6 +27,7 @@ from cluster.ask.evidence import (
 from cluster.ask.plan import PLAN_MAX_TOKENS, PLAN_TEMPERATURE, SubQuestion, parse_plan, plan_messages
 from cluster.ask.tools import CodeTools, ToolCallError, ToolRequest, requests_from_reply, tool_schemas, validate_call
 from cluster.cloud.openai_wire import ChatResult
+from cluster.errors import SamespaceError, original_error
 from cluster.settings import RlmSettings
 from cluster.types import Clock
 
@@ -282,7 +283,8 @@ class GatherLoop:
         except TimeoutError:
             return "error: timed out", "timed out"
         except Exception as exc:  # noqa: BLE001 - a failed tool is the model's to read, not ours to raise
-            return f"error: {str(exc)[:300] or type(exc).__name__}", f"failed ({type(exc).__name__})"
+            said = str(original_error(exc)) if isinstance(exc, SamespaceError) else str(exc)  # never Ray's traceback
+            return f"error: {said[:300] or type(exc).__name__}", f"failed ({type(exc).__name__})"
         state.tools_called.append(call.label())
         admitted = state.evidence.add(blocks)
         if not blocks:

@@ -1,9 +1,10 @@
-"""The index: a catalogue of builds guarded by encoder space (staged, switched atomically), the row
-payload schema, a search as one value, the incremental plan, progress, sparse keywords and identifier
-tokens, and the vector store (Edge or Qdrant)."""
+"""The index: a catalogue of builds guarded by encoder space (staged, switched atomically), who may
+read each index (`index.acl`), the row payload schema, a search as one value, the incremental plan,
+progress, sparse keywords and identifier tokens, and the vector store (Edge or Qdrant)."""
 
 from __future__ import annotations
 
+from cluster.index.access import ANONYMOUS_READER, UNRESTRICTED_READER, IndexAcl, ReadableFilter
 from cluster.index.carry import CarriedRow, CarryResult, carry_rows, chunk_point
 from cluster.index.catalog import (
     IndexCatalog,
@@ -41,11 +42,13 @@ from cluster.index.tokens import IDENTIFIER, identifier_tokens
 
 __all__ = [
     "ALSO_IN",
+    "ANONYMOUS_READER",
     "CATEGORIES_FIELD",
     "GROUP_PREFIX",
     "IDENTIFIER",
     "KEYWORD_FIELDS",
     "REFS_FIELD",
+    "UNRESTRICTED_READER",
     "BuildProgress",
     "BuildState",
     "CarriedRow",
@@ -54,11 +57,13 @@ __all__ = [
     "Glob",
     "HistoryState",
     "HistoryStore",
+    "IndexAcl",
     "IndexCatalog",
     "IndexRecord",
     "PlanMode",
     "PointKey",
     "ProgressMeter",
+    "ReadableFilter",
     "ReindexPlan",
     "ReusableRows",
     "RowPayload",

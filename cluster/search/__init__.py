@@ -2,12 +2,14 @@
 the index, a query's vector, the reranker), index status, the code map (symbols, files, neighbours)
 grep_code over the indexed files, search_code's store side and its pages, and the query cache; the MCP
 resources (their URIs, the index list and status, the watch that tells subscribers of a change) and the
-MCP prompts built from the tools."""
+MCP prompts built from the tools; every read of the index actor for one caller, the indexes it may not
+read left out (`IndexReads`)."""
 
 from __future__ import annotations
 
 from cluster.search.greps import CodeGreps, load_corpus
 from cluster.search.histories import CommitHistories
+from cluster.search.index_reads import IndexReads
 from cluster.search.index_resources import IndexList, IndexSummary, ResourceChanges, status_of_index
 from cluster.search.maps import CodeMaps
 from cluster.search.models import CodeEntry, FileHit, Neighbors, RepoOverview, SymbolHit, snippet
@@ -22,6 +24,7 @@ from cluster.search.resource_uris import (
     JSON_MIME,
     STATUS_TEMPLATE,
     FileRef,
+    StatusRef,
     check_file_path,
     check_index_name,
     file_uri,
@@ -64,6 +67,7 @@ __all__ = [
     "FileSearchResult",
     "IndexInfo",
     "IndexList",
+    "IndexReads",
     "IndexStatus",
     "IndexStatusReader",
     "IndexStatusSource",
@@ -81,6 +85,7 @@ __all__ = [
     "SearchCursor",
     "SearchIndex",
     "SearchResult",
+    "StatusRef",
     "StatusWatch",
     "StoreSearch",
     "SymbolHit",

@@ -18,9 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cluster.auth import Reader
 from cluster.errors import CursorExpired, ReadRefused
 from cluster.graph import CodeGraph
 from cluster.grep import GrepCorpus, GrepCursor, GrepMatch, GrepPattern, GrepRequest, GrepResult, LineHit, ScanPage
+from cluster.index.access import ANONYMOUS_READER, IndexAcl
 from cluster.index.catalog import IndexCatalog
 from cluster.index.globs import path_selector
 from cluster.index.scope import resolve_scope
@@ -84,11 +86,13 @@ class CodeGreps:
         limits: LimitsSettings | None = None,
         deny: DenyList | None = None,
         clock: Clock = time.monotonic,
+        acl: IndexAcl | None = None,
     ) -> None:
         self._catalog = catalog
         self._maps = maps
         self._groups = dict(groups or {})
         self._limits = limits or LimitsSettings()
+        self._acl = acl or IndexAcl({}, self._limits)
         self._deny = deny
         self._clock = clock
         self._held: dict[str, HeldCorpus] = {}
@@ -99,10 +103,12 @@ class CodeGreps:
         for name in [n for n, held in self._held.items() if serving.get(n) != held.build]:
             del self._held[name]
 
-    def grep(self, request: GrepRequest) -> GrepResult:
+    def grep(self, request: GrepRequest, *, reader: Reader = ANONYMOUS_READER) -> GrepResult:
+        """The matching lines of the indexes in scope that `reader` may read."""
         pattern = GrepPattern.compile(request.pattern, regex=request.regex, case_sensitive=request.case_sensitive)
         select = path_selector(request.path_glob, request.controls.exclude, self._limits)
-        names = resolve_scope(request.repo, self._catalog.names, self._groups, self._limits)
+        readable = self._acl.filter_for(reader)
+        names = resolve_scope(request.repo, self._catalog.names, self._groups, self._limits, readable=readable)
         cursor = None if request.cursor is None else GrepCursor.resume(request.cursor, request)
         if cursor is not None:
             if cursor.index not in names:

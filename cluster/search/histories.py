@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from cluster.auth import Reader
 from cluster.errors import EncoderMismatch, RefNotFound, SamespaceError
 from cluster.graph import CodeGraph
 from cluster.history import (
@@ -32,7 +33,15 @@ from cluster.history import (
     iso,
     parse_window_end,
 )
-from cluster.index import HistoryState, IndexCatalog, SearchQuery, index_of, resolve_scope
+from cluster.index import (
+    ANONYMOUS_READER,
+    HistoryState,
+    IndexAcl,
+    IndexCatalog,
+    SearchQuery,
+    index_of,
+    resolve_scope,
+)
 from cluster.ingest import DEFAULT_MAX_FILE_BYTES, DenyList, resolve_commit
 from cluster.settings import LimitsSettings
 from cluster.types import Clock
@@ -44,7 +53,8 @@ Graphs = Callable[[str], CodeGraph]  # index -> the code graph of its serving bu
 
 
 class CommitHistories:
-    """The histories of a catalogue's indexes, each loaded once per stored state. One owner."""
+    """The histories of a catalogue's indexes, each loaded once per stored state. One owner. The tools
+    read for a `Reader`: only the indexes `acl` lets it read."""
 
     def __init__(
         self,
@@ -55,10 +65,12 @@ class CommitHistories:
         clock: Clock = time.time,
         deny: DenyList | None = None,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        acl: IndexAcl | None = None,
     ) -> None:
         self._catalog = catalog
         self._groups = dict(groups or {})
         self._limits = limits or LimitsSettings()
+        self._acl = acl or IndexAcl({}, self._limits)
         self._graphs = graphs
         self._clock = clock
         self._deny = deny
@@ -77,25 +89,38 @@ class CommitHistories:
         self._loaded[name] = loaded
         return loaded
 
-    def reach(self) -> dict[str, HistoryReach]:
-        """How far each index's history goes (the indexes with one)."""
+    def reach(self, *, reader: Reader = ANONYMOUS_READER) -> dict[str, HistoryReach]:
+        """How far each index's history goes (the indexes with one that `reader` may read)."""
         out: dict[str, HistoryReach] = {}
-        for name in self._catalog.names():
+        for name in self._acl.readable(reader, self._catalog.names()):
             state = self._catalog.history.state(name)
             if state is not None:
                 out[name] = _reach(name, state)
         return out
 
-    def _targets(self, repo: str | None) -> list[str]:
-        return resolve_scope(repo, self._catalog.names, self._groups, self._limits)
+    def _targets(self, repo: str | None, reader: Reader) -> list[str]:
+        """The indexes in scope that `reader` may read; an unknown name fails here (IndexNotFound, as
+        every other tool answers it), not as an index with no history."""
+        readable = self._acl.filter_for(reader)
+        names = resolve_scope(repo, self._catalog.names, self._groups, self._limits, readable=readable)
+        if repo is not None and names == [repo]:
+            self._catalog.record(repo)  # IndexNotFound names the indexes that exist
+        return names
 
     # ---- tools ----------------------------------------------------------------------------------
 
     def what_changed(
-        self, repo: str | None, since: str, until: str | None = None, path: str | None = None, limit: int = 100
+        self,
+        repo: str | None,
+        since: str,
+        until: str | None = None,
+        path: str | None = None,
+        limit: int = 100,
+        *,
+        reader: Reader = ANONYMOUS_READER,
     ) -> WhatChanged:
         items, truncated, reach = [], False, []
-        for name in self._targets(repo):
+        for name in self._targets(repo, reader):
             state, history = self.history(name)
             if state is None:
                 continue
@@ -116,9 +141,17 @@ class CommitHistories:
             note=note,
         )
 
-    def symbol_history(self, repo: str | None, symbol: str, path: str | None = None, limit: int = 50) -> SymbolHistory:
+    def symbol_history(
+        self,
+        repo: str | None,
+        symbol: str,
+        path: str | None = None,
+        limit: int = 50,
+        *,
+        reader: Reader = ANONYMOUS_READER,
+    ) -> SymbolHistory:
         answers: dict[str, SymbolHistory] = {}
-        for name in self._targets(repo):
+        for name in self._targets(repo, reader):
             state, history = self.history(name)
             if state is not None:
                 answers[name] = history.symbol_history(symbol, path, limit, self._span_lookup(name, state))
@@ -132,11 +165,13 @@ class CommitHistories:
         note = f"{symbol!r} has a history in {len(holding)} indexes ({', '.join(holding)}): name one with repo"
         return SymbolHistory(repo=repo or "", symbol=symbol, candidates=candidates, note=note)
 
-    def search(self, text: str, query: SearchQuery, since: str | None = None) -> CommitSearchResult:
+    def search(
+        self, text: str, query: SearchQuery, since: str | None = None, *, reader: Reader = ANONYMOUS_READER
+    ) -> CommitSearchResult:
         """Commits whose message or changed symbols match; `query` carries the vector and keywords."""
         hits: list[CommitSearchHit] = []
         refused: list[str] = []
-        for name in self._targets(query.scope):
+        for name in self._targets(query.scope, reader):
             state, history = self.history(name)
             if state is None:
                 continue
@@ -168,11 +203,11 @@ class CommitHistories:
         note = None if hits else "no commit matched (a git folder's reindex mines its history)"
         return CommitSearchResult(query=text, hits=hits[: query.limit], refused=refused, note=note)
 
-    def changed_paths(self, repo: str | None, since: str) -> list[str]:
+    def changed_paths(self, repo: str | None, since: str, *, reader: Reader = ANONYMOUS_READER) -> list[str]:
         """The files the commits after `since` touched and that still exist, by their newest path (review
         mode: `search_code(changed_since=...)`), over the indexes in scope that have a history."""
         paths: set[str] = set()
-        for name in self._targets(repo):
+        for name in self._targets(repo, reader):
             state, history = self.history(name)
             if state is None:
                 continue
@@ -189,10 +224,12 @@ class CommitHistories:
                         gone.add(f.previous_path)  # renamed: known by its newer path
         return sorted(paths)
 
-    def compare(self, repo: str | None, base: str, head: str, limit: int = 100) -> Comparison:
+    def compare(
+        self, repo: str | None, base: str, head: str, limit: int = 100, *, reader: Reader = ANONYMOUS_READER
+    ) -> Comparison:
         """The symbols that differ between two refs (or shas, or the serving build: its commit) of one
         index's folder, with short diffs."""
-        names = self._targets(repo)
+        names = self._targets(repo, reader)
         if len(names) != 1:
             listed = ", ".join(names) or "none"
             raise SamespaceError(f"compare reads one repository: name it with repo (in scope: {listed})")

@@ -51,10 +51,13 @@ class IndexList(Strict):
 
 
 class ResourceChanges(Strict):
-    """The resources a change of the recorded state touched."""
+    """The resources a change of the recorded state touched, and the indexes each change concerns (a
+    subscriber hears only of changes to indexes it may read)."""
 
     updated: list[str] = Field(default_factory=list, description="URIs whose content changed.")
     list_changed: bool = Field(default=False, description="An index came or went: resources/list changed.")
+    moved: list[str] = Field(default_factory=list, description="The indexes whose summary changed.")
+    came_or_went: list[str] = Field(default_factory=list, description="The indexes that came or went.")
 
     @property
     def empty(self) -> bool:
@@ -91,8 +94,14 @@ def changes_between(before: Sequence[IndexSummary], after: Sequence[IndexSummary
     (its status), and the list of indexes when any did; `list_changed` when an index came or went."""
     old = {summary.name: summary for summary in before}
     new = {summary.name: summary for summary in after}
-    moved = [status_uri(name) for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name)]
-    return ResourceChanges(updated=[INDEXES_URI, *moved] if moved else [], list_changed=old.keys() != new.keys())
+    moved = [name for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name)]
+    came_or_went = sorted(old.keys() ^ new.keys())
+    return ResourceChanges(
+        updated=[INDEXES_URI, *map(status_uri, moved)] if moved else [],
+        list_changed=bool(came_or_went),
+        moved=moved,
+        came_or_went=came_or_went,
+    )
 
 
 def status_of_index(status: IndexStatus, name: str) -> IndexStatus:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 
-from cluster.errors import SamespaceError
+from cluster.auth import Reader
+from cluster.errors import IndexNotFound, SamespaceError
 from cluster.graph import CodeGraph, GraphAnswer, GraphQuery, GraphRow
+from cluster.index.access import ANONYMOUS_READER, IndexAcl
 from cluster.index.catalog import IndexCatalog
 from cluster.index.globs import path_selector
 from cluster.index.scope import resolve_scope
@@ -31,7 +33,9 @@ class CodeMaps:
     """One CodeMap per index, built lazily from every row of its serving build and cached by build id.
 
     A new build of an index rebuilds its map on the next read; maps of builds no longer serving
-    (superseded or dropped indexes) are dropped on every read. Not thread-safe: one owner.
+    (superseded or dropped indexes) are dropped on every read. Not thread-safe: one owner. The tools
+    read for a `Reader`: only the indexes `acl` lets it read (`get` and `graph` look up a name already
+    resolved for one).
     """
 
     def __init__(
@@ -39,10 +43,12 @@ class CodeMaps:
         catalog: IndexCatalog,
         groups: Mapping[str, Sequence[str]] | None = None,
         limits: LimitsSettings | None = None,
+        acl: IndexAcl | None = None,
     ) -> None:
         self._catalog = catalog
         self._groups = dict(groups or {})
         self._limits = limits or LimitsSettings()
+        self._acl = acl or IndexAcl({}, self._limits)
         self._maps: dict[str, tuple[str, CodeMap, CodeGraph]] = {}  # index name → (build, map, graph)
 
     def cached_builds(self) -> dict[str, str]:
@@ -81,53 +87,75 @@ class CodeMaps:
         self._maps[repo] = (build, code_map, graph)
         return code_map, graph
 
-    def resolve(self, repo: str | None) -> str:
-        """`repo`, or the only index when None; an error listing the indexes when None is ambiguous."""
+    def resolve(self, repo: str | None, *, reader: Reader = ANONYMOUS_READER) -> str:
+        """`repo`, or the only index `reader` may read when None; an error listing the indexes it may
+        read when None is ambiguous, the IndexNotFound of an unknown name for one it may not read."""
+        readable = self._acl.readable(reader, self._catalog.names())
         if repo is not None:
+            if not self._acl.may_read(reader, repo):
+                raise IndexNotFound(repo, readable)
             return repo
-        names = self._catalog.names()
-        if len(names) == 1:
-            return names[0]
-        listed = ", ".join(names) or "none"
+        if len(readable) == 1:
+            return readable[0]
+        listed = ", ".join(readable) or "none"
         raise SamespaceError(f"name a repo: this tool reads one repository; indexed repos: {listed}")
 
-    def _targets(self, repo: str | None) -> list[str]:
-        """The indexes `repo` stands for: a name, a glob, a group ('@backend'), or every index."""
-        return resolve_scope(repo, self._catalog.names, self._groups, self._limits)
+    def _targets(self, repo: str | None, reader: Reader) -> list[str]:
+        """The indexes `repo` stands for that `reader` may read: a name, a glob, a group ('@backend'),
+        or every index (`cluster.index.scope`)."""
+        return resolve_scope(
+            repo, self._catalog.names, self._groups, self._limits, readable=self._acl.filter_for(reader)
+        )
 
     def search_symbols(
-        self, repo: str | None, query: str, limit: int = 10, controls: SearchControls | None = None
+        self,
+        repo: str | None,
+        query: str,
+        limit: int = 10,
+        controls: SearchControls | None = None,
+        *,
+        reader: Reader = ANONYMOUS_READER,
     ) -> list[SymbolHit]:
         select = path_selector(None, controls.exclude, self._limits) if controls is not None else None
-        found = (self.get(name).search_symbols(query, limit, controls, select) for name in self._targets(repo))
+        found = (self.get(name).search_symbols(query, limit, controls, select) for name in self._targets(repo, reader))
         return merge_symbol_hits(found, limit)
 
-    def symbol_page(self, request: SymbolQuery) -> SymbolPage:
+    def symbol_page(self, request: SymbolQuery, *, reader: Reader = ANONYMOUS_READER) -> SymbolPage:
         """One page of search_symbols over the indexes in scope, bound to their serving builds: the
         ranking of the first `offset + limit` hits is that of any longer cut, so pages never overlap."""
-        names = self._targets(request.repo)
+        names = self._targets(request.repo, reader)
         serving = self.prune()
         builds = check_builds(request.builds, {name: serving[name] for name in names if name in serving})
         end = request.offset + request.limit
-        ranked = self.search_symbols(request.repo, request.query, end + 1, request.controls)
+        ranked = self.search_symbols(request.repo, request.query, end + 1, request.controls, reader=reader)
         return SymbolPage(hits=ranked[request.offset : end], builds=builds, more=len(ranked) > end)
 
-    def search_files(self, repo: str | None, query: str, limit: int = 8, symbols_per_file: int = 12) -> list[FileHit]:
+    def search_files(
+        self,
+        repo: str | None,
+        query: str,
+        limit: int = 8,
+        symbols_per_file: int = 12,
+        *,
+        reader: Reader = ANONYMOUS_READER,
+    ) -> list[FileHit]:
         return merge_file_hits(
-            (self.get(name).search_files(query, limit, symbols_per_file) for name in self._targets(repo)), limit
+            (self.get(name).search_files(query, limit, symbols_per_file) for name in self._targets(repo, reader)), limit
         )
 
-    def neighbors(self, repo: str | None, path: str, line: int, count: int = 2) -> Neighbors:
-        return self.get(self.resolve(repo)).neighbors(path, line, count)
+    def neighbors(
+        self, repo: str | None, path: str, line: int, count: int = 2, *, reader: Reader = ANONYMOUS_READER
+    ) -> Neighbors:
+        return self.get(self.resolve(repo, reader=reader)).neighbors(path, line, count)
 
-    def overview(self, repo: str | None) -> RepoOverview:
-        name = self.resolve(repo)
+    def overview(self, repo: str | None, *, reader: Reader = ANONYMOUS_READER) -> RepoOverview:
+        name = self.resolve(repo, reader=reader)
         called = [
             CalledSymbol(symbol=d.symbol, kind=d.kind, path=d.path, line=d.line, calls=n)
             for d, n in self.graph(name).most_called(MOST_CALLED)
         ]
         return self.get(name).overview().model_copy(update={"most_called": called})
 
-    def navigate(self, query: GraphQuery) -> GraphAnswer:
+    def navigate(self, query: GraphQuery, *, reader: Reader = ANONYMOUS_READER) -> GraphAnswer:
         """A navigation tool's answer over the indexes `query.repo` stands for (`cluster.search.navigation`)."""
-        return navigate({name: self.graph(name) for name in self._targets(query.repo)}, query)
+        return navigate({name: self.graph(name) for name in self._targets(query.repo, reader)}, query)

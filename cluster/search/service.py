@@ -2,7 +2,9 @@
 
 Plain async class over Protocols (`cluster.search.ports`): the index, a query's vector, the reranker.
 A Serve replica hands it the Ray handles through `actors/search_ports.py`; the MCP layer only maps
-its errors to tool errors.
+its errors to tool errors. Each call reads its caller once (`cluster.auth.current_reader`: the
+request's, set by the HTTP guard; the anonymous reader outside any request) and passes it to every
+index read it makes, so an ask's rounds and a prompt's tool calls read as the request's caller.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from pydantic import Field
 
+from cluster.auth import Reader, current_reader
 from cluster.cloud.request_tag import DEFAULT_PROJECT
 from cluster.errors import CursorExpired, NoProviderLeft
 from cluster.graph import GraphAnswer, GraphQuery
@@ -187,13 +190,14 @@ class CodeSearchService:
         ranking: the first page's legs, pool and rerank (`cluster.search.pages`)."""
         self.check_scope(repo)  # before the query is encoded under `repo` as its project
         self.check_globs(controls)
+        reader = current_reader()
         asked = fingerprint(
             [query, k, repo, path_prefix, language, rerank, mode, changed_since, controls and controls.model_dump()]
         )
         page = None if cursor is None else SearchCursor.resume(cursor, "search_code", asked)
         project = repo or DEFAULT_PROJECT
         search_filter = query_filter(path_prefix, language)
-        changed = None if changed_since is None else await self._changed(repo, changed_since, page)
+        changed = None if changed_since is None else await self._changed(repo, changed_since, page, reader)
         if changed is not None:  # review mode: only the files the history says changed since then
             if not changed:
                 return SearchResult(query=query, hits=[], mode=mode, encoded_by=None, changed_files=0)
@@ -213,7 +217,7 @@ class CodeSearchService:
             return SearchResult(query=query, hits=[], mode=ran, encoded_by=None, degraded=degraded)
         rerank = page.reranked if page is not None else rerank and await self._rerankers_serve()
         search = self._paged(search, k, rerank, page).model_copy(update={"controls": controls})
-        answer = await self._index.search(search)
+        answer = await self._index.search(search, reader=reader)
         hits = answer.hits
         if answer.refused and not hits and vector is not None:
             self._vectors.invalidate(query)  # the space moved (reindex, policy): encode afresh next time
@@ -246,9 +250,9 @@ class CodeSearchService:
             cursor=following.encode() if len(hits) > end else None,
         )
 
-    async def _changed(self, repo: str | None, since: str, page: SearchCursor | None) -> list[str]:
+    async def _changed(self, repo: str | None, since: str, page: SearchCursor | None, reader: Reader) -> list[str]:
         """The files changed since `since`; CursorExpired when a next page's first page saw others."""
-        changed = await self._index.changed_paths(repo, since)
+        changed = await self._index.changed_paths(repo, since, reader=reader)
         if page is not None and page.changed != fingerprint(changed):
             raise CursorExpired("the files changed since then are others now")
         return changed
@@ -304,11 +308,11 @@ class CodeSearchService:
         return [hits[i].model_copy(update={"score": scores[i]}) for i in order], reranked_by
 
     async def read_code(self, repo: str, path: str, start_line: int, end_line: int) -> SourceLines:
-        return await self._index.read_lines(repo, path, start_line, end_line)
+        return await self._index.read_lines(repo, path, start_line, end_line, reader=current_reader())
 
     async def read_file(self, repo: str, path: str) -> SourceLines:
         """The whole of an indexed file, confined as read_code is (the resource samespace://index/.../file/...)."""
-        return await self._index.read_file(repo, path)
+        return await self._index.read_file(repo, path, reader=current_reader())
 
     async def search_symbols(
         self,
@@ -334,36 +338,37 @@ class CodeSearchService:
             controls=wanted,
             builds=page.builds if page is not None else None,
         )
-        found = await self._index.search_symbols(request)
+        found = await self._index.search_symbols(request, reader=current_reader())
         following = SearchCursor(tool="search_symbols", query=asked, builds=found.builds, offset=request.offset + limit)
         return SymbolSearchResult(query=query, hits=found.hits, cursor=following.encode() if found.more else None)
 
     async def search_files(self, query: str, repo: str | None, limit: int) -> FileSearchResult:
         self.check_scope(repo)
-        files = await self._index.search_files(repo, query, limit)
+        files = await self._index.search_files(repo, query, limit, reader=current_reader())
         return FileSearchResult(query=query, files=files)
 
     async def navigate(self, query: GraphQuery) -> GraphAnswer:
         """find_definition, find_references, callers, callees, impact: the code graph of the indexes in scope."""
         self.check_scope(query.repo)
-        return await self._index.navigate(query)
+        return await self._index.navigate(query, reader=current_reader())
 
     async def what_changed(
         self, repo: str | None, since: str, until: str | None, path: str | None, limit: int
     ) -> WhatChanged:
         """The symbols changed by the commits of a window (a date, a duration or a ref each end)."""
         self.check_scope(repo)
-        return await self._index.what_changed(repo, since, until, path, limit)
+        return await self._index.what_changed(repo, since, until, path, limit, reader=current_reader())
 
     async def symbol_history(self, repo: str | None, symbol: str, path: str | None, limit: int) -> SymbolHistory:
         """The commits that touched a symbol, newest first, through renames and moves."""
         self.check_scope(repo)
-        return await self._index.symbol_history(repo, symbol, path, limit)
+        return await self._index.symbol_history(repo, symbol, path, limit, reader=current_reader())
 
     async def search_commits(self, query: str, repo: str | None, since: str | None, k: int) -> CommitSearchResult:
         """Commits by meaning and by words (their messages, the symbols they changed), fused. With no
         query encoder left, the keyword leg alone, said in the note."""
         self.check_scope(repo)
+        reader = current_reader()
         vector: np.ndarray | None = None
         identity: EncoderIdentity | None = None
         degraded = None
@@ -383,31 +388,32 @@ class CodeSearchService:
         )
         if not search.has_terms:  # only words the keyword leg drops, and no vector
             return CommitSearchResult(query=query, note=degraded or "nothing to search for")
-        found = await self._index.search_commits(query, search, since)
+        found = await self._index.search_commits(query, search, since, reader=reader)
         return found if degraded is None else found.model_copy(update={"note": degraded})
 
     async def compare(self, repo: str | None, base: str, head: str, limit: int) -> Comparison:
         """The symbols that differ between two refs of one index's folder, each with a short diff."""
         self.check_scope(repo)
-        return await self._index.compare(repo, base, head, limit)
+        return await self._index.compare(repo, base, head, limit, reader=current_reader())
 
     async def grep_code(self, request: GrepRequest) -> GrepResult:
         """The lines of the indexed files a regex or literal matches (RE2, line by line, as ripgrep)."""
         self.check_scope(request.repo)
         self.check_globs(request.controls)
-        return await self._index.grep(request)
+        return await self._index.grep(request, reader=current_reader())
 
     async def neighbors(self, repo: str | None, path: str, line: int, count: int) -> Neighbors:
-        return await self._index.neighbors(repo, path, line, count)
+        return await self._index.neighbors(repo, path, line, count, reader=current_reader())
 
     async def repo_overview(self, repo: str | None) -> RepoOverview:
-        return await self._index.overview(repo)
+        return await self._index.overview(repo, reader=current_reader())
 
     async def index_status(self, repo: str | None = None) -> IndexStatus:
-        """Every index (or those whose name matches `repo`, a name or a glob), how stale each is, and builds."""
-        return await self._status.read(self._index, repo)
+        """Every index the caller may read (or those whose name matches `repo`, a name or a glob), how
+        stale each is, and builds."""
+        return await self._status.read(self._index, repo, reader=current_reader())
 
-    async def index_summaries(self) -> list[IndexSummary]:
-        """Every index from the recorded state alone (no git): samespace://indexes, and what a status
-        subscription compares."""
-        return summarize_status(await self._index.status())
+    async def index_summaries(self, *, reader: Reader | None = None) -> list[IndexSummary]:
+        """Every index the caller may read (`reader`; None: the request's caller) from the recorded state
+        alone (no git): samespace://indexes, and what a status subscription compares."""
+        return summarize_status(await self._index.status(reader=reader if reader is not None else current_reader()))

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
+from cluster.auth import Reader
 from cluster.errors import SamespaceError
 from cluster.history import HistoryReach
 from cluster.index.globs import Glob, compile_glob
@@ -113,10 +114,10 @@ class IndexStatusReader:
             QueryVectorCache(ttl_s=period_s, max_entries=STATUS_CHECKS_KEPT, clock=clock) if period_s > 0 else None
         )
 
-    async def read(self, index: IndexStatusSource, repo: str | None = None) -> IndexStatus:
-        """The status of the index actor `index`, filtered by `repo`."""
+    async def read(self, index: IndexStatusSource, repo: str | None = None, *, reader: Reader) -> IndexStatus:
+        """The status of the index actor `index`, filtered by `repo`: the indexes `reader` may read."""
         wanted: Glob | None = None if repo is None else compile_glob(repo, self._limits)
-        status = await index.status()
+        status = await index.status(reader=reader)
         records: list[IndexRecord] = [
             entry["record"] for entry in status["indexes"] if wanted is None or wanted.matches(entry["record"].name)
         ]

@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cluster.index import IndexCatalog, IndexRecord, SearchQuery, controls_filter, path_selector, resolve_scope
+from cluster.auth import Reader
+from cluster.index import (
+    ANONYMOUS_READER,
+    IndexAcl,
+    IndexCatalog,
+    IndexRecord,
+    SearchQuery,
+    controls_filter,
+    path_selector,
+    resolve_scope,
+)
 from cluster.ingest import TEST, SearchControls, is_test_path
 from cluster.search.maps import CodeMaps
 from cluster.search.pages import SearchAnswer, check_builds
@@ -32,11 +42,13 @@ class StoreSearch:
         maps: CodeMaps,
         groups: Mapping[str, Sequence[str]] | None = None,
         limits: LimitsSettings | None = None,
+        acl: IndexAcl | None = None,
     ) -> None:
         self._catalog = catalog
         self._maps = maps
         self._groups = dict(groups or {})
         self._limits = limits or LimitsSettings()
+        self._acl = acl or IndexAcl({}, self._limits)
         self._excluded: dict[tuple[str, tuple[str, ...]], frozenset[str]] = {}
         self._old_tests: dict[str, frozenset[str]] = {}  # by build: rows without categories only
 
@@ -46,10 +58,11 @@ class StoreSearch:
         self._excluded = {key: paths for key, paths in self._excluded.items() if key[0] in live}
         self._old_tests = {build: paths for build, paths in self._old_tests.items() if build in live}
 
-    def search(self, query: SearchQuery) -> SearchAnswer:
-        """Hits best first over the indexes in scope, the indexes refused, and the builds ranked;
-        CursorExpired when the query is a next page and those builds changed since its first."""
-        names = resolve_scope(query.scope, self._catalog.names, self._groups, self._limits)
+    def search(self, query: SearchQuery, *, reader: Reader = ANONYMOUS_READER) -> SearchAnswer:
+        """Hits best first over the indexes in scope that `reader` may read, the indexes refused, and the
+        builds ranked; CursorExpired when the query is a next page and those builds changed since its first."""
+        readable = self._acl.filter_for(reader)
+        names = resolve_scope(query.scope, self._catalog.names, self._groups, self._limits, readable=readable)
         records = {name: self._catalog.record(name) for name in names}
         builds = check_builds(query.builds, {name: record.build for name, record in records.items()})
         if query.controls is not None and query.controls.filters:

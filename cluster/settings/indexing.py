@@ -40,8 +40,9 @@ class IndexSettings(BaseModel):
         default_factory=dict,
         description="Who may read an index under auth.mode=oauth: an index name or glob mapped to readers, each "
         "'group:<name>' (a group in the token's groups claim) or 'sub:<subject>' (a token's subject), e.g. "
-        '{"billing*": ["group:payments", "sub:alice"]}. An exact name\'s entry wins over globs, a longer glob over a '
-        "shorter one; an index no entry matches is open to every reader; samespace:admin reads every index.",
+        '{"billing*": ["group:payments", "sub:alice"]}. An exact name\'s entry wins over globs, the glob with more '
+        "literal characters over one with fewer (a tie: the entry written first); an index no entry matches is "
+        "open to every reader; samespace:admin reads every index.",
     )
     history_commits: int = Field(
         default=1000,

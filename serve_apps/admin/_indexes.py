@@ -34,6 +34,7 @@ from cluster.errors import (
     SamespaceError,
     original_error,
 )
+from cluster.index import UNRESTRICTED_READER
 from cluster.ingest import remote_urls
 from cluster.search import IndexStatusReader
 from cluster.settings import SamespaceSettings, limit_name
@@ -119,7 +120,8 @@ def add_index_routes(app: FastAPI, indexes: IndexService, settings: SamespaceSet
 
         registrations = await indexes.registrations()
         builds = await indexes.reports()
-        status = await status_reader.read(IndexActorPort(await asyncio.to_thread(get_index_actor, settings)))
+        port = IndexActorPort(await asyncio.to_thread(get_index_actor, settings))
+        status = await status_reader.read(port, reader=UNRESTRICTED_READER)  # the admin API reads every index
         return {
             "registrations": [r.model_dump(mode="json") for r in registrations.values()],
             "builds": [b.model_dump(mode="json") for b in builds],

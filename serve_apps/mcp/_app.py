@@ -33,6 +33,7 @@ from cluster.ask.pipeline import AskRequest, AskResult
 from cluster.auth import TokenVerifier
 from cluster.config import ConfigStore
 from cluster.errors import ConfigError, LimitExceeded, original_error
+from cluster.index import IndexAcl
 from cluster.search import CodeSearchService
 from cluster.settings import AuthMode, SamespaceSettings, load_settings
 from serve_apps.admin import AdminApi, build_admin_asgi
@@ -67,7 +68,9 @@ def build_asgi_app(
     Under auth.mode oauth, `verifier` checks the access tokens (required) and the metadata is served."""
     # Host/Origin are checked once, for every route, by HttpGuard below; the SDK's own check is off.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    feed = ResourceFeed(service)  # the replica's subscriptions: one bus and one status watch for both servers
+    # the replica's subscriptions: one bus and one status watch for both servers; each stream hears only
+    # of the indexes its caller may read
+    feed = ResourceFeed(service, acl=IndexAcl(settings.index.acl, settings.limits))
     servers = [build_mcp_server(service, asker, indexes, feed) for _ in range(2)]  # JSON replies; SSE for progress
     json_app, sse_app = (
         server.streamable_http_app(

@@ -12,19 +12,24 @@ sends `subscriptions/listen` naming the URIs, and the response to that one POST 
 events ride. Any replica can answer it, so /mcp stays stateless behind Serve's routing: the replica
 holding a stream watches the recorded index state for it (`cluster.search.StatusWatch`, once a second,
 only while it holds one) and publishes each change on the bus its two MCP servers (JSON and SSE)
-share. `resources/subscribe` (the 2025 wire) is not offered: a stateless server has no session to
+share. The watch reads every index; the bus (`ReaderBus`) holds each stream with the reader of the
+caller that opened it and tells a stream only of changes to indexes that reader may read (`index.acl`).
+Every other read (the list, a status, a file, a completion) is the request's caller's, as the tools'.
+`resources/subscribe` (the 2025 wire) is not offered: a stateless server has no session to
 push to later, so the handshake-era capability `resources.subscribe` stays false.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Collection
 from typing import Any
 
+import anyio.lowlevel
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
+from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated, ServerEvent
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     INTERNAL_ERROR,
@@ -37,7 +42,9 @@ from mcp.types import (
 )
 from ray.exceptions import RayError
 
+from cluster.auth import Reader, current_reader
 from cluster.errors import SamespaceError, original_error
+from cluster.index import UNRESTRICTED_READER, IndexAcl
 from cluster.ingest import SourceLines
 from cluster.search import (
     FILE_TEMPLATE,
@@ -50,13 +57,16 @@ from cluster.search import (
     IndexList,
     IndexStatus,
     ResourceChanges,
+    StatusRef,
     StatusWatch,
     check_file_path,
     check_index_name,
     mime_type_of,
     parse_resource_uri,
     status_of_index,
+    status_uri,
 )
+from cluster.settings import LimitsSettings
 from serve_apps.mcp._calls import cluster_unavailable
 from serve_apps.mcp._sidecar_routes import REPLICA_MAX_ONGOING_REQUESTS
 
@@ -67,25 +77,79 @@ MAX_COMPLETIONS = 50  # the spec allows 100 values
 MAX_COMPLETION_CHARS = 200
 
 
+class ReaderBus:
+    """The replica's subscription bus (`mcp.server.subscriptions.SubscriptionBus`): each listener (one
+    per `subscriptions/listen` stream) is held with the reader of the caller that opened the stream,
+    captured as the stream subscribes, and hears an event only when it concerns an index that reader
+    may read (`publish_about`); an event about no index reaches every stream."""
+
+    def __init__(self, acl: IndexAcl) -> None:
+        self._acl = acl
+        self._listeners: dict[object, tuple[Callable[[ServerEvent], None], Reader]] = {}
+
+    async def publish(self, event: ServerEvent) -> None:
+        """`event` to the streams it concerns: a status or file URI's index, else every stream."""
+        about = None
+        if isinstance(event, ResourceUpdated):
+            try:
+                ref = parse_resource_uri(event.uri)
+            except SamespaceError:
+                ref = None
+            about = [ref.name] if isinstance(ref, (StatusRef, FileRef)) else None
+        await self.publish_about(event, about)
+
+    async def publish_about(self, event: ServerEvent, indexes: Collection[str] | None) -> None:
+        """`event` to each stream whose reader may read one of `indexes` (None: every stream)."""
+        for listener, reader in list(self._listeners.values()):
+            if indexes is not None and not any(self._acl.may_read(reader, name) for name in indexes):
+                continue
+            try:
+                listener(event)
+            except Exception:  # fan-out boundary, as the SDK's bus: one stream must not starve the others
+                log.exception("subscription listener raised; continuing")
+        await anyio.lowlevel.checkpoint()
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        token = object()
+        self._listeners[token] = (listener, current_reader())  # the stream's caller: the listen request's
+
+        def unsubscribe() -> None:
+            self._listeners.pop(token, None)
+
+        return unsubscribe
+
+
 class ResourceFeed:
     """One per replica: the subscription bus its MCP servers share, the status watch that publishes
     on it, and the MCP middleware that lists each index's status, types a file by its language and
-    holds the watch for each subscription stream (at most `max_streams` at once)."""
+    holds the watch for each subscription stream (at most `max_streams` at once). The watch reads
+    every index; each stream hears only of those its caller may read (`acl`: `index.acl`; None: no
+    entry, every index open)."""
 
     def __init__(
-        self, service: CodeSearchService, period_s: float = STATUS_POLL_S, max_streams: int = MAX_LISTEN_STREAMS
+        self,
+        service: CodeSearchService,
+        period_s: float = STATUS_POLL_S,
+        max_streams: int = MAX_LISTEN_STREAMS,
+        acl: IndexAcl | None = None,
     ) -> None:
-        self.bus = InMemorySubscriptionBus()
-        self.watch = StatusWatch(lambda: service.index_summaries(), self._publish, period_s)
+        self.bus = ReaderBus(acl if acl is not None else IndexAcl({}, LimitsSettings()))
+        # the watch is shared by the streams of several callers: it reads every index, the bus filters
+        self.watch = StatusWatch(lambda: service.index_summaries(reader=UNRESTRICTED_READER), self._publish, period_s)
         self._service = service
         self._max_streams = max_streams
         self.streams = 0
 
     async def _publish(self, changes: ResourceChanges) -> None:
-        for uri in changes.updated:
-            await self.bus.publish(ResourceUpdated(uri=uri))
-        if changes.list_changed:
-            await self.bus.publish(ResourcesListChanged())
+        """Each change to the streams whose caller may read an index it concerns: the list of indexes
+        when one of them moved, an index's status when it did, the list's membership when one of them
+        came or went."""
+        if changes.moved:
+            await self.bus.publish_about(ResourceUpdated(uri=INDEXES_URI), changes.moved)
+        for name in changes.moved:
+            await self.bus.publish_about(ResourceUpdated(uri=status_uri(name)), [name])
+        if changes.came_or_went:
+            await self.bus.publish_about(ResourcesListChanged(), changes.came_or_went)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "subscriptions/listen":

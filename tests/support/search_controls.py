@@ -10,9 +10,8 @@ from typing import Any
 import numpy as np
 
 from cluster.build import collect_repository
-from cluster.index import CATEGORIES_FIELD, IndexCatalog, SearchQuery, VectorStore, chunk_point, embed_hash
+from cluster.index import CATEGORIES_FIELD, IndexCatalog, VectorStore, chunk_point, embed_hash
 from cluster.ingest import SourceState
-from cluster.search import CodeMaps, SearchAnswer, StoreSearch, SymbolPage, SymbolQuery
 from cluster.settings import SamespaceSettings
 from cluster.types import StoredPoint
 from tests.support.code_maps import IDENTITY, WIDTH
@@ -103,20 +102,3 @@ def forget_categories(store: VectorStore, build_id: str) -> None:
     record: dict[str, Any] = dict(meta["record"])
     del record["categorised"]
     store.put_metadata(build_id, {**meta, "record": record})
-
-
-class InProcessIndex:
-    """The index actor's reads the search service needs (`cluster.search.SearchIndex`), in process:
-    the same `StoreSearch` and `CodeMaps` the actor holds, over a real catalogue."""
-
-    def __init__(self, catalog: IndexCatalog) -> None:
-        self.maps = CodeMaps(catalog)
-        self.searches = StoreSearch(catalog, self.maps)
-        self.queries: list[SearchQuery] = []
-
-    async def search(self, query: SearchQuery) -> SearchAnswer:
-        self.queries.append(query)
-        return self.searches.search(query)
-
-    async def search_symbols(self, request: SymbolQuery) -> SymbolPage:
-        return self.maps.symbol_page(request)

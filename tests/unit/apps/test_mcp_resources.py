@@ -20,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import PromptReference, ResourceTemplateReference
 
+from cluster.auth import Reader
 from cluster.errors import IndexNotFound, ReadRefused
 from cluster.graph import GraphAnswer, GraphQuery
 from cluster.index import IndexRecord
@@ -48,25 +49,25 @@ class FakeIndex:
             name=name, build=build, repo_root=str(self.root), identity=IDENTITY, started_at=1.0, built_at=2.0, files=3
         )
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self, *, reader: Reader) -> dict[str, Any]:
         self.status_reads += 1
         indexes = [{"record": r, "space": r.identity.space_id} for r in self.records.values()]
         return {"indexes": indexes, "builds": {}, "history": {}}
 
-    async def read_file(self, repo: str, path: str) -> SourceLines:
+    async def read_file(self, repo: str, path: str, *, reader: Reader) -> SourceLines:
         if repo not in self.records:
             raise IndexNotFound(repo, list(self.records))
         if path not in self.indexed:
             raise ReadRefused(repo, path, "not an indexed file of this repository")
         return read_source_file(repo, self.root, path, 1 << 20)
 
-    async def search_files(self, repo: str | None, query: str, limit: int) -> list[FileHit]:
+    async def search_files(self, repo: str | None, query: str, limit: int, *, reader: Reader) -> list[FileHit]:
         paths = sorted(p for p in self.indexed if query in p)
         return [
             FileHit(repo="shop", path=p, language="python", match="path", symbols=[], symbols_total=0) for p in paths
         ]
 
-    async def navigate(self, query: GraphQuery) -> GraphAnswer:
+    async def navigate(self, query: GraphQuery, *, reader: Reader) -> GraphAnswer:
         return GraphAnswer(symbol=query.symbol, note="no such symbol")
 
 

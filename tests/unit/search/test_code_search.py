@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from cluster.auth import Reader
 from cluster.errors import LimitExceeded, NoProviderLeft
-from cluster.index import BuildState, IndexRecord, SearchQuery
+from cluster.index import ANONYMOUS_READER, BuildState, IndexRecord, SearchQuery
 from cluster.ingest import SearchControls, SourceState, Staleness
 from cluster.search import CodeSearchService, IndexStatusReader, SearchAnswer, SymbolPage
 from cluster.settings import LimitsSettings
@@ -29,9 +30,11 @@ class _Method:
     def __init__(self, fn: Any) -> None:
         self._fn = fn
         self.calls: list[tuple[Any, ...]] = []
+        self.readers: list[Reader | None] = []  # the index's methods are given one; the reranker's none
 
-    async def __call__(self, *args: Any) -> Any:
+    async def __call__(self, *args: Any, reader: Reader | None = None) -> Any:
         self.calls.append(args)
+        self.readers.append(reader)
         return self._fn(*args)
 
 
@@ -197,7 +200,7 @@ async def test_index_status_asks_git_about_an_index_at_most_once_per_period_and_
     reader = IndexStatusReader(LimitsSettings(status_git_period_s=30), clock=clock, staleness_of=git)
 
     async def read() -> dict[str, tuple[int | None, float | None]]:
-        status = await reader.read(index)
+        status = await reader.read(index, reader=ANONYMOUS_READER)
         return {
             i.repo: (i.staleness.changed_files if i.staleness else None, i.staleness_checked_at) for i in status.indexes
         }
@@ -219,7 +222,7 @@ async def test_concurrent_index_status_reads_share_one_git_check() -> None:
     index = status_handle([record("api", "api__b1")])
     reader = IndexStatusReader(LimitsSettings(), clock=VirtualClock(), staleness_of=git)
 
-    await asyncio.gather(*(reader.read(index) for _ in range(5)))
+    await asyncio.gather(*(reader.read(index, reader=ANONYMOUS_READER) for _ in range(5)))
     assert git.asked == [("api", "api__b1")]
 
 

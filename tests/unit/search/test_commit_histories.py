@@ -1,5 +1,6 @@
 """The history tools over a catalogue (the real embedded store, no Ray): scope, refs resolved by git,
-the build's lines used when it is the history's newest commit, several indexes."""
+the build's lines used when it is the history's newest commit, several indexes, only those a reader
+may read."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from cluster.errors import SamespaceError
+from cluster.auth import Reader
+from cluster.errors import IndexNotFound, SamespaceError
 from cluster.graph import CodeGraph, GraphRow, file_facts
 from cluster.history import mine_history
-from cluster.index import HistoryState, IndexCatalog, SearchQuery, open_vector_store, query_keywords
+from cluster.index import HistoryState, IndexAcl, IndexCatalog, SearchQuery, open_vector_store, query_keywords
 from cluster.ingest import source_state
 from cluster.search.histories import CommitHistories
+from cluster.settings import LimitsSettings
 from cluster.space import EncoderIdentity
 from cluster.types import StoredPoint
 from tests.support.scripted_history import ScriptedRepo, build_shop_history
@@ -134,3 +137,29 @@ def test_compare_takes_the_serving_build_for_its_commit(catalog: IndexCatalog, s
     assert found.head == shop.git("rev-parse", "HEAD") and found.items
     with pytest.raises(SamespaceError, match="not the serving build"):
         histories.compare("shop", "shop__b20200101000000abcdef", "main")
+
+
+def test_a_reader_hears_only_of_the_histories_of_indexes_it_may_read(catalog: IndexCatalog, shop: ScriptedRepo) -> None:
+    indexed(catalog, shop, "shop-copy")
+    acl = IndexAcl({"shop-copy": ["group:ops"]}, LimitsSettings())
+    histories = CommitHistories(catalog, acl=acl)
+    ann = Reader(subject="ann")
+    one = histories.symbol_history(None, "h2", reader=ann)  # held by both: ann reads shop's alone
+    assert one.commits and one.candidates == [] and "shop-copy" not in one.model_dump_json()
+    changed = histories.what_changed("shop*", since="2026-02-09", reader=ann)
+    assert {i.repo for i in changed.items} == {"shop"} and [r.repo for r in changed.reach] == ["shop"]
+    query = SearchQuery(keywords=query_keywords("Rename h to h2"), limit=5)
+    assert {h.repo for h in histories.search("Rename h to h2", query, reader=ann).hits} == {"shop"}
+    assert list(histories.reach(reader=ann)) == ["shop"]
+    assert histories.compare(None, "main~1", "main", reader=ann).repo == "shop"  # the one index ann may read
+    for tool in (
+        lambda repo: histories.what_changed(repo, since="main~1", reader=ann),
+        lambda repo: histories.changed_paths(repo, "main~1", reader=ann),
+        lambda repo: histories.compare(repo, "main~1", "main", reader=ann),
+    ):
+        with pytest.raises(IndexNotFound) as hidden:
+            tool("shop-copy")
+        with pytest.raises(IndexNotFound) as unknown, acl.hiding(ann):  # as the index actor reads for ann
+            tool("nope")
+        assert str(hidden.value) == str(unknown.value).replace("nope", "shop-copy")
+    assert sorted(histories.reach(reader=Reader(subject="o", groups=frozenset({"ops"})))) == ["shop", "shop-copy"]

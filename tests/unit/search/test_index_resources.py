@@ -75,6 +75,7 @@ def test_a_committed_build_touches_its_status_and_the_list_but_not_another_index
     after = summarize_status(status([record("shop", "shop__b2"), record("docs", "docs__b1")], []))
     changes = changes_between(before, after)
     assert changes.updated == [INDEXES_URI, status_uri("shop")] and not changes.list_changed
+    assert (changes.moved, changes.came_or_went) == (["shop"], [])  # what a subscriber must be let read
 
 
 @pytest.mark.parametrize(
@@ -96,6 +97,7 @@ def test_an_index_coming_or_going_changes_the_list() -> None:
     added, removed = changes_between(one, two), changes_between(two, one)
     assert added.list_changed and added.updated == [INDEXES_URI, status_uri("docs")]
     assert removed.list_changed and removed.updated == [INDEXES_URI, status_uri("docs")]
+    assert added.came_or_went == removed.came_or_went == added.moved == ["docs"]
 
 
 def info(repo: str) -> IndexInfo:

@@ -18,7 +18,8 @@ from cluster.index import IndexCatalog, VectorStore, open_vector_store
 from cluster.ingest import SearchControls
 from cluster.search import CodeSearchService, SearchResult, SymbolSearchResult
 from tests.support.code_maps import IDENTITY, WIDTH
-from tests.support.search_controls import TEST_FILES, InProcessIndex, build, write_tree
+from tests.support.in_process_index import InProcessIndex
+from tests.support.search_controls import TEST_FILES, build, write_tree
 
 RERANK_POOL = 10
 
