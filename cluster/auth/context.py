@@ -19,7 +19,7 @@ from cluster.auth.principal import Principal, Reader
 
 __all__ = ["ANONYMOUS", "acting_as", "current_principal", "current_reader"]
 
-ANONYMOUS = Principal(kind="local", subject="anonymous")
+ANONYMOUS = Principal(kind="anonymous", subject="anonymous")
 _CURRENT: ContextVar[Principal | None] = ContextVar("samespace_principal", default=None)
 
 
@@ -42,7 +42,4 @@ def current_principal() -> Principal:
 
 def current_reader() -> Reader:
     """What per-index access needs of the current caller."""
-    principal = _CURRENT.get()
-    if principal is None:
-        return Reader(subject=ANONYMOUS.subject)
-    return principal.reader()
+    return current_principal().reader()

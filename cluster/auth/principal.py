@@ -52,11 +52,12 @@ class Reader(BaseModel):
 
 class Principal(BaseModel):
     """A checked caller. `kind`: 'oauth' (a verified access token), 'token' (the shared serve token),
-    'local' (no token, auth.mode none); only 'oauth' callers have a subject of their own."""
+    'local' (no token, auth.mode none), 'anonymous' (nobody checked: code outside any request); only
+    'oauth' callers have a subject of their own."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: str = Field(pattern="^(oauth|token|local)$")
+    kind: str = Field(pattern="^(oauth|token|local|anonymous)$")
     subject: str = Field(min_length=1)
     client_id: str | None = None
     issuer: str | None = None
@@ -77,7 +78,8 @@ class Principal(BaseModel):
 
     def reader(self) -> Reader:
         """What per-index access needs of this caller."""
-        return Reader(subject=self.subject, groups=self.groups, unrestricted=self.kind != "oauth" or self.is_admin)
+        shared = self.kind in ("token", "local")  # the one identity of auth.mode token or none
+        return Reader(subject=self.subject, groups=self.groups, unrestricted=shared or self.is_admin)
 
 
 class TokenVerifier(Protocol):
