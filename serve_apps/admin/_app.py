@@ -5,7 +5,8 @@
 Every route needs `Authorization: Bearer <SAMESPACE_ADMIN__TOKEN>`; a missing or wrong token is
 401 with no detail, checked before anything else (no body is even parsed); the only exceptions are the
 signed git webhook and the operator page's data-free shell, GET /ui and /ui.js (serve_apps/admin/_page.py).
-Responses and validation errors never echo input.
+Responses and validation errors never echo input. Every admin action is written to the audit log, which
+GET /audit reads (serve_apps/admin/_audit.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from cluster.admin.push_plan import OpenRouterPush
 from cluster.errors import ConfigError
 from cluster.settings import SamespaceSettings, load_settings
 from serve_apps.admin._api import AdminApi, BudgetOverride, SpendCaps
+from serve_apps.admin._audit import add_audit, replica_audit_log
 from serve_apps.admin._indexes import HOOK_ROUTE, add_index_routes
 from serve_apps.admin._jobs import JobList, add_job_routes
 from serve_apps.admin._page import add_page_routes, is_open
@@ -51,6 +53,7 @@ def build_admin_asgi(
     The recent jobs (`jobs`, default Ray's job API: serve_apps/admin/_jobs.py) and the operator page
     (serve_apps/admin/_page.py) always."""
     app = FastAPI(title="samespace admin", docs_url=None, redoc_url=None, openapi_url=None)
+    add_audit(app, replica_audit_log(settings))  # first added, innermost: inside the token check (_audit.py)
 
     @app.middleware("http")
     async def require_token(request: Request, call_next: Any) -> Response:
