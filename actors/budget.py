@@ -7,6 +7,12 @@ spend per role (cluster/cloud/spend.py): each release carries what its call cost
 permit is freed, and a role at its daily cap gets SpendCapReached instead of a permit, whether it
 asks then or was already waiting (cluster/cloud/permits.py). The ledger is written to
 `<store.data_dir>/spend.json` at most once a second (at once when a role reaches its cap).
+
+It also holds the quotas per person (cluster/auth/quota.py, `quotas.*`): `admit_call` counts an OAuth
+subject's MCP tool call against its rate, and a call tagged with a subject is refused (QuotaExceeded,
+before any request) once that subject's credits today reach its limit; a release books its charges to
+the subject and to the tool call (`take_call_credits`). The subjects' spend today is kept in the same
+spend file, so it survives a restart of this actor; their rate windows do not (a restart forgets them).
 """
 
 from __future__ import annotations
@@ -16,15 +22,16 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import ray
 from ray.actor import ActorHandle
-from ray.exceptions import RayActorError
+from ray.exceptions import RayActorError, RayError
 
 from actors.discovery import discover_providers
 from actors.handles import get_or_start
 from actors.metrics import budget_metrics_loop
+from cluster.auth import SubjectQuotas
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
 from cluster.cloud.permits import PermitDesk
 from cluster.cloud.request_tag import current_request_tag
@@ -56,14 +63,20 @@ class BudgetActor:
         self._discovery: asyncio.Task[None] | None = None
         self._metrics: asyncio.Task[None] | None = None  # the budget as metrics (actors/metrics.py)
         self._spend_path = spend_path(settings)
-        self._spend = SpendLedger(settings.budget.daily_caps, clock=time.time, record=read_spend(self._spend_path))
+        record = read_spend(self._spend_path)
+        self._spend = SpendLedger(settings.budget.daily_caps, clock=time.time, record=record)
         self._spend_flush: asyncio.TimerHandle | None = None
-        self._desk = PermitDesk(self._controller, self._spend)
+        spent, day = (record.subjects, record.day) if record is not None else (None, None)
+        self._quotas = SubjectQuotas(settings.quotas, time.time, spent=spent, day=day)
+        self._desk = PermitDesk(self._controller, self._spend, self._quotas)
 
-    async def acquire(self, project: str, priority: Priority, timeout_s: float, role: Role | None = None) -> int:
+    async def acquire(
+        self, project: str, priority: Priority, timeout_s: float, role: Role | None = None, subject: str | None = None
+    ) -> int:
         """Wait (bounded) for a permit; returns the ticket to release. A `role` at its daily spend
-        cap gets SpendCapReached at once, or as soon as it reaches the cap while waiting."""
-        ticket = self._desk.enqueue(project, Priority(priority), role)
+        cap gets SpendCapReached, a `subject` that spent its daily credits QuotaExceeded, at once or as
+        soon as it reaches its limit while waiting."""
+        ticket = self._desk.enqueue(project, Priority(priority), role, subject)
         self._ensure_discovery()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters[ticket] = future
@@ -88,9 +101,11 @@ class BudgetActor:
         retry_after_s: float | None = None,
         role: Role | None = None,
         charges: Sequence[Charge] = (),
+        subject: str | None = None,
+        call_id: str | None = None,
     ) -> None:
-        """A call finished: its `charges` are booked to `role` first, then its permit is freed (and
-        goes to no waiter of a role those charges capped)."""
+        """A call finished: its `charges` are booked to `role`, `subject` and `call_id` first, then its
+        permit is freed (and goes to no waiter of a role or subject those charges capped)."""
         capped = False
         try:
             capped = self._desk.release(
@@ -100,6 +115,8 @@ class BudgetActor:
                 retry_after_s=retry_after_s,
                 role=role,
                 charges=charges,
+                subject=subject,
+                call_id=call_id,
             )
         finally:  # an unknown ticket (this actor restarted) still has its charges booked and kept
             if charges:
@@ -108,6 +125,19 @@ class BudgetActor:
 
     def snapshot(self) -> BudgetSnapshot:
         return self._controller.snapshot()
+
+    # ---- quotas per person (cluster/auth/quota.py) -------------------------------------------
+    async def admit_call(self, subject: str) -> None:
+        """Count one MCP tool call of `subject`: QuotaExceeded past `quotas.requests_per_minute`."""
+        self._quotas.admit(subject)
+
+    async def take_call_credits(self, call_id: str) -> float:
+        """The cloud credits a tool call's requests were charged, forgotten here (0 when none)."""
+        return self._desk.calls.take(call_id)
+
+    def subject_spend(self) -> dict[str, float]:
+        """Credits each subject's calls spent today."""
+        return self._quotas.spent_today()[1]
 
     def set_override(self, override: int | None) -> BudgetSnapshot:
         self._controller.set_override(override)
@@ -147,7 +177,7 @@ class BudgetActor:
     def _spend_booked(self, capped: bool) -> None:
         """Charges were booked: written at once when they took a role to its cap, else within a second."""
         if capped:
-            log.warning("a role reached its daily cloud spend cap: %s", self._spend.view().roles)
+            log.warning("a role's daily cap or a subject's daily credits reached: %s", self._spend.view().roles)
             self._write_spend()
         else:
             self._schedule_spend_write()
@@ -164,7 +194,10 @@ class BudgetActor:
             self._spend_flush = None
         try:
             self._spend_path.parent.mkdir(parents=True, exist_ok=True)
-            write_bytes_atomic(self._spend_path, self._spend.record.model_dump_json().encode())
+            day, subjects = self._quotas.spent_today()
+            record = self._spend.record
+            record = record.model_copy(update={"subjects": subjects if day == record.day else {}})
+            write_bytes_atomic(self._spend_path, record.model_dump_json().encode())
         except OSError as exc:  # the ledger in memory still holds the caps; the next write retries
             log.warning("spend file %s not written: %s", self._spend_path, exc)
 
@@ -223,13 +256,15 @@ async def with_permit(
     role: Role | None = None,
     settle: Callable[[], Awaitable[list[Charge]]] | None = None,
 ) -> T:
-    """Run one cloud call under a key-wide permit, for the current request's project and priority.
+    """Run one cloud call under a key-wide permit, for the current request's project, priority,
+    subject and tool call (cluster/cloud/request_tag.py).
 
     The permit goes back with the call's latency and outcome, and with what `settle()` says the
-    responses so far cost (booked to `role` before the permit is freed). A dead budget actor is
-    recreated (timid again) and asked once more; a wait past the bound is a RateLimited for the lane;
-    a `role` at its daily spend cap, or reaching it while this call waits, is SpendCapReached before
-    any request.
+    responses so far cost (booked to `role`, the subject and the tool call before the permit is
+    freed; awaited when the call serves a tool call, so the call's credits are there when it asks).
+    A dead budget actor is recreated (timid again) and asked once more; a wait past the bound is a
+    RateLimited for the lane; a `role` at its daily spend cap, or reaching it while this call waits,
+    is SpendCapReached before any request, and a subject over its daily credits QuotaExceeded.
     """
     tag = current_request_tag()
     timeout_s = settings.budget.acquire_timeout_s
@@ -237,7 +272,7 @@ async def with_permit(
     for attempt in range(2):
         budget = get_budget_actor(settings)
         try:
-            ticket = await budget.acquire.remote(tag.project, tag.priority, timeout_s, role)
+            ticket = await budget.acquire.remote(tag.project, tag.priority, timeout_s, role, tag.subject)
             break
         except RayActorError:
             if attempt == 1:
@@ -260,7 +295,19 @@ async def with_permit(
             if settle is not None:
                 charges = await settle()
         finally:  # the permit goes back whatever settling did
-            budget.release.remote(ticket, latency_s, outcome, retry_after, role, charges)
+            released: Any = budget.release.remote(
+                ticket, latency_s, outcome, retry_after, role, charges, tag.subject, tag.call_id
+            )
+            if tag.call_id is not None and charges:
+                await _released(released)
+
+
+async def _released(released: Awaitable[None]) -> None:
+    """Wait for a release to be booked; a budget actor that died meanwhile loses only that call's line."""
+    try:
+        await released
+    except RayError as exc:
+        log.warning("a release was not booked: %s", type(exc).__name__)
 
 
 __all__ = ["BudgetActor", "get_budget_actor", "with_permit"]

@@ -27,7 +27,7 @@ from actors.query_path import DirectRoute
 from actors.registry import ensure_providers
 from actors.transports import TRANSPORTS, RayActorTransport
 from cluster.cloud.budget import Priority
-from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, set_request_tag
+from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, caller_kwargs, set_request_tag
 from cluster.config import effective_settings
 from cluster.gate.admission import Gatekeeper, SpotCheckStats
 from cluster.gate.ledger import GateLedger
@@ -151,21 +151,31 @@ class DispatcherActor:
         return await self._dispatcher.reference()
 
     async def embed(
-        self, texts: list[str], project: str = DEFAULT_PROJECT, priority: Priority = Priority.BULK
+        self,
+        texts: list[str],
+        project: str = DEFAULT_PROJECT,
+        priority: Priority = Priority.BULK,
+        subject: str | None = None,
+        call_id: str | None = None,
     ) -> EmbedOutcome:
         self._ensure_sentinel()
-        set_request_tag(RequestTag(project, Priority(priority)))
+        set_request_tag(RequestTag(project, Priority(priority), subject, call_id))
         outcome = await self._dispatcher.embed(texts)
         for provider, rows in Counter(outcome.served_by).items():
             self._landed(provider, rows, outcome.batches.get(provider, 0), project)
         return outcome
 
     async def embed_stream(
-        self, texts: list[str], project: str = DEFAULT_PROJECT, priority: Priority = Priority.BULK
+        self,
+        texts: list[str],
+        project: str = DEFAULT_PROJECT,
+        priority: Priority = Priority.BULK,
+        subject: str | None = None,
+        call_id: str | None = None,
     ) -> AsyncIterator[LandedBatch]:
         """Yield each batch as it lands (call with `.options(num_returns="streaming")`)."""
         self._ensure_sentinel()
-        set_request_tag(RequestTag(project, Priority(priority)))
+        set_request_tag(RequestTag(project, Priority(priority), subject, call_id))
         queue: asyncio.Queue[LandedBatch | None] = asyncio.Queue()
 
         def landed(batch: LandedBatch) -> None:
@@ -186,9 +196,11 @@ class DispatcherActor:
         finally:
             task.cancel()
 
-    async def encode_query(self, text: str, project: str = DEFAULT_PROJECT) -> tuple[np.ndarray, EncoderIdentity, str]:
+    async def encode_query(
+        self, text: str, project: str = DEFAULT_PROJECT, subject: str | None = None, call_id: str | None = None
+    ) -> tuple[np.ndarray, EncoderIdentity, str]:
         self._ensure_sentinel()
-        set_request_tag(RequestTag(project, Priority.INTERACTIVE))
+        set_request_tag(RequestTag(project, Priority.INTERACTIVE, subject, call_id))
         return await self._dispatcher.encode_query(text)
 
     async def direct_query_route(self) -> DirectRoute:
@@ -205,16 +217,30 @@ class DispatcherActor:
         handle = next((live.handle for live in self._live if live.info.name == info.name), None)
         return DirectRoute(encoder=(space, info.name, handle) if handle is not None else None, rerankers=rerankers)
 
-    async def chat(self, project: str = DEFAULT_PROJECT, reserve: bool = True, **request: Any) -> tuple[Any, str]:
+    async def chat(
+        self,
+        project: str = DEFAULT_PROJECT,
+        reserve: bool = True,
+        subject: str | None = None,
+        call_id: str | None = None,
+        **request: Any,
+    ) -> tuple[Any, str]:
         """messages, tools, tool_choice, max_tokens, temperature → (ChatResult, provider name)."""
-        set_request_tag(RequestTag(project, Priority.INTERACTIVE))
+        set_request_tag(RequestTag(project, Priority.INTERACTIVE, subject, call_id))
         return await self._dispatcher.chat(reserve, **request)
 
     async def context_window(self, reserve: bool = True) -> int | None:
         return await self._dispatcher.context_window(reserve)
 
-    async def rerank(self, query: str, documents: list[str], project: str = DEFAULT_PROJECT) -> tuple[list[float], str]:
-        set_request_tag(RequestTag(project, Priority.INTERACTIVE))
+    async def rerank(
+        self,
+        query: str,
+        documents: list[str],
+        project: str = DEFAULT_PROJECT,
+        subject: str | None = None,
+        call_id: str | None = None,
+    ) -> tuple[list[float], str]:
+        set_request_tag(RequestTag(project, Priority.INTERACTIVE, subject, call_id))
         return await self._dispatcher.rerank(query, documents)
 
 
@@ -225,7 +251,11 @@ def get_dispatcher(settings: SamespaceSettings, role: Role) -> ActorHandle:
 class LazyDispatcher:
     """A role's dispatcher, found or started at its first call (`handle.method.remote(...)` as on
     the handle itself): a replica whose clients never ask a question never starts the RLM's and
-    the code assistant's dispatcher processes (about 125 MB each)."""
+    the code assistant's dispatcher processes (about 125 MB each).
+
+    Its calls that may reach the cloud (`CALLER_TAGGED`) carry the replica's current caller and tool
+    call (`caller_kwargs`: the subject whose quotas they count against, the call their credits go to),
+    as `project` is carried: an argument of the call."""
 
     def __init__(self, settings: SamespaceSettings, role: Role) -> None:
         self._settings = settings
@@ -237,4 +267,24 @@ class LazyDispatcher:
             raise AttributeError(method)
         if self._handle is None:
             self._handle = get_dispatcher(self._settings, self._role)
-        return getattr(self._handle, method)
+        bound = getattr(self._handle, method)
+        return CallerTagged(bound) if method in CALLER_TAGGED else bound
+
+
+# The dispatcher's calls that may take a cloud permit (and so count against the caller's quotas).
+CALLER_TAGGED = frozenset({"embed", "encode_query", "chat", "rerank"})
+
+
+class CallerTagged:
+    """A dispatcher method whose `.remote(...)` adds the replica's current subject and call id."""
+
+    def __init__(self, method: Any) -> None:
+        self._method = method
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return self._method.remote(*args, **{**caller_kwargs(), **kwargs})
+
+    def __getattr__(self, name: str) -> Any:  # `.options(...)` and the rest, as on the method itself
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._method, name)

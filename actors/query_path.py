@@ -8,6 +8,9 @@ policy, the reference space, which provider is first. Anything else takes the di
 path: a cloud or sidecar provider first, no route, or a direct call that failed (its failover
 and rediscovery apply).
 
+A call through the dispatcher carries, beside its project, the replica's current subject and tool
+call (`caller_kwargs`): a cloud provider counts it against that subject's daily credits.
+
 The same answer says whether any provider of the cluster serves reranking: with none, a search
 neither asks the reranker's dispatcher nor starts it (a process of its own).
 """
@@ -24,6 +27,7 @@ import numpy as np
 from ray.actor import ActorHandle
 
 from actors.transports import unwrap
+from cluster.cloud.request_tag import caller_kwargs
 from cluster.routing.dispatch import SINGLE_CALL_DISCOVERY_MAX_AGE_S
 from cluster.space import EncoderIdentity
 
@@ -65,7 +69,8 @@ class QueryPath:
             except Exception as exc:  # noqa: BLE001 - the dispatcher's path (failover, rediscovery) takes over
                 log.info("direct query encode on %s failed, through the dispatcher: %s", name, exc)
                 self._route_until = float("-inf")
-        result: tuple[np.ndarray, EncoderIdentity, str] = await self._dispatcher.encode_query.remote(text, project)
+        call: Any = self._dispatcher.encode_query.remote(text, project, **caller_kwargs())  # the caller's quotas
+        result: tuple[np.ndarray, EncoderIdentity, str] = await call
         return result
 
     async def _current_route(self) -> DirectRoute:

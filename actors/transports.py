@@ -17,7 +17,7 @@ import numpy as np
 from ray.actor import ActorHandle
 from ray.exceptions import RayTaskError
 
-from cluster.cloud.request_tag import current_request_tag
+from cluster.cloud.request_tag import caller_kwargs, current_request_tag
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import CHAT_ROLES, Role
 from cluster.routing.dispatch import Provider
@@ -82,7 +82,8 @@ def _tag() -> tuple[str, str]:
 
 class CloudTransport:
     """A virtual container (OpenRouter), serving one role. Calls carry the request's project and
-    priority, so that the budget serves them fairly."""
+    priority, so that the budget serves them fairly, and its subject and tool call (their quotas and
+    credits)."""
 
     def __init__(self, handle: ActorHandle) -> None:
         self._handle = handle
@@ -93,14 +94,16 @@ class CloudTransport:
         chat = _serves_chat(info)
         return Provider(
             info=info,
-            embed=(lambda texts: unwrap(handle.embed.remote(texts, *_tag()))) if role.writes_index else None,
+            embed=(lambda texts: unwrap(handle.embed.remote(texts, *_tag(), **caller_kwargs())))
+            if role.writes_index
+            else None,
             rerank=self._rerank if role is Role.RERANKER else None,
             call=self._chat if chat else None,
             context=(lambda: unwrap(handle.context_window.remote())) if chat else None,
         )
 
     async def _rerank(self, query: str, docs: list[str]) -> list[float]:
-        ranked = await unwrap(self._handle.rerank.remote(query, docs, None, *_tag()))
+        ranked = await unwrap(self._handle.rerank.remote(query, docs, None, *_tag(), **caller_kwargs()))
         scores = [float("-inf")] * len(docs)  # a document the upstream did not rank comes last
         for index, score in ranked:
             scores[index] = score
@@ -108,7 +111,7 @@ class CloudTransport:
 
     async def _chat(self, **request: Any) -> Any:
         project, priority = _tag()
-        return await unwrap(self._handle.chat.remote(**request, project=project, priority=priority))
+        return await unwrap(self._handle.chat.remote(**request, project=project, priority=priority, **caller_kwargs()))
 
 
 class SidecarTransport:

@@ -7,6 +7,7 @@ SecretStr; without one the container is ineligible and says so, and never sends 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -21,7 +22,13 @@ from cluster.cloud.budget import KeyFacts, Priority
 from cluster.cloud.container import cloud_identity, read_key_facts, starting_config
 from cluster.cloud.key_readiness import NO_KEY_REASON
 from cluster.cloud.openrouter import OpenRouterClient
-from cluster.cloud.request_tag import RequestTag, current_request_tag, set_request_tag
+from cluster.cloud.request_tag import (
+    RequestTag,
+    collecting_usage,
+    current_request_tag,
+    hear_usage,
+    set_request_tag,
+)
 from cluster.cloud.spend import CallUsage, Charge, ModelPrice, charge_for
 from cluster.cloud.state import ContainerState
 from cluster.config import effective_settings
@@ -118,13 +125,21 @@ class VirtualContainerActor:
         )
 
     # ---- serving ----------------------------------------------------------------------------
-    async def embed(self, texts: list[str], project: str | None = None, priority: str | None = None) -> np.ndarray:
+    async def embed(
+        self,
+        texts: list[str],
+        project: str | None = None,
+        priority: str | None = None,
+        subject: str | None = None,
+        call_id: str | None = None,
+    ) -> np.ndarray:
         if self._route.upstream is None:
             raise MissingPin(self._name, "embedding route without a pinned upstream; refused before sending")
         client = self._require_client()
         upstream = self._route.upstream
         return await self._count(
-            project, priority, lambda: client.embed(self._route.model, upstream, texts, self._width)
+            _tag(project, priority, subject, call_id),
+            lambda: client.embed(self._route.model, upstream, texts, self._width),
         )
 
     async def rerank(
@@ -134,10 +149,13 @@ class VirtualContainerActor:
         top_n: int | None = None,
         project: str | None = None,
         priority: str | None = None,
+        subject: str | None = None,
+        call_id: str | None = None,
     ) -> list[tuple[int, float]]:
         client = self._require_client()
         result: list[tuple[int, float]] = await self._count(
-            project, priority, lambda: client.rerank(self._route.model, query, documents, top_n)
+            _tag(project, priority, subject, call_id),
+            lambda: client.rerank(self._route.model, query, documents, top_n),
         )
         return result
 
@@ -150,11 +168,12 @@ class VirtualContainerActor:
         temperature: float | None = None,
         project: str | None = None,
         priority: str | None = None,
+        subject: str | None = None,
+        call_id: str | None = None,
     ) -> Any:
         client = self._require_client()
         return await self._count(
-            project,
-            priority,
+            _tag(project, priority, subject, call_id),
             lambda: client.chat(self._route.model, messages, tools, tool_choice, max_tokens, temperature),
         )
 
@@ -187,19 +206,21 @@ class VirtualContainerActor:
                 key=self._key,
                 base_url=self._base_url,
                 timeout_s=self._cloud.timeout_s,
-                on_usage=self._usage.append,
+                on_usage=self._hear_usage,
             )
         return self._client
 
-    async def _count(self, project: str | None, priority: str | None, call: Any) -> Any:
+    async def _count(self, tag: RequestTag, call: Any) -> Any:
         """One cloud call under a key-wide permit (DESIGN §7), counted for `describe()`; its cost goes
-        back with the permit, booked to the role's spend today before the permit is freed (a role at
-        its daily cap is refused before any request)."""
-        if project is not None or priority is not None:
-            default = current_request_tag()
-            set_request_tag(RequestTag(project or default.project, Priority(priority or default.priority)))
+        back with the permit, booked to the role's spend today, and to the tag's subject and tool call,
+        before the permit is freed (a role at its daily cap, or a subject over its daily credits, is
+        refused before any request). The usage of this call's responses is collected apart from the
+        calls running beside it."""
+        set_request_tag(tag)
         try:
-            result = await with_permit(self._settings, self._name, call, role=self._role, settle=self._settle_usage)
+            with collecting_usage() as heard:
+                settle = functools.partial(self._settle_usage, heard)
+                result = await with_permit(self._settings, self._name, call, role=self._role, settle=settle)
         except Exception as exc:
             self._failures += 1
             self._last_error = str(exc)[:300]
@@ -207,10 +228,16 @@ class VirtualContainerActor:
         self._served += 1
         return result
 
-    async def _settle_usage(self) -> list[Charge]:
-        """What the responses so far cost: `usage.cost`, else tokens × the listed price, else tokens ×
-        the unpriced default (both estimates, cluster/cloud/spend.py)."""
-        pending, self._usage[:] = list(self._usage), []
+    def _hear_usage(self, usage: CallUsage) -> None:
+        """A response's usage: to the call it answered (`_count`), else kept for the next settling."""
+        hear_usage(usage, self._usage)
+
+    async def _settle_usage(self, heard: list[CallUsage]) -> list[Charge]:
+        """What the call's responses cost (and any heard outside a call): `usage.cost`, else tokens ×
+        the listed price, else tokens × the unpriced default (both estimates, cluster/cloud/spend.py)."""
+        pending = [*heard, *self._usage]
+        heard.clear()
+        self._usage.clear()
         return [charge_for(usage, await self._price(usage.model) if usage.cost is None else None) for usage in pending]
 
     async def _price(self, model: str) -> ModelPrice | None:
@@ -227,3 +254,14 @@ class VirtualContainerActor:
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
+
+
+def _tag(project: str | None, priority: str | None, subject: str | None, call_id: str | None) -> RequestTag:
+    """The tag a call arrives with: what it names, over the task's own (the defaults)."""
+    default = current_request_tag()
+    return RequestTag(
+        project or default.project,
+        Priority(priority or default.priority),
+        subject or default.subject,
+        call_id or default.call_id,
+    )

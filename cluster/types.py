@@ -7,6 +7,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -15,6 +16,17 @@ from cluster.errors import CursorExpired
 
 Clock = Callable[[], float]
 Payload = dict[str, Any]
+
+
+def utc_day(now: float) -> str:
+    """The UTC date of a Unix time, as daily ledgers key their days ('2026-12-02')."""
+    return datetime.fromtimestamp(now, UTC).date().isoformat()
+
+
+def next_utc_midnight(now: float) -> float:
+    """The Unix time at which the UTC day of `now` ends (when a daily cap or quota starts again)."""
+    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return (day + timedelta(days=1)).timestamp()
 
 
 class Strict(BaseModel):

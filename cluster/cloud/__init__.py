@@ -9,8 +9,17 @@ from cluster.cloud.faults import read_json, upstream_faults
 from cluster.cloud.key_readiness import NO_KEY_REASON, local_only_roles, missing_key_message, wait_for_key
 from cluster.cloud.openai_wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
 from cluster.cloud.openrouter import OpenRouterClient
-from cluster.cloud.permits import Grants, PermitDesk
-from cluster.cloud.request_tag import DEFAULT_PROJECT, RequestTag, current_request_tag, set_request_tag
+from cluster.cloud.permits import CallCredits, Grants, PermitDesk, SubjectSpend
+from cluster.cloud.request_tag import (
+    DEFAULT_PROJECT,
+    RequestTag,
+    caller_kwargs,
+    collecting_usage,
+    current_request_tag,
+    hear_usage,
+    set_request_tag,
+    tagged,
+)
 from cluster.cloud.spend import (
     CallUsage,
     Charge,
@@ -31,6 +40,7 @@ __all__ = [
     "BudgetController",
     "BudgetLimits",
     "BudgetSnapshot",
+    "CallCredits",
     "CallUsage",
     "Charge",
     "ChatResult",
@@ -47,12 +57,16 @@ __all__ = [
     "SpendRecord",
     "SpendState",
     "SpendView",
+    "SubjectSpend",
     "ToolCall",
+    "caller_kwargs",
     "charge_for",
     "chat_request_body",
     "cloud_identity",
+    "collecting_usage",
     "current_request_tag",
     "disagreements",
+    "hear_usage",
     "local_only_roles",
     "missing_key_message",
     "parse_chat_result",
@@ -63,6 +77,7 @@ __all__ = [
     "set_request_tag",
     "spend_path",
     "starting_config",
+    "tagged",
     "upstream_faults",
     "wait_for_key",
 ]

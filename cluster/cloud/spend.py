@@ -19,7 +19,7 @@ from pydantic import Field
 
 from cluster.errors import SpendCapReached
 from cluster.roles import Role
-from cluster.types import Strict
+from cluster.types import Strict, utc_day
 
 __all__ = [
     "ESTIMATE_BASIS",
@@ -94,11 +94,6 @@ def charge_for(usage: CallUsage, price: ModelPrice | None) -> Charge:
     return Charge(credits=credits, estimated=True, unpriced=price is None)
 
 
-def utc_day(now: float) -> str:
-    """The UTC date of a Unix time, as the ledger keys its days ('2026-12-02')."""
-    return datetime.fromtimestamp(now, UTC).date().isoformat()
-
-
 class SpendState(StrEnum):
     UNCAPPED = "uncapped"  # no cap for the role
     OK = "ok"  # under its cap
@@ -121,10 +116,13 @@ class RoleSpend(Strict):
 
 
 class SpendRecord(Strict):
-    """What the budget actor persists: today's spend per role (caps live in the config store)."""
+    """What the budget actor persists: today's spend per role and per subject (caps live in the config store)."""
 
     day: str
     roles: dict[Role, RoleSpend] = Field(default_factory=dict)
+    subjects: dict[str, float] = Field(
+        default_factory=dict, description="Credits each OAuth subject's calls spent that day (quotas.daily_credits)."
+    )
 
 
 class RoleSpendView(RoleSpend):

@@ -9,7 +9,8 @@ valid access token without samespace:admin is 403 insufficient_scope. The route 
 (`cluster.auth.acting_as`): the token's principal, or `ADMIN_TOKEN_CALLER` for the admin token. The only
 exceptions are the signed git webhook and the operator page's data-free shell, GET /ui and /ui.js
 (serve_apps/admin/_page.py), which run as no one (`ANONYMOUS`). Responses and validation errors never
-echo input.
+echo input. Every admin action is written to the audit log, which GET /audit reads
+(serve_apps/admin/_audit.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from cluster.auth import ANONYMOUS, AccessScope, Principal, TokenVerifier, actin
 from cluster.errors import ConfigError
 from cluster.settings import SamespaceSettings, load_settings
 from serve_apps.admin._api import AdminApi, BudgetOverride, SpendCaps
+from serve_apps.admin._audit import add_audit, replica_audit_log
 from serve_apps.admin._indexes import HOOK_ROUTE, add_index_routes
 from serve_apps.admin._jobs import JobList, add_job_routes
 from serve_apps.admin._page import add_page_routes, is_open
@@ -79,6 +81,7 @@ def build_admin_asgi(
     samespace:admin are taken beside the admin token."""
     app = FastAPI(title="samespace admin", docs_url=None, redoc_url=None, openapi_url=None)
     oauth = OAuthGate.for_settings(verifier, settings) if verifier is not None else None
+    add_audit(app, replica_audit_log(settings))  # first added, innermost: inside the token check (_audit.py)
 
     @app.middleware("http")
     async def require_token(request: Request, call_next: Any) -> Response:

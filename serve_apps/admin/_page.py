@@ -16,6 +16,7 @@ What the page shows, and from where:
     indexes                         GET /admin/indexes (registrations and builds)
     the sidecar fleet               GET /admin/sidecars
     recent jobs                     GET /admin/jobs (serve_apps/admin/_jobs.py)
+    the latest audit lines          GET /admin/audit?limit=50 (serve_apps/admin/_audit.py)
     "Push policy"                   POST /admin/openrouter {"policies": {role: policy}}
 An API error is shown in place as its HTTP status and message.
 

@@ -192,6 +192,7 @@ class AskService:
 
     def __init__(self, service: CodeSearchService, settings: SamespaceSettings, rlm: Any, assistant: Any) -> None:
         self._service = service
+        self.settings = settings  # the replica's: its tool calls' audit log and quotas (_calls.py)
         self._settings = settings.rlm
         self._rlm = DispatchedChatRole(rlm, Role.RLM, reserve=settings.rlm.fallback_mode == "local-first")
         self._assistant = DispatchedChatRole(assistant, Role.CODE_ASSISTANT, reserve=True)

@@ -10,10 +10,19 @@ from pydantic import Field
 from cluster.grep import MAX_GREP_LIMIT, MAX_PATTERN_CHARS, GrepRequest, GrepResult
 from cluster.ingest import MAX_GLOB_CHARS
 from cluster.search import CodeSearchService
-from serve_apps.mcp._calls import CursorArg, ExcludeArg, KindArg, ScopeArg, TestsArg, _tool_call, controls_of
+from serve_apps.mcp._calls import (
+    CursorArg,
+    ExcludeArg,
+    KindArg,
+    ScopeArg,
+    TestsArg,
+    ToolCalls,
+    _tool_call,
+    controls_of,
+)
 
 
-def add_grep_tool(mcp: MCPServer, service: CodeSearchService) -> None:
+def add_grep_tool(mcp: MCPServer, service: CodeSearchService, calls: ToolCalls | None = None) -> None:
     @mcp.tool()
     async def grep_code(
         pattern: Annotated[
@@ -58,4 +67,4 @@ def add_grep_tool(mcp: MCPServer, service: CodeSearchService) -> None:
             context_lines=context_lines,
             cursor=cursor,
         )
-        return await _tool_call("grep_code", service.grep_code(request))
+        return await _tool_call("grep_code", service.grep_code(request), calls, scope=repo, query=pattern)

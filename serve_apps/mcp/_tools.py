@@ -7,6 +7,7 @@ counted and timed per tool (`_tool_call`). Built inside each replica: MCP server
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -41,6 +42,7 @@ from serve_apps.mcp._calls import (
     RepoArg,
     ScopeArg,
     TestsArg,
+    ToolCalls,
     _tool_call,
     controls_of,
 )
@@ -96,31 +98,37 @@ def build_mcp_server(
     asker: AskService,
     indexes: IndexService | None = None,
     feed: ResourceFeed | None = None,
+    calls: ToolCalls | None = None,
 ) -> MCPServer:
     """The MCP server of one replica: the code tools over `service`, `ask_code` over `asker`, the index
     tools when `indexes` is given, the resources and prompts; subscriptions are published by `feed`
-    (one per replica, shared by its servers; a feed of its own when None)."""
+    (one per replica, shared by its servers; a feed of its own when None). Every tool call goes through
+    `calls` (scope, quota, audit: `_calls.py`); when None, the replica's own for the asker's settings
+    (an asker that is no `AskService`, in tests: the scope check only)."""
     feed = feed if feed is not None else ResourceFeed(service)
+    if calls is None:
+        calls = ToolCalls.for_replica(asker.settings) if isinstance(asker, AskService) else ToolCalls()
     # WARNING: at INFO the SDK logs every stateless request ("Terminating session") through rich,
     # which cost more CPU than the request itself.
     mcp = AnnotatedMCPServer(  # every tool's title and hints: _annotations.py
         SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING", subscriptions=feed.bus
     )
-    _add_search_tools(mcp, service)
-    add_grep_tool(mcp, service)
+    _add_search_tools(mcp, service, calls)
+    add_grep_tool(mcp, service, calls)
     add_resources(mcp, service, feed)
     add_prompts(mcp, service)
-    _add_ask_tool(mcp, asker)
-    _add_map_tools(mcp, service)
-    _add_graph_tools(mcp, service)
-    _add_history_tools(mcp, service)
+    _add_ask_tool(mcp, asker, calls)
+    _add_map_tools(mcp, service, calls)
+    _add_graph_tools(mcp, service, calls)
+    _add_history_tools(mcp, service, calls)
     if indexes is not None:
-        _add_index_tools(mcp, indexes)
+        _add_index_tools(mcp, indexes, calls)
     return mcp
 
 
-def _add_search_tools(mcp: MCPServer, service: CodeSearchService) -> None:
+def _add_search_tools(mcp: MCPServer, service: CodeSearchService, calls: ToolCalls) -> None:
     """search_code, read_code, index_status."""
+    run = functools.partial(_tool_call, calls=calls)
 
     @mcp.tool()
     async def search_code(
@@ -168,7 +176,7 @@ def _add_search_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         call = service.search_code(
             query, k, repo, path_prefix, language, rerank, mode, changed_since, controls=controls, cursor=cursor
         )
-        return await _tool_call("search_code", call)
+        return await run("search_code", call, scope=repo, query=query)
 
     @mcp.tool()
     async def read_code(
@@ -180,7 +188,7 @@ def _add_search_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         """Read exact source lines of a file in an indexed repository (bounded per call)."""
         if end_line < start_line:
             raise ToolError(f"end_line ({end_line}) must be >= start_line ({start_line})")
-        return await _tool_call("read_code", service.read_code(repo, path, start_line, end_line))
+        return await run("read_code", service.read_code(repo, path, start_line, end_line), scope=repo)
 
     @mcp.tool()
     async def index_status(
@@ -190,10 +198,10 @@ def _add_search_tools(mcp: MCPServer, service: CodeSearchService) -> None:
     ) -> IndexStatus:
         """List indexed repositories: the folder each follows, the commit and branch (or ref) of its build,
         how stale it is (files changed, commits behind), encoder space, counts, and builds running."""
-        return await _tool_call("index_status", service.index_status(repo))
+        return await run("index_status", service.index_status(repo), scope=repo)
 
 
-def _add_ask_tool(mcp: MCPServer, asker: AskService) -> None:
+def _add_ask_tool(mcp: MCPServer, asker: AskService, calls: ToolCalls) -> None:
     @mcp.tool()
     async def ask_code(
         question: Annotated[
@@ -213,7 +221,8 @@ def _add_ask_tool(mcp: MCPServer, asker: AskService) -> None:
         plan made, round n of N, each tool called, synthesis started, done.
         """
         progress = _ask_progress(ctx) if _wants_progress(ctx) else None
-        return await _tool_call("ask_code", asker.ask(AskRequest(question=question, repo=repo, deep=deep), progress))
+        call = asker.ask(AskRequest(question=question, repo=repo, deep=deep), progress)
+        return await _tool_call("ask_code", call, calls, scope=repo, query=question)
 
 
 SymbolArg = Annotated[
@@ -241,7 +250,7 @@ ConfidenceArg = Annotated[
 ]
 
 
-def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
+def _add_graph_tools(mcp: MCPServer, service: CodeSearchService, calls: ToolCalls) -> None:
     """find_definition, find_references, callers, callees, impact: the code graph of each serving build."""
 
     async def navigate(
@@ -256,7 +265,7 @@ def _add_graph_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         query = GraphQuery(
             tool=tool, symbol=symbol, repo=repo, path=path, depth=depth, limit=limit, min_confidence=least
         )
-        return await _tool_call(tool.value, service.navigate(query))
+        return await _tool_call(tool.value, service.navigate(query), calls, scope=repo, query=symbol)
 
     @mcp.tool()
     async def find_definition(symbol: SymbolArg, repo: ScopeArg = None, path: PathArg = None) -> GraphAnswer:
@@ -327,8 +336,9 @@ WindowArg = Annotated[
 ]
 
 
-def _add_history_tools(mcp: MCPServer, service: CodeSearchService) -> None:
+def _add_history_tools(mcp: MCPServer, service: CodeSearchService, calls: ToolCalls) -> None:
     """what_changed, symbol_history, search_commits: each index's mined history (first parents)."""
+    run = functools.partial(_tool_call, calls=calls)
 
     @mcp.tool()
     async def what_changed(
@@ -340,7 +350,7 @@ def _add_history_tools(mcp: MCPServer, service: CodeSearchService) -> None:
     ) -> WhatChanged:
         """What changed since a date, a duration or a ref: each symbol added, modified, removed, renamed or
         moved, with its path, the commit (full sha), date, author and subject, newest first."""
-        return await _tool_call("what_changed", service.what_changed(repo, since, until, path, limit))
+        return await run("what_changed", service.what_changed(repo, since, until, path, limit), scope=repo)
 
     @mcp.tool()
     async def symbol_history(
@@ -351,7 +361,7 @@ def _add_history_tools(mcp: MCPServer, service: CodeSearchService) -> None:
     ) -> SymbolHistory:
         """The commits that changed a symbol, newest first: full sha, date, author, message and the lines it
         changed, followed through renames and moves. An ambiguous symbol is answered with its candidates."""
-        return await _tool_call("symbol_history", service.symbol_history(repo, symbol, path, limit))
+        return await run("symbol_history", service.symbol_history(repo, symbol, path, limit), scope=repo, query=symbol)
 
     @mcp.tool()
     async def search_commits(
@@ -366,7 +376,7 @@ def _add_history_tools(mcp: MCPServer, service: CodeSearchService) -> None:
     ) -> CommitSearchResult:
         """Find commits by meaning and by words, over their messages and the names of the symbols they changed:
         each with its full sha, date, message and the symbols and files it changed."""
-        return await _tool_call("search_commits", service.search_commits(query, repo, since, k))
+        return await run("search_commits", service.search_commits(query, repo, since, k), scope=repo, query=query)
 
     @mcp.tool()
     async def compare(
@@ -380,11 +390,12 @@ def _add_history_tools(mcp: MCPServer, service: CodeSearchService) -> None:
     ) -> Comparison:
         """The symbols that differ between two refs of an indexed repository: added, modified, removed, renamed
         or moved, each with its path and a short diff (capped)."""
-        return await _tool_call("compare", service.compare(repo, base, head, limit))
+        return await run("compare", service.compare(repo, base, head, limit), scope=repo)
 
 
-def _add_map_tools(mcp: MCPServer, service: CodeSearchService) -> None:
+def _add_map_tools(mcp: MCPServer, service: CodeSearchService, calls: ToolCalls) -> None:
     """search_symbols, search_files, neighbors, repo_overview: the code map of each serving build."""
+    run = functools.partial(_tool_call, calls=calls)
 
     @mcp.tool()
     async def search_symbols(
@@ -406,7 +417,7 @@ def _add_map_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         """Find functions, classes, methods by name: exact names first, then prefixes, substrings, word overlap.
         `cursor` returns the next `limit` hits."""
         call = service.search_symbols(query, repo, limit, controls=controls_of(exclude, kind, tests), cursor=cursor)
-        return await _tool_call("search_symbols", call)
+        return await run("search_symbols", call, scope=repo, query=query)
 
     @mcp.tool()
     async def search_files(
@@ -415,7 +426,7 @@ def _add_map_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         limit: Annotated[int, Field(ge=1, le=MAX_K)] = 8,
     ) -> FileSearchResult:
         """Find indexed files by path, each with the definitions it holds."""
-        return await _tool_call("search_files", service.search_files(query, repo, limit))
+        return await run("search_files", service.search_files(query, repo, limit), scope=repo, query=query)
 
     @mcp.tool()
     async def neighbors(
@@ -425,15 +436,17 @@ def _add_map_tools(mcp: MCPServer, service: CodeSearchService) -> None:
         count: Annotated[int, Field(ge=1, le=20, description="Chunks on each side.")] = 2,
     ) -> Neighbors:
         """The chunk at path:line and the chunks just above and below it in the same file."""
-        return await _tool_call("neighbors", service.neighbors(repo, path, line, count))
+        return await run("neighbors", service.neighbors(repo, path, line, count), scope=repo)
 
     @mcp.tool()
     async def repo_overview(repo: RepoArg = None) -> RepoOverview:
         """A repository's shape: files, languages, folders, main types, most referenced functions, README."""
-        return await _tool_call("repo_overview", service.repo_overview(repo))
+        return await run("repo_overview", service.repo_overview(repo), scope=repo)
 
 
-def _add_index_tools(mcp: MCPServer, indexes: IndexService) -> None:
+def _add_index_tools(mcp: MCPServer, indexes: IndexService, calls: ToolCalls) -> None:
+    run = functools.partial(_tool_call, calls=calls)
+
     @mcp.tool()
     async def index_repository(
         path: Annotated[str, Field(min_length=1, max_length=4096, description="Absolute path of the folder.")],
@@ -451,9 +464,8 @@ def _add_index_tools(mcp: MCPServer, indexes: IndexService) -> None:
         re-indexed on its own when it changes. A name another folder (or ref) has taken is refused. Returns
         the Ray job id and build id at once; with a progress token, reports files, chunks, rate, ETA and
         phase until the build is done. A second request while the index builds joins that build."""
-        report: BuildReport = await _tool_call(
-            "index_repository", indexes.index_repository(path, name, ref, full, confined=True)
-        )
+        call = indexes.index_repository(path, name, ref, full, confined=True)
+        report: BuildReport = await run("index_repository", call, scope=name)
         return await indexes.follow(report, ctx.report_progress) if _wants_progress(ctx) else report
 
     @mcp.tool()
@@ -464,7 +476,7 @@ def _add_index_tools(mcp: MCPServer, indexes: IndexService) -> None:
     ) -> BuildReport:
         """Re-index an index from the folder (and ref) it follows now (a folder inside the server's allowed
         roots); unchanged chunks keep their vectors."""
-        report: BuildReport = await _tool_call("refresh_index", indexes.refresh(name, full, confined=True))
+        report: BuildReport = await run("refresh_index", indexes.refresh(name, full, confined=True), scope=name)
         return await indexes.follow(report, ctx.report_progress) if _wants_progress(ctx) else report
 
     @mcp.tool()
@@ -473,4 +485,5 @@ def _add_index_tools(mcp: MCPServer, indexes: IndexService) -> None:
     ) -> RemovedIndex:
         """Remove an index whose folder lies inside the server's allowed roots: its searchable rows, its
         registration (no more syncing), a build in progress."""
-        return RemovedIndex(index=name, builds=await _tool_call("remove_index", indexes.remove(name, confined=True)))
+        builds = await run("remove_index", indexes.remove(name, confined=True), scope=name)
+        return RemovedIndex(index=name, builds=builds)

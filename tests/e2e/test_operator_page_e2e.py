@@ -267,9 +267,18 @@ def act_from_the_page(browser: Any, ops: Ops) -> None:
         capped = 'table[data-table=spend] tr[data-role="rlm"]'
         wait_for(browser, lambda d: field(d, capped, "cap") == "1.2500", what="the new cap on the page")
         assert ops.ok("GET", "/budget")["spend"]["roles"]["rlm"]["cap"] == 1.25
+
+        css(browser, "#refresh").click()  # each of the three actions is an audit line the page shows
+        wait_for(browser, lambda d: "PUT /admin/budget/caps" in audited(d), what="the cap's audit line")
+        assert {"POST /admin/openrouter", "POST /admin/gate/verify"} <= set(audited(browser))
     finally:
         ops.ok("POST", "/openrouter", {"policies": {"code-embedding": "aggregate"}})
         ops.call("PUT", "/budget/caps", {"caps": {"rlm": None}})
+
+
+def audited(browser: Any) -> list[str]:
+    """The actions of the audit lines the page shows."""
+    return [cell.text for cell in all_css(browser, 'table[data-table=audit] td[data-field="action"]')]
 
 
 def check_the_token_is_nowhere(browser: Any, ops: Ops, history: int) -> None:
@@ -383,7 +392,10 @@ def stub_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, S
     from cluster.settings import SamespaceSettings
     from serve_apps.admin import AdminApi, build_admin_asgi
 
-    settings = SamespaceSettings(admin={"token": TOKEN, "config_path": tmp_path_factory.mktemp("stub") / "c.json"})
+    stub_dir = tmp_path_factory.mktemp("stub")
+    settings = SamespaceSettings(
+        admin={"token": TOKEN, "config_path": stub_dir / "c.json"}, store={"data_dir": stub_dir / "data"}
+    )
     stub = StubAdmin()
     jobs = [StubJob("samespace-x", "FAILED", f"python -m jobs.reindex --name {shlex.quote(XSS)}", 1_700_000_000_000)]
     admin = build_admin_asgi(cast(AdminApi, stub), settings, jobs=lambda: jobs)

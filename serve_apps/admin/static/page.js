@@ -119,6 +119,7 @@
     ["indexes", "Indexes"],
     ["sidecars", "Sidecar fleet"],
     ["jobs", "Recent jobs"],
+    ["audit", "Audit log (latest 50)"],
   ];
 
   function put(id, ...nodes) {
@@ -543,6 +544,27 @@
     put("jobs", table("jobs", columns, rows, "no job submitted"));
   }
 
+  function renderAudit(data) {
+    const rows = (data.records || []).map((r) => ({
+      attrs: { "data-outcome": r.outcome },
+      cells: [
+        { text: show(r.time).replace("T", " ").slice(0, 19) + " UTC", field: "time" },
+        { text: r.subject, field: "subject" },
+        r.client_id,
+        r.kind,
+        r.surface,
+        { text: r.action, field: "action" },
+        { text: (r.indexes || []).join(", "), field: "indexes" },
+        { text: r.outcome, field: "outcome", cls: r.outcome === "ok" ? "ok" : "bad" },
+        { text: fixed(r.ms, 1), cls: "num" },
+        { text: fixed(r.credits, 4), field: "credits", cls: "num" },
+      ],
+    }));
+    const columns = ["Time", "Subject", "Client", "Kind", "Surface", "Action", "Indexes", "Outcome", "ms"];
+    columns.push("Credits");
+    put("audit", table("audit", columns, rows, "no call recorded"));
+  }
+
   // ---- loading -------------------------------------------------------------------------------
   async function load(ids, fetcher, render) {
     const gen = generation;
@@ -567,6 +589,7 @@
       load(["indexes"], () => call("GET", "indexes"), renderIndexes),
       load(["sidecars"], () => call("GET", "sidecars"), renderSidecars),
       load(["jobs"], () => call("GET", "jobs"), renderJobs),
+      load(["audit"], () => call("GET", "audit?limit=50"), renderAudit),
     ]);
     if (gen !== generation) return;
     status.dataset.state = "ready";

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayTaskError
 
+from cluster.auth import Principal, acting_as
 from serve_apps.mcp._calls import _tool_call, cluster_unavailable
 
 
@@ -23,7 +24,7 @@ async def _raise(exc: BaseException) -> None:
 async def test_an_actor_restarting_or_too_slow_is_a_named_retryable_tool_error(exc: Exception, name: str) -> None:
     from mcp.server.mcpserver.exceptions import ToolError
 
-    with pytest.raises(ToolError) as raised:
+    with acting_as(Principal.shared("local")), pytest.raises(ToolError) as raised:
         await _tool_call("search_code", _raise(exc))
     assert str(raised.value).startswith(name) and "retry in a few seconds" in str(raised.value)
     assert "IOError" not in str(raised.value)  # Ray's own message stays in the server's log

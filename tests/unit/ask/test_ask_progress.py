@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from cluster.ask.ask_progress import AskProgress, ProgressCallback
 from cluster.ask.pipeline import AskRequest, AskResult, AskTrace, Citation
+from cluster.auth import Principal, acting_as
 from cluster.errors import IndexNotFound
 from cluster.settings import SamespaceSettings
 from serve_apps.mcp._ask import AskService, ask_events
@@ -130,7 +131,8 @@ def mcp_call(client: TestClient, meta: dict[str, Any] | None) -> Any:
     if meta is not None:
         params["_meta"] = meta
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
-    return client.post("/mcp/", json=body, headers={"accept": "application/json, text/event-stream"})
+    with acting_as(Principal.shared("local")):  # the caller the HTTP guard sets (ANONYMOUS holds no scope)
+        return client.post("/mcp/", json=body, headers={"accept": "application/json, text/event-stream"})
 
 
 def test_ask_code_sends_each_step_as_a_progress_notification_to_a_caller_with_a_token() -> None:

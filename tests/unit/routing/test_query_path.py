@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from actors.dispatcher import CallerTagged
 from actors.query_path import DirectRoute, QueryPath
+from cluster.cloud import tagged
 from cluster.errors import NoProviderLeft
 from cluster.space import EncoderIdentity
 from tests.support.fakes.virtual_time import VirtualClock
@@ -19,9 +21,11 @@ class _Method:
     def __init__(self, fn: Any) -> None:
         self.fn = fn
         self.calls: list[tuple[Any, ...]] = []
+        self.keywords: list[dict[str, Any]] = []
 
-    def remote(self, *args: Any) -> Any:
+    def remote(self, *args: Any, **keywords: Any) -> Any:
         self.calls.append(args)
+        self.keywords.append(keywords)
 
         async def run() -> Any:
             return self.fn(*args)
@@ -100,3 +104,21 @@ async def test_whether_rerankers_serve_comes_with_the_route_and_is_asked_once_pe
     assert len(dispatcher.direct_query_route.calls) == 1
     clock.now += 2.5
     assert await path.rerankers() is False and len(dispatcher.direct_query_route.calls) == 2
+
+
+async def test_the_dispatchers_path_carries_the_callers_subject_and_tool_call() -> None:
+    path, dispatcher, _, _ = world(lambda embedder: None)
+    await path.encode_query("q", "proj")  # outside a tool call: nothing more than the project
+    with tagged("alice", "call-7"):
+        await path.encode_query("q", "proj")
+    assert dispatcher.encode_query.keywords == [{}, {"subject": "alice", "call_id": "call-7"}]
+
+
+async def test_a_lazy_dispatchers_cloud_calls_carry_the_caller_and_an_explicit_argument_wins() -> None:
+    rerank = _Method(lambda query, documents, project: ([1.0], "reranker"))
+    tagged_rerank = CallerTagged(rerank)
+    with tagged(None, "call-8"):
+        assert await tagged_rerank.remote("q", ["d"], "proj") == ([1.0], "reranker")
+        await tagged_rerank.remote("q", ["d"], "proj", call_id="mine")
+    assert rerank.keywords == [{"call_id": "call-8"}, {"call_id": "mine"}]
+    assert tagged_rerank.fn is rerank.fn  # everything else is the method's own
