@@ -24,7 +24,7 @@ from ray.actor import ActorHandle
 from actors.handles import find_actor, get_or_start
 from actors.index_actor import get_index_actor
 from cluster.config import ConfigStore, IndexOrigin, IndexRegistration
-from cluster.index import BuildState, IndexRecord
+from cluster.index import BuildState, IndexAcl, IndexRecord
 from cluster.naming import SYNC_ACTOR_NAME
 from cluster.settings import ALLOWED_ROOTS_ENV, SamespaceSettings
 from cluster.sync import BuildReport, IndexCaller, IndexManager
@@ -119,6 +119,7 @@ class SyncActor:
             roots=settings.index.allowed_roots,
             home=Path.home(),
             limits=settings.limits,
+            acl=IndexAcl(settings.index.acl, settings.limits),
         )
         self._period_s = settings.index.sync_period_s
         self._stop = threading.Event()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from cluster.auth import Principal
+from cluster.auth import Principal, Reader
 from cluster.config import IndexOrigin, IndexOwner, IndexRegistration
 from cluster.errors import AccessDenied, IndexRefused, LimitExceeded, PathRefused
 from cluster.index import IndexRecord
@@ -81,13 +81,18 @@ class IndexCaller(Strict):
 
     owner: IndexOwner | None = Field(default=None, description="The caller's own identity, when it has one.")
     admin: bool = Field(default=False, description="Whether it may manage any index (samespace:admin).")
+    reader: Reader | None = Field(
+        default=None,
+        description="Which indexes it may see (index.acl): one it may not read is refreshed or removed as an "
+        "unknown one; None: every index (the cluster itself, the admin API).",
+    )
 
     @classmethod
     def of(cls, principal: Principal) -> IndexCaller:
         """The caller a checked principal is: an OAuth caller owns what it registers; the shared
         identity of auth.mode none or token holds every scope, so it is an admin here."""
         owner = IndexOwner(subject=principal.subject, issuer=principal.issuer) if principal.kind == "oauth" else None
-        return cls(owner=owner, admin=principal.is_admin)
+        return cls(owner=owner, admin=principal.is_admin, reader=principal.reader())
 
     def may_change(self, owner: IndexOwner | None) -> bool:
         """Whether it may refresh, remove or re-point an index owned by `owner` (None: by nobody)."""

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
 from cluster.config import ConfigStore, IndexOrigin, IndexOwner, IndexRegistration
 from cluster.errors import IndexNotFound, IndexRefused, LimitExceeded, SamespaceError
-from cluster.index import BuildState, IndexRecord, new_build_id, validate_index_name
+from cluster.index import BuildState, IndexAcl, IndexRecord, new_build_id, validate_index_name
 from cluster.ingest import change_signature, resolve_commit
 from cluster.settings import LimitsSettings
 from cluster.sync.claims import (
@@ -90,6 +91,7 @@ class IndexManager:
         roots: Sequence[Path],
         home: Path,
         limits: LimitsSettings | None = None,
+        acl: IndexAcl | None = None,
         signature: Callable[[str, str | None], str] = folder_signature,
     ) -> None:
         self._jobs = jobs
@@ -99,6 +101,7 @@ class IndexManager:
         self._signature = signature
         self._confinement = Confinement(roots, home)
         self._limits = limits or LimitsSettings()
+        self._acl = acl or IndexAcl({}, self._limits)
         self._watch = SyncWatch(debounce_s)
         self._tickets: dict[str, list[BuildTicket]] = {}  # per index, oldest first: the last is the latest asked
         self._finished: set[str] = set()  # builds known to be over (their jobs are not asked again)
@@ -146,7 +149,7 @@ class IndexManager:
         """Reindex a registered (or already indexed) index from the folder and ref it follows. An MCP
         client's request (its owner's or an admin's, when it has one), or any build of an index an MCP
         client registered, is confined first."""
-        with self._lock:
+        with self._lock, self._seen_by(caller, name):
             registered = self.registrations()
             target = self._followed(name, registered)
             previous = registered.get(name)
@@ -163,7 +166,7 @@ class IndexManager:
         """Stop its running builds, forget its registration, drop the index; returns the dropped builds.
         An MCP client removes only an index whose folder lies inside the roots (and, when it has an
         owner, only its owner or an admin)."""
-        with self._lock:
+        with self._lock, self._seen_by(caller, name):
             registered = self.registrations()
             if origin is IndexOrigin.MCP:
                 target = self._followed(name, registered)
@@ -270,6 +273,20 @@ class IndexManager:
         self._watch.submitted(name)
         self._register(name, target, origin, owner, signature, now)
         return self._report(ticket)
+
+    @contextmanager
+    def _seen_by(self, caller: IndexCaller, name: str) -> Iterator[None]:
+        """Run a change of `name` as `caller` sees the indexes (index.acl): an index it may not read is
+        answered as an unknown one, and an unknown one names only the indexes it may read."""
+        reader = caller.reader
+        if reader is None:
+            yield
+            return
+        with self._acl.hiding(reader):
+            if not self._acl.may_read(reader, name):
+                known = set(self.registrations()) | {record.name for record in self._index.records()}
+                raise IndexNotFound(name, sorted(known))
+            yield
 
     def _followed(self, name: str, registered: dict[str, IndexRegistration]) -> Followed:
         """What the index follows; IndexNotFound (naming the known ones) when it is neither registered nor built."""

@@ -289,7 +289,7 @@ def test_the_index_service_tells_the_sync_actor_who_asks(tree: Tree) -> None:
         await service.remove("api", confined=False)
 
     asyncio.run(ask())
-    shared = IndexCaller(admin=True)
+    shared = IndexCaller(admin=True, reader=Principal.shared("local").reader())
     assert sync.calls == [
         ("refresh", ("api", False, MCP, shared)),
         ("remove", ("api", MCP, shared)),

@@ -226,3 +226,31 @@ def test_the_index_service_needs_the_index_scope_and_hands_the_caller_down(setup
     asyncio.run(service.refresh("api", True, confined=False))  # the admin API: its own token, any index
     asyncio.run(service.remove("api", confined=False))
     assert sync.calls == [("refresh", ("api", True, ADMIN, CLUSTER_CALLER)), ("remove", ("api", ADMIN, CLUSTER_CALLER))]
+
+
+def test_an_index_the_caller_may_not_read_is_refreshed_and_removed_as_an_unknown_one(tmp_path: Path) -> None:
+    from cluster.errors import IndexNotFound
+    from cluster.index import IndexAcl
+
+    setup = Setup(tmp_path)
+    m = setup.manager
+    m._acl = IndexAcl({"web": ["group:frontend"]}, LimitsSettings())  # the actor builds it from index.acl
+    m.request(setup.api, "api", origin=MCP, caller=CLUSTER_CALLER)
+    m.request(setup.web, "web", origin=MCP, caller=CLUSTER_CALLER)
+    setup.jobs.finish_all()
+    answers: dict[str, list[str]] = {}
+    for name in ("web", "nothing"):
+        for change in (
+            lambda: m.refresh(name, origin=MCP, caller=ALICE),
+            lambda: m.remove(name, origin=MCP, caller=ALICE),
+        ):
+            with pytest.raises(IndexNotFound) as refused:
+                change()
+            answers.setdefault(name, []).append(str(refused.value).replace(repr(name), "<name>"))
+    assert answers["web"] == answers["nothing"]
+    assert all("web" not in answer for answer in answers["web"]) and "api" in answers["web"][0]
+    assert "web" in setup.store.read_indexes()  # nothing was removed
+    frontend = IndexCaller.of(
+        Principal(kind="oauth", subject="erin", groups=frozenset({"frontend"}), scopes=INDEXING, issuer=ISSUER)
+    )
+    assert m.remove("web", origin=MCP, caller=frontend) is not None  # its readers still may
