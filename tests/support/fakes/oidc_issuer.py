@@ -298,8 +298,10 @@ class OidcIssuer:
         client = self.clients.get(client_id or "")
         if client is None or not hmac.compare_digest(client.client_secret, secret or ""):
             return 401, {"error": "invalid_client"}
-        asked = form.get("scope", "").split() or list(client.scopes)
-        if not set(asked) <= set(client.scopes):
+        # The scopes asked that the client holds (RFC 6749 §3.3: the server may grant less than asked, as
+        # Keycloak and Auth0 do; a client asks for every scope the resource's metadata lists).
+        asked = [scope for scope in form.get("scope", "").split() or client.scopes if scope in client.scopes]
+        if not asked:
             return 400, {"error": "invalid_scope"}
         token = self.mint(
             client.client_id,
