@@ -5,18 +5,55 @@ the bytes into a pydantic model with FastAPI's 422 (each error's location under 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TypeVar
 
 from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope
 
 from cluster.errors import LimitExceeded
 from cluster.settings import limit_name
 
-__all__ = ["parse_body", "read_capped_body"]
+__all__ = ["body_too_large", "buffer_body", "parse_body", "read_capped_body", "replay_body"]
 
 M = TypeVar("M", bound=BaseModel)
+
+
+async def buffer_body(scope: Scope, receive: Receive, limit: int) -> list[Message] | None:
+    """An ASGI request's messages up to the end of its body, for a middleware that reads the body before the
+    app does (`replay_body` hands them on); None past `limit` bytes, declared or read (the rest unread)."""
+    declared = Headers(raw=scope.get("headers") or []).get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        return None
+    buffered: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        buffered.append(message)
+        size += len(message.get("body", b""))
+        if size > limit:
+            return None
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return buffered
+
+
+def replay_body(buffered: list[Message], receive: Receive) -> Receive:
+    """A `receive` that gives the buffered messages again, then reads on (a disconnect, later)."""
+    pending: Iterator[Message] = iter(list(buffered))
+
+    async def replay() -> Message:
+        return next(pending, None) or await receive()
+
+    return replay
+
+
+def body_too_large() -> Response:
+    """What an ASGI middleware answers a body over its cap (the MCP endpoint's 413)."""
+    return Response(b'{"error": "request body too large"}', status_code=413, media_type="application/json")
 
 
 async def read_capped_body(request: Request, max_bytes: int, setting: str) -> bytes:

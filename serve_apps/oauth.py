@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,12 +36,13 @@ from pydantic import AnyHttpUrl
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Message, Receive, Scope
+from starlette.types import Receive, Scope
 
 from cluster.auth import AccessScope, Principal, TokenVerifier, scope_for_tool
 from cluster.errors import ConfigError, TokenRejected
 from cluster.settings import AuthMode, SamespaceSettings
 from serve_apps.auth import bearer_token
+from serve_apps.body_limits import body_too_large, buffer_body, replay_body
 
 __all__ = [
     "METADATA_PATH",
@@ -62,7 +63,6 @@ METADATA_PATH = "/.well-known/oauth-protected-resource"
 RESOURCE_NAME = "samespace"
 MAX_DESCRIPTION_CHARS = 200
 TOOLS_CALL = "tools/call"
-TOO_LARGE = b'{"error": "request body too large"}'  # the MCP endpoint's own answer (serve_apps/mcp/_progress_router.py)
 
 
 def oauth_verifier(settings: SamespaceSettings) -> TokenVerifier | None:
@@ -220,11 +220,11 @@ class OAuthGate:
         limit = self._rpc_limit(path) if scope["type"] == "http" and scope.get("method") == "POST" else None
         needs: tuple[AccessScope, ...] = (AccessScope.READ,)
         if limit is not None:
-            buffered = await _read_body(scope, receive, limit)
+            buffered = await buffer_body(scope, receive, limit)
             if buffered is None:
-                return Response(TOO_LARGE, status_code=413, media_type="application/json")
+                return body_too_large()
             needs = needed_scopes(b"".join(m.get("body", b"") for m in buffered))
-            receive = _replay(buffered, receive)
+            receive = replay_body(buffered, receive)
         missing = next((needed for needed in needs if not caller.has(needed)), None)
         if missing is not None:
             return self.insufficient(missing, root_path=root_path)
@@ -247,33 +247,6 @@ def _split_metadata_url(metadata_url: str) -> tuple[str, str]:
     host, _, path = rest.partition("/")
     suffix = ("/" + path).split(METADATA_PATH, 1)[-1]
     return f"{scheme}://{host}", suffix
-
-
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> list[Message] | None:
-    """The request's messages up to the end of its body, or None past `limit` bytes (the rest unread)."""
-    declared = Headers(scope=scope).get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > limit:
-        return None
-    buffered: list[Message] = []
-    size = 0
-    while True:
-        message = await receive()
-        buffered.append(message)
-        size += len(message.get("body", b""))
-        if size > limit:
-            return None
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            return buffered
-
-
-def _replay(buffered: list[Message], receive: Receive) -> Receive:
-    """A `receive` that gives the buffered messages again, then reads on (a disconnect, later)."""
-    pending: Iterator[Message] = iter(list(buffered))
-
-    async def replay() -> Message:
-        return next(pending, None) or await receive()
-
-    return replay
 
 
 def _printable(text: str) -> str:

@@ -51,7 +51,7 @@ MAX_AUDIT_READ = 1000  # records one read answers at most
 MAX_QUERY_CHARS = 4000  # a recorded query is cut here (the tools cap theirs lower)
 READ_BLOCK = 64 * 1024
 
-AuditKind = Literal["oauth", "token", "local"]
+AuditKind = Literal["oauth", "token", "local", "anonymous"]
 AuditSurface = Literal["mcp", "admin"]
 AuditOutcome = Literal["ok", "error", "denied", "quota", "failed"]
 

@@ -9,7 +9,9 @@ are capped here.
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from serve_apps.body_limits import body_too_large, buffer_body, replay_body
 
 MAX_BODY_BYTES = 1 << 20  # an MCP request of this service is a few KB; more is refused
 PROGRESS_MARKER = b'"progressToken"'
@@ -24,28 +26,10 @@ class ProgressRouter:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self._json_app(scope, receive, send)
             return
-        buffered: list[Message] = []
-        size = 0
-        while True:
-            message = await receive()
-            buffered.append(message)
-            size += len(message.get("body", b""))
-            if size > MAX_BODY_BYTES:
-                await _too_large(send)
-                return
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                break
+        buffered = await buffer_body(scope, receive, MAX_BODY_BYTES)
+        if buffered is None:
+            await body_too_large()(scope, receive, send)
+            return
         body = b"".join(m.get("body", b"") for m in buffered)
         app = self._sse_app if PROGRESS_MARKER in body else self._json_app
-
-        async def replay() -> Message:
-            return buffered.pop(0) if buffered else await receive()
-
-        await app(scope, replay, send)
-
-
-async def _too_large(send: Send) -> None:
-    body = b'{"error": "request body too large"}'
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 413, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+        await app(scope, replay_body(buffered, receive), send)

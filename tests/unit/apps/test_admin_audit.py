@@ -11,14 +11,24 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from cluster.auth import Principal, acting_as
-from cluster.errors import IndexNotFound
+from cluster.auth import Principal
+from cluster.errors import IndexNotFound, TokenRejected
 from cluster.settings import SamespaceSettings
 from serve_apps.admin import AdminApi, build_admin_asgi, replica_audit_log
 
 BASE = "http://127.0.0.1:8000"
 TOKEN = "admin-token-audit-unit"
+OPERATOR_TOKEN = "operator-access-token-7d2e"
 OPERATOR = Principal(kind="oauth", subject="ops-lead", client_id="console", scopes=frozenset({"samespace:admin"}))
+
+
+class OperatorVerifier:
+    """The issuer's verdicts, as a table: the operator's access token, nothing else."""
+
+    async def verify(self, token: str) -> Principal:
+        if token == OPERATOR_TOKEN:
+            return OPERATOR
+        raise TokenRejected("invalid signature")
 
 
 class FakeIndexes:
@@ -33,10 +43,12 @@ class FakeIndexes:
 @pytest.fixture
 def client(tmp_path: Path) -> TestClient:
     settings = SamespaceSettings(
-        admin={"token": TOKEN, "config_path": tmp_path / "config.json"}, store={"data_dir": tmp_path / "data"}
+        admin={"token": TOKEN, "config_path": tmp_path / "config.json"},
+        store={"data_dir": tmp_path / "data"},
+        auth={"mode": "oauth", "issuer": "https://idp.example/realms/team"},
     )
     indexes: Any = FakeIndexes()
-    app = build_admin_asgi(AdminApi(settings), settings, indexes, jobs=list)
+    app = build_admin_asgi(AdminApi(settings), settings, indexes, jobs=list, verifier=OperatorVerifier())
     return TestClient(app, base_url=BASE, root_path="/admin")
 
 
@@ -52,11 +64,10 @@ def records(client: TestClient, **query: str) -> list[dict[str, Any]]:
 
 
 def test_each_admin_action_is_one_line_with_the_acting_principal(client: TestClient, tmp_path: Path) -> None:
-    with acting_as(OPERATOR):
-        assert client.delete("/admin/indexes/shop", headers=bearer()).status_code == 200
-        assert client.delete("/admin/indexes/nope", headers=bearer()).status_code == 404
-        assert client.delete("/admin/indexes/shop", headers=bearer("wrong-token-xx")).status_code == 401
-        assert client.get("/admin/jobs", headers=bearer()).status_code == 200  # a read: not an action
+    assert client.delete("/admin/indexes/shop", headers=bearer(OPERATOR_TOKEN)).status_code == 200
+    assert client.delete("/admin/indexes/nope", headers=bearer(OPERATOR_TOKEN)).status_code == 404
+    assert client.delete("/admin/indexes/shop", headers=bearer("wrong-token-xx")).status_code == 401
+    assert client.get("/admin/jobs", headers=bearer(OPERATOR_TOKEN)).status_code == 200  # a read: not an action
     lines = records(client)
     assert [(r["action"], r["indexes"], r["outcome"]) for r in lines] == [
         ("DELETE /admin/indexes/{name}", ["nope"], "error"),
@@ -69,11 +80,10 @@ def test_each_admin_action_is_one_line_with_the_acting_principal(client: TestCli
 
 
 def test_the_audit_route_filters_and_needs_the_token(client: TestClient) -> None:
-    with acting_as(OPERATOR):
-        client.delete("/admin/indexes/shop", headers=bearer())
-    with acting_as(Principal.shared("token")):
-        client.delete("/admin/indexes/nope", headers=bearer())
-    assert [r["subject"] for r in records(client, subject="token")] == ["token"]
+    client.delete("/admin/indexes/shop", headers=bearer(OPERATOR_TOKEN))
+    client.delete("/admin/indexes/nope", headers=bearer())  # the admin token's caller
+    assert [r["subject"] for r in records(client, subject="admin-token")] == ["admin-token"]
+    assert [r["subject"] for r in records(client, subject="ops-lead")] == ["ops-lead"]
     assert [r["outcome"] for r in records(client, outcome="ok")] == ["ok"]
     assert [r["indexes"] for r in records(client, index="nope")] == [["nope"]]
     assert len(records(client, limit="1")) == 1

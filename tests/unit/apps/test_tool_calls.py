@@ -82,7 +82,7 @@ async def test_a_caller_without_the_tools_scope_is_refused_before_the_call_runs(
     (second, first) = lines(tool_calls)
     assert (first.subject, first.action, first.outcome) == ("alice", "index_repository", "denied")
     assert first.indexes == ["shop"]
-    assert (second.subject, second.kind, second.outcome) == (ANONYMOUS.subject, "local", "denied")
+    assert (second.subject, second.kind, second.outcome) == (ANONYMOUS.subject, "anonymous", "denied")
 
 
 async def test_an_oauth_caller_over_its_rate_gets_a_clear_error_and_another_keeps_calling(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from cluster.auth import ANONYMOUS, AccessScope, Principal, acting_as
 from cluster.config import ConfigStore, IndexOrigin, IndexOwner
-from cluster.errors import AccessDenied, IndexRefused
+from cluster.errors import AccessDenied, IndexNotFound, IndexRefused
+from cluster.index import IndexAcl
 from cluster.settings import LimitsSettings, SamespaceSettings
 from cluster.sync import CLUSTER_CALLER, IndexCaller, IndexManager
 from serve_apps.index_service import IndexService
@@ -38,7 +39,7 @@ ROOT_ADMIN = IndexCaller.of(oauth("carol", AccessScope.READ, AccessScope.ADMIN))
 
 
 class Setup:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, acl: IndexAcl | None = None) -> None:
         self.home = tmp_path / "home"
         root = self.home / "src"
         for folder in ("api", "web", "docs"):
@@ -60,6 +61,7 @@ class Setup:
             roots=[root],
             home=self.home,
             limits=LimitsSettings(),
+            acl=acl,
             signature=lambda folder, ref: self.signatures.get(folder, "s0"),
         )
 
@@ -229,23 +231,16 @@ def test_the_index_service_needs_the_index_scope_and_hands_the_caller_down(setup
 
 
 def test_an_index_the_caller_may_not_read_is_refreshed_and_removed_as_an_unknown_one(tmp_path: Path) -> None:
-    from cluster.errors import IndexNotFound
-    from cluster.index import IndexAcl
-
-    setup = Setup(tmp_path)
+    setup = Setup(tmp_path, IndexAcl({"web": ["group:frontend"]}, LimitsSettings()))  # as the actor, from index.acl
     m = setup.manager
-    m._acl = IndexAcl({"web": ["group:frontend"]}, LimitsSettings())  # the actor builds it from index.acl
     m.request(setup.api, "api", origin=MCP, caller=CLUSTER_CALLER)
     m.request(setup.web, "web", origin=MCP, caller=CLUSTER_CALLER)
     setup.jobs.finish_all()
     answers: dict[str, list[str]] = {}
     for name in ("web", "nothing"):
-        for change in (
-            lambda: m.refresh(name, origin=MCP, caller=ALICE),
-            lambda: m.remove(name, origin=MCP, caller=ALICE),
-        ):
+        for change in (m.refresh, m.remove):
             with pytest.raises(IndexNotFound) as refused:
-                change()
+                change(name, origin=MCP, caller=ALICE)
             answers.setdefault(name, []).append(str(refused.value).replace(repr(name), "<name>"))
     assert answers["web"] == answers["nothing"]
     assert all("web" not in answer for answer in answers["web"]) and "api" in answers["web"][0]
