@@ -18,6 +18,8 @@ Everything MCP is built inside each replica
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -32,7 +34,7 @@ from ray.serve import Application
 from cluster.ask.pipeline import AskRequest, AskResult
 from cluster.auth import TokenVerifier
 from cluster.config import ConfigStore
-from cluster.errors import ConfigError, LimitExceeded, original_error
+from cluster.errors import AccessDenied, ConfigError, LimitExceeded, QuotaExceeded, original_error
 from cluster.index import IndexAcl
 from cluster.search import CodeSearchService
 from cluster.settings import AuthMode, SamespaceSettings, load_settings
@@ -41,6 +43,7 @@ from serve_apps.body_limits import parse_body, read_capped_body
 from serve_apps.http_guard import HttpGuard
 from serve_apps.index_service import IndexService
 from serve_apps.mcp._ask import AskService, ask_events
+from serve_apps.mcp._calls import ToolCalls, audited_call
 from serve_apps.mcp._progress_router import MAX_BODY_BYTES, ProgressRouter
 from serve_apps.mcp._resources import ResourceFeed
 from serve_apps.mcp._sidecar_routes import REPLICA_MAX_ONGOING_REQUESTS, SIDECAR_ROUTE, add_sidecar_routes
@@ -49,6 +52,7 @@ from serve_apps.oauth import OAuthGate, metadata_paths, metadata_routes, oauth_v
 
 MCP_ROUTE = "/mcp"
 ASK_ROUTE = "/rlm/ask"
+ASK_ACTION = "POST /rlm/ask"  # its audit lines' action
 EVENT_STREAM = "text/event-stream"
 ADMIN_ROUTE = "/admin"
 HEALTH_ROUTE = "/healthz"
@@ -71,7 +75,10 @@ def build_asgi_app(
     # the replica's subscriptions: one bus and one status watch for both servers; each stream hears only
     # of the indexes its caller may read
     feed = ResourceFeed(service, acl=IndexAcl(settings.index.acl, settings.limits))
-    servers = [build_mcp_server(service, asker, indexes, feed) for _ in range(2)]  # JSON replies; SSE for progress
+    calls = ToolCalls.for_replica(settings)  # scope, quota and audit of every tool call and of /rlm/ask
+    servers = [  # JSON replies; SSE for progress
+        build_mcp_server(service, asker, indexes, feed, calls=calls) for _ in range(2)
+    ]
     json_app, sse_app = (
         server.streamable_http_app(
             streamable_http_path="/", stateless_http=True, json_response=json, transport_security=security
@@ -98,16 +105,27 @@ def build_asgi_app(
         """The same ask as the MCP tool `ask_code`, over plain HTTP (an `AskRequest` body: 422 names a
         bad field; read as a capped stream, 413 past `limits.max_ask_body_bytes`; 422 for a `repo` over
         the glob caps). With `Accept: text/event-stream`: server-sent events, `progress` as the steps
-        happen, then one `result` (or `error`)."""
+        happen, then one `result` (or `error`). Like a tool call it is the caller's (`audited_call`: the
+        read scope, the caller's rate, one audit line): 403 without the scope, 429 over the rate (an
+        `error` event on a stream)."""
         body = await read_capped_body(http, settings.limits.max_ask_body_bytes, "max_ask_body_bytes")
         request = parse_body(AskRequest, body)
+        audited = functools.partial(audited_call, ASK_ACTION, calls=calls, scope=request.repo, query=request.question)
         if EVENT_STREAM in http.headers.get("accept", ""):
             headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-            return StreamingResponse(ask_events(asker, request), media_type=EVENT_STREAM, headers=headers)
+            events = ask_events(asker, request, audited)
+            return StreamingResponse(events, media_type=EVENT_STREAM, headers=headers)
         try:
-            return await asker.ask(request)
+            answer: AskResult = await audited(asker.ask(request))
         except LimitExceeded as exc:
             raise HTTPException(422, str(original_error(exc))) from exc
+        except AccessDenied as exc:
+            raise HTTPException(403, str(original_error(exc))) from exc
+        except QuotaExceeded as exc:
+            refusal = original_error(exc)
+            retry = {"Retry-After": str(math.ceil(refusal.retry_after_s))} if isinstance(refusal, QuotaExceeded) else {}
+            raise HTTPException(429, str(refusal), headers=retry) from exc
+        return answer
 
     if fleet is not None:
         add_sidecar_routes(api, settings, fleet)

@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from actors.metrics import record_ask
@@ -219,15 +219,21 @@ def sse_event(event: str, data: str) -> str:
     return f"event: {event}\ndata: {data}\n\n"
 
 
-async def ask_events(asker: AskService, request: AskRequest) -> AsyncIterator[str]:
+async def ask_events(
+    asker: AskService,
+    request: AskRequest,
+    run: Callable[[Awaitable[AskResult]], Coroutine[Any, Any, AskResult]] | None = None,
+) -> AsyncIterator[str]:
     """The ask as server-sent events: `progress` events (AskProgress JSON) as the steps happen, then one
-    `result` (AskResult JSON) or one `error`, then the end. A client that goes away cancels the ask."""
+    `result` (AskResult JSON) or one `error`, then the end. A client that goes away cancels the ask.
+    `run` wraps the ask (the caller's checks and audit line: `_calls.audited_call`)."""
     queue: asyncio.Queue[AskProgress | None] = asyncio.Queue()
 
     async def on_progress(event: AskProgress) -> None:
         queue.put_nowait(event)
 
-    task = asyncio.create_task(asker.ask(request, on_progress))
+    ask = asker.ask(request, on_progress)
+    task = asyncio.create_task(run(ask) if run is not None else ask)
     task.add_done_callback(lambda _: queue.put_nowait(None))  # after every event the ask emitted
     try:
         while True:

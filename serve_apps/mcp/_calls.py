@@ -211,12 +211,31 @@ async def _tool_call(
     scope: str | None = None,
     query: str | None = None,
 ) -> Any:
+    """`audited_call`, with a samespace error as the tool's error message (an actor's error by its cause:
+    no remote traceback reaches the client)."""
+    try:
+        return await audited_call(tool, call, calls, scope=scope, query=query)
+    except ToolError:
+        raise
+    except SamespaceError as exc:
+        raise ToolError(str(original_error(exc))) from exc
+    except RayError as exc:  # an actor restarting, gone or too slow: a named error, never a traceback
+        raise ToolError(cluster_unavailable(exc)) from exc
+
+
+async def audited_call(
+    tool: str,
+    call: Awaitable[Any],
+    calls: ToolCalls | None = None,
+    *,
+    scope: str | None = None,
+    query: str | None = None,
+) -> Any:
     """Await a service call as the current caller (`cluster.auth.current_principal()`), who must hold
-    the tool's scope and, under OAuth, be within its rate (`calls.admit`); a samespace error becomes the
-    tool's error message (an actor's error by its cause: no remote traceback reaches the client). Counted
-    and timed per tool (actors/metrics.py), and written to the audit log (`scope`: the index the call
-    names; `query`: its text, kept only under audit.include_queries). Cloud requests made for the call
-    carry its subject and id (cluster/cloud/request_tag.py)."""
+    the tool's scope and, under OAuth, be within its rate (`calls.admit`: AccessDenied, QuotaExceeded).
+    Counted and timed per tool (actors/metrics.py), and written to the audit log (`scope`: the index the
+    call names; `query`: its text, kept only under audit.include_queries). Cloud requests made for the
+    call carry its subject and id (cluster/cloud/request_tag.py). Errors are raised as they come."""
     from actors.metrics import record_tool
 
     calls = calls if calls is not None else SCOPE_ONLY
@@ -232,11 +251,7 @@ async def _tool_call(
         return audited.result
     except (SamespaceError, ToolError) as exc:
         audited.outcome = _outcome_of(exc)
-        if isinstance(exc, ToolError):
-            raise
-        raise ToolError(str(original_error(exc))) from exc
-    except RayError as exc:  # an actor restarting, gone or too slow: a named error, never a traceback
-        raise ToolError(cluster_unavailable(exc)) from exc
+        raise
     finally:
         if not audited.ran and inspect.iscoroutine(call):
             call.close()  # refused before it ran

@@ -105,7 +105,7 @@ def team(ray_cluster: RayCluster, mcp_server: McpServer, tmp_path_factory: pytes
                 "groups": {"everything": ["*"]},
                 "allowed_roots": [str(root)],
             },
-            quotas={"subjects": {"greedy": {"requests_per_minute": 3}}},
+            quotas={"subjects": {"greedy": {"requests_per_minute": 3}, "hasty": {"requests_per_minute": 2}}},
         )
         for name in (ALPHA, BETA):
             run_reindex(settings, root / name, name, emit=lambda line: None)
@@ -341,3 +341,26 @@ async def test_the_audit_names_every_caller_and_never_the_query(team: Team) -> N
     assert admin.status_code == 200, admin.text
     records = admin.json()["records"] if isinstance(admin.json(), dict) else admin.json()
     assert records and {record["subject"] for record in records} == {"bob"}
+
+
+async def test_the_http_ask_is_held_to_the_callers_reach_rate_and_audit(team: Team) -> None:
+    token = team.token("hasty", "team-a").get_secret_value()
+    async with httpx.AsyncClient(timeout=300) as http:
+        answers = [
+            await http.post(
+                f"{team.base}{ROUTE}/rlm/ask",
+                json={"question": "what does main_flow call?", "deep": False},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            for _ in range(3)
+        ]
+    assert [answer.status_code for answer in answers] == [200, 200, 429], answers[-1].text
+    assert all(revealed(answer.text) == [] for answer in answers[:2])  # the reader's indexes only
+    assert "quotas.requests_per_minute" in answers[2].text and int(answers[2].headers["retry-after"]) >= 1
+    log = Path(team.settings.store.data_dir) / "audit.jsonl"
+    asked = [json.loads(line) for line in log.read_text().splitlines() if '"hasty"' in line]
+    assert [(line["action"], line["outcome"]) for line in asked] == [
+        ("POST /rlm/ask", "ok"),
+        ("POST /rlm/ask", "ok"),
+        ("POST /rlm/ask", "quota"),
+    ]
