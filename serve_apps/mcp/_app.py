@@ -75,7 +75,9 @@ def build_asgi_app(
     # the replica's subscriptions: one bus and one status watch for both servers; each stream hears only
     # of the indexes its caller may read
     feed = ResourceFeed(service, acl=IndexAcl(settings.index.acl, settings.limits))
-    calls = ToolCalls.for_replica(settings)  # scope, quota and audit of every tool call and of /rlm/ask
+    # scope, quota and audit of every tool call and of /rlm/ask: the replica's (an app without the Ray
+    # asker, in unit tests, checks the scope alone, as build_mcp_server does)
+    calls = ToolCalls.for_replica(settings) if isinstance(asker, AskService) else ToolCalls()
     servers = [  # JSON replies; SSE for progress
         build_mcp_server(service, asker, indexes, feed, calls=calls) for _ in range(2)
     ]
@@ -99,6 +101,35 @@ def build_asgi_app(
     @api.get(HEALTH_ROUTE)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    _add_ask_route(api, asker, settings, calls)
+
+    if fleet is not None:
+        add_sidecar_routes(api, settings, fleet)
+    api.mount(MCP_ROUTE, mcp_asgi)
+    if admin is not None:
+        api.mount(ADMIN_ROUTE, admin)
+    mode, oauth = settings.auth_mode, None
+    if mode is AuthMode.OAUTH:
+        if verifier is None:
+            raise ConfigError("auth.mode", "oauth needs a token verifier (cluster.auth.JwtVerifier)")
+        oauth = OAuthGate.for_settings(verifier, settings, rpc_routes={MCP_ROUTE: MAX_BODY_BYTES})
+        api.router.routes.extend(metadata_routes(settings, MCP_ROUTE))
+    api.add_middleware(
+        HttpGuard,
+        allowed_hosts=settings.serve.allowed_hosts,
+        token=settings.serve.expected_token() if mode is AuthMode.TOKEN else None,
+        oauth=oauth,
+        # The metadata's paths need no token in any mode (404 but under oauth).
+        open_paths=(HEALTH_ROUTE, *metadata_paths(settings.resource_url, MCP_ROUTE)),
+        machine_prefixes=(SIDECAR_ROUTE,),
+        own_token_prefixes=(ADMIN_ROUTE,) if admin is not None else (),
+    )
+    return api
+
+
+def _add_ask_route(api: FastAPI, asker: AskService, settings: SamespaceSettings, calls: ToolCalls) -> None:
+    """`POST /rlm/ask`: the ask over plain HTTP, held to the caller's scope, rate and audit as a tool call."""
 
     @api.post(ASK_ROUTE, response_model=AskResult)
     async def rlm_ask(http: Request) -> AskResult | StreamingResponse:
@@ -126,29 +157,6 @@ def build_asgi_app(
             retry = {"Retry-After": str(math.ceil(refusal.retry_after_s))} if isinstance(refusal, QuotaExceeded) else {}
             raise HTTPException(429, str(refusal), headers=retry) from exc
         return answer
-
-    if fleet is not None:
-        add_sidecar_routes(api, settings, fleet)
-    api.mount(MCP_ROUTE, mcp_asgi)
-    if admin is not None:
-        api.mount(ADMIN_ROUTE, admin)
-    mode, oauth = settings.auth_mode, None
-    if mode is AuthMode.OAUTH:
-        if verifier is None:
-            raise ConfigError("auth.mode", "oauth needs a token verifier (cluster.auth.JwtVerifier)")
-        oauth = OAuthGate.for_settings(verifier, settings, rpc_routes={MCP_ROUTE: MAX_BODY_BYTES})
-        api.router.routes.extend(metadata_routes(settings, MCP_ROUTE))
-    api.add_middleware(
-        HttpGuard,
-        allowed_hosts=settings.serve.allowed_hosts,
-        token=settings.serve.expected_token() if mode is AuthMode.TOKEN else None,
-        oauth=oauth,
-        # The metadata's paths need no token in any mode (404 but under oauth).
-        open_paths=(HEALTH_ROUTE, *metadata_paths(settings.resource_url, MCP_ROUTE)),
-        machine_prefixes=(SIDECAR_ROUTE,),
-        own_token_prefixes=(ADMIN_ROUTE,) if admin is not None else (),
-    )
-    return api
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0.1}, max_ongoing_requests=REPLICA_MAX_ONGOING_REQUESTS)
