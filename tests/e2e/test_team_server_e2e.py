@@ -169,8 +169,9 @@ async def test_a_group_reader_never_sees_another_groups_index(team: Team, tool: 
             arguments = over_all if scope is None else {**over_all, "repo": scope}
             _, seen_by_a = await team.call("a", tool, arguments)
             assert revealed(seen_by_a) == [], (tool, scope, seen_by_a[:2000])
-            _, seen_by_b = await team.call("b", tool, arguments)
-            assert revealed(seen_by_b), (tool, scope, "the check can fail: beta's own reader sees it")
+            if scope is None:  # the check can fail: beta's own reader sees it through the same call
+                _, seen_by_b = await team.call("b", tool, arguments)
+                assert revealed(seen_by_b), (tool, scope, seen_by_b[:1000])
     hidden_error, hidden = await team.call("a", tool, {**named, "repo": BETA})
     unknown_error, unknown = await team.call("a", tool, {**named, "repo": NOSUCH})
     assert hidden_error == unknown_error
