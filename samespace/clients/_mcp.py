@@ -20,13 +20,13 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.types import CallToolResult
-from pydantic import SecretStr
+from pydantic import AnyHttpUrl, SecretStr
 
 from cluster.auth import AccessScope
 from cluster.settings import AuthMode, SamespaceSettings, ServeSettings, load_settings
@@ -110,11 +110,9 @@ def client_config(url: str, *, token_required: bool = False, token_env: str = TO
 
 
 def metadata_url(resource: str) -> str:
-    """The resource's protected-resource metadata (RFC 9728 §3.1: the well-known path between the host
-    and the resource's path): http://h/mcp -> http://h/.well-known/oauth-protected-resource/mcp."""
-    parts = urlsplit(resource)
-    path = "/.well-known/oauth-protected-resource" + parts.path.rstrip("/")
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    """The resource's protected-resource metadata, as the server names it in its 401 (RFC 9728 §3.1,
+    the MCP SDK's `build_resource_metadata_url`): http://h/mcp -> http://h/.well-known/oauth-protected-resource/mcp."""
+    return str(build_resource_metadata_url(AnyHttpUrl(resource)))
 
 
 def oauth_advice(settings: SamespaceSettings) -> list[str]:
