@@ -11,10 +11,25 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 __all__ = [
     "AGENT_ID_HEADER",
+    "OPENROUTER_SOURCE",
+    "VIRTUAL_CONTAINER_MARK",
+    "VIRTUAL_ROLE_LABELS",
+    "Action",
+    "ConfigPayload",
+    "ContainersCommand",
+    "ContainersResult",
+    "KeyInfoCommand",
+    "OpenRouterConfig",
+    "VirtualContainerRow",
+    "VirtualEmbedCommand",
+    "VirtualRerankCommand",
+    "VirtualUsage",
+    "key_config_frame",
+    "virtual_container_name",
     "CREDENTIAL_HEADER",
     "INBOUND_TYPES",
     "MAX_CONTAINERS",
@@ -179,8 +194,17 @@ def result_frame(command_id: Any, fields: dict[str, Any]) -> dict[str, Any]:
     return {"type": FrameType.RESULT.value, "id": command_id, **fields}
 
 
-def error_result(command_id: Any, message: str) -> dict[str, Any]:
-    return {"type": FrameType.RESULT.value, "id": command_id, "error": message}
+def error_result(
+    command_id: Any, message: str, *, status: int | None = None, retry_after_s: float | None = None
+) -> dict[str, Any]:
+    """A failed command. A virtual container's upstream failure carries OpenRouter's HTTP `status`
+    (429: rate limited) and its `Retry-After` in seconds, so that the master's budget hears them."""
+    frame: dict[str, Any] = {"type": FrameType.RESULT.value, "id": command_id, "error": message}
+    if status is not None:
+        frame["status"] = status
+    if retry_after_s is not None:
+        frame["retryAfterS"] = retry_after_s
+    return frame
 
 
 def ok_result(command_id: Any) -> dict[str, Any]:
@@ -242,6 +266,128 @@ class ChatCommand(_Command):
 
 class ModelsCommand(_Command):
     pass
+
+
+# --- virtual containers: a role a sidecar serves through OpenRouter (`<PCName>-OR-<Role>`) ---------
+#
+# A sidecar started with `--serve code-embedding=openrouter:<model>@<upstream>` hosts a virtual
+# container: a cloud provider of the master, named `<PCName>-OR-<Role>`. The master discovers it with
+# a `containers` command (request/response over the sidecar's link, never from heartbeats: the
+# heartbeat stays trimmed and carries no data on virtual containers). Every `virtual-embed` and
+# `virtual-rerank` command carries the `permit` the master took from its key-wide budget before
+# sending it; the sidecar calls OpenRouter only for a command that carries one, and reports each
+# answer's `usage` back for the spend caps. The key reaches the sidecar in a `config` frame
+# (`ConfigPayload.openrouter.apiKey`), per master: a key pushed by one master serves only its commands.
+
+
+class Action(StrEnum):
+    """A command's `action`."""
+
+    EMBED = "embed"
+    RERANK = "rerank"
+    CHAT = "chat"
+    MODELS = "models"
+    CONTAINERS = "containers"
+    VIRTUAL_EMBED = "virtual-embed"
+    VIRTUAL_RERANK = "virtual-rerank"
+    VIRTUAL_KEY_INFO = "virtual-key-info"
+
+
+VIRTUAL_CONTAINER_MARK = "-OR-"
+# The roles a virtual container may serve, and the label its name carries (the peer's ROLE_LABEL).
+VIRTUAL_ROLE_LABELS = {"embedding": "Embedding", "code-embedding": "CodeEmbedding", "reranker": "Reranker"}
+OPENROUTER_SOURCE = "openrouter"
+
+
+def virtual_container_name(hostname: str, role: str) -> str:
+    """`<PCName>-OR-<Role>`: the host name without a trailing `.local` (any case), e.g. 'ws17-OR-CodeEmbedding'."""
+    pc = hostname[: -len(".local")] if hostname.lower().endswith(".local") else hostname
+    return f"{pc}{VIRTUAL_CONTAINER_MARK}{VIRTUAL_ROLE_LABELS[role]}"
+
+
+class _PermittedCommand(_Command):
+    model: str | None = None
+    permit: str = Field(min_length=1, max_length=200, description="The master's budget permit for this call.")
+
+
+class VirtualEmbedCommand(_PermittedCommand):
+    """`virtual-embed` → {source, embeddings (base64 float32 LE rows), dims, model, provider, usage}."""
+
+    texts: list[str] = Field(min_length=1)
+
+
+class VirtualRerankCommand(_PermittedCommand):
+    """`virtual-rerank` → {source, results: [{index, relevance_score}], model, usage}."""
+
+    query: str
+    documents: list[str] = Field(min_length=1)
+    top_n: int | None = Field(default=None, ge=1, alias="topN")
+
+
+class KeyInfoCommand(BaseModel):
+    """`virtual-key-info` → {response: GET /key's body} (the key's limits, never the key)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, hide_input_in_errors=True)
+
+
+class ContainersCommand(BaseModel):
+    """`containers` → ContainersResult: this master's virtual containers on the sidecar (discovery)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, hide_input_in_errors=True)
+
+
+class VirtualUsage(_Wire):
+    """What one OpenRouter answer cost, as the sidecar read it from the response's `usage`."""
+
+    prompt_tokens: int = Field(default=0, ge=0, alias="promptTokens")
+    completion_tokens: int = Field(default=0, ge=0, alias="completionTokens")
+    total_tokens: int = Field(default=0, ge=0, alias="totalTokens")
+    cost: float | None = Field(default=None, ge=0, description="Credits, when OpenRouter reported them.")
+
+
+class VirtualContainerRow(_Wire):
+    """One virtual container as the `containers` command reports it, for the master that asked."""
+
+    name: str = Field(min_length=1, max_length=255)
+    role: str = Field(min_length=1, max_length=64)
+    model: str = Field(min_length=1, max_length=255)
+    provider: str | None = Field(default=None, max_length=255, description="The pinned upstream, if any.")
+    dims: int | None = Field(default=None, ge=1)
+    state: str = Field(default="ready", max_length=64, description="'ready' | 'no-key' | 'failing'.")
+    key_held: bool = Field(default=False, alias="keyHeld")
+    served: int = Field(default=0, ge=0)
+    failures: int = Field(default=0, ge=0)
+    last_error: str | None = Field(default=None, max_length=500, alias="lastError")
+    upstream_calls: int = Field(
+        default=0, ge=0, alias="upstreamCalls", description="Requests sent to OpenRouter for this master."
+    )
+    permits_used: int = Field(default=0, ge=0, alias="permitsUsed", description="Commands served under a permit.")
+
+
+class ContainersResult(_Wire):
+    virtual_containers: list[VirtualContainerRow] = Field(
+        default_factory=list, alias="virtualContainers", max_length=MAX_CONTAINERS
+    )
+
+
+class OpenRouterConfig(_Wire):
+    """`config` payload `openrouter`: the key (held in memory, for this master only) and which of the
+    sidecar's virtual containers take it (None: all of them)."""
+
+    api_key: SecretStr | None = Field(default=None, alias="apiKey", repr=False)
+    containers: list[str] | None = Field(default=None, max_length=MAX_CONTAINERS)
+
+
+class ConfigPayload(_Wire):
+    openrouter: OpenRouterConfig | None = None
+
+
+def key_config_frame(config_id: str, key: SecretStr, containers: list[str] | None = None) -> dict[str, Any]:
+    """The one frame that carries the key to a sidecar. Built at the moment of sending; never logged."""
+    openrouter: dict[str, Any] = {"apiKey": key.get_secret_value()}
+    if containers is not None:
+        openrouter["containers"] = list(containers)
+    return config_frame(config_id, {"openrouter": openrouter})
 
 
 def describe_invalid(exc: ValidationError) -> str:
