@@ -42,9 +42,9 @@ def test_parse_serve_and_urls() -> None:
     with pytest.raises(ValueError, match="lowercase slug"):
         ServeSpec(role="code-embedding\n", base_url="http://127.0.0.1:9201/v1")  # `$` matched before a newline
     settings = make_settings("https://master.example:8443/api/", ["a=http://127.0.0.1:1/v1"])
-    assert settings.ws_url == "wss://master.example:8443/api/sidecar"
-    assert settings.http_url("poll") == "https://master.example:8443/api/sidecar/poll"
-    assert make_settings("http://m:80", ["a=http://x/v1"]).ws_url == "ws://m:80/sidecar"
+    assert settings.masters[0].ws_url == "wss://master.example:8443/api/sidecar"
+    assert settings.masters[0].http_url("poll") == "https://master.example:8443/api/sidecar/poll"
+    assert make_settings("http://m:80", ["a=http://x/v1"]).masters[0].ws_url == "ws://m:80/sidecar"
 
 
 def test_cli_rejects_bad_options_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
