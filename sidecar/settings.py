@@ -250,10 +250,12 @@ class SidecarSettings(_Strict):
         if "serves" not in info.data:
             return value  # `serves` failed: that error is the one to report
         local: tuple[ServeSpec, ...] = info.data["serves"]
-        roles = [s.role for s in local] + [v.role for v in value]
-        if not roles:
+        if not local and not value:
             raise ValueError("at least one ROLE=BASE_URL or ROLE=openrouter:MODEL is required")
-        duplicates = sorted({r for r in roles if roles.count(r) > 1})
-        if duplicates:
-            raise ValueError(f"each role may be served once; repeated: {', '.join(duplicates)}")
+        # A role may be served once locally and once through OpenRouter: their commands differ
+        # (`embed` vs `virtual-embed`) and so do their containers (ss-<role> vs <PCName>-OR-<Role>).
+        for roles in ([s.role for s in local], [v.role for v in value]):
+            duplicates = sorted({r for r in roles if roles.count(r) > 1})
+            if duplicates:
+                raise ValueError(f"each role may be served once; repeated: {', '.join(duplicates)}")
         return value

@@ -22,9 +22,9 @@ from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
-import httpx
 from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -256,8 +256,9 @@ class WsMaster:
 class HttpMaster:
     """The HTTP fallback endpoints under /pfx/sidecar/ (uvicorn with ws='none': a handshake gets 404)."""
 
-    def __init__(self, token: str = TOKEN) -> None:
+    def __init__(self, token: str = TOKEN, *, agent_id: str = ISSUED_ID) -> None:
         self.token = token
+        self.agent_id = agent_id
         self.requests: list[tuple[str, str, dict[str, Any]]] = []  # (endpoint, raw headers, body)
         self.ws_attempts = 0
         self.known: set[str] = set()
@@ -277,7 +278,8 @@ class HttpMaster:
         self.url = f"{self.server.url}{PREFIX}"
 
     def queue(self, command: dict[str, Any], *, via: str = "poll") -> None:
-        """Hand `command` out in the next poll answer, or (via='heartbeat') the next heartbeat answer."""
+        """Hand `command` (or a `config` frame) out in the next poll answer, or (via='heartbeat') the next
+        heartbeat answer."""
         with self._lock:
             (self._heartbeat_commands if via == "heartbeat" else self._commands).append(command)
 
@@ -287,6 +289,12 @@ class HttpMaster:
 
     def count(self, endpoint: str) -> int:
         return sum(1 for e, _, _ in self.requests if e == endpoint)
+
+    async def result(self, command_id: str, timeout_s: float = 5.0) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            return next((r for r in self.results if r.get("id") == command_id), None)
+
+        return await wait_until(found, timeout_s, f"result {command_id}")
 
     def _take(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -312,9 +320,10 @@ class HttpMaster:
             self.known.add(body["agentUrl"])
             self.registrations += 1
             self.credential = f"cred-http-{self.registrations}"
-            return JSONResponse({"type": "registered", "ok": True, "agentId": ISSUED_ID, "credential": self.credential})
+            answer = {"type": "registered", "ok": True, "agentId": self.agent_id, "credential": self.credential}
+            return JSONResponse(answer)
         if (request.headers.get("x-sidecar-agent"), request.headers.get("x-sidecar-credential")) != (
-            ISSUED_ID,
+            self.agent_id,
             self.credential,
         ):
             return JSONResponse({"type": "error", "message": "agent credential missing or wrong"}, status_code=403)
