@@ -1,6 +1,7 @@
 """One sidecar, several masters: a session per master with its own identity and fleet token (one over
 WebSocket, one over the HTTP fallback), a key pushed by one master serving only that master's
-commands, and a master that is slow or gone never stalling the other.
+commands (the key's frame over either transport), and a master that is slow or gone never stalling
+the other.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ async def test_each_master_has_its_own_session_identity_and_token(upstream: Fake
     http.server.start()
     settings = make_settings(
         None,
-        [embed_serve(upstream)],
+        [embed_serve(upstream), or_serve()],
         masters=[(ws.url, TOKEN), (http.url, TOKEN_B)],
         transport=TransportMode.AUTO,
         ws_retry_s=30.0,
@@ -76,6 +77,12 @@ async def test_each_master_has_its_own_session_identity_and_token(upstream: Fake
             await ws.send({"type": "command", "id": "w1", "action": "models", "role": "code-embedding"})
             assert "data" in (await http.result("h1"))["response"]
             assert "data" in (await ws.result("w1"))["response"]
+            http.queue(key_config_frame("k1", SecretStr(OR_KEY_B)))  # the key's frame over the HTTP fallback
+            assert await http.result("k1") == {"type": "result", "id": "k1", "ok": True}
+            http.queue({"type": "command", "id": "h2", "action": "containers"})
+            await ws.send({"type": "command", "id": "w2", "action": "containers"})
+            assert (await http.result("h2"))["virtualContainers"][0]["keyHeld"] is True
+            assert (await ws.result("w2"))["virtualContainers"][0]["keyHeld"] is False  # the other master's
             by_master = {agent.master.url: agent for agent in sidecar.agents}
             assert by_master[ws.url].agent_id == "id-of-ws" and by_master[http.url].agent_id == "id-of-http"
             assert [a.registrations for a in sidecar.agents] == [1, 1] and sleep.delays == []
