@@ -214,8 +214,12 @@ class Agent:
         return reply
 
     async def _dispatch(self, command_id: str | int, action: str, role: str, frame: dict[str, Any]) -> dict[str, Any]:
-        if action in VIRTUAL_ACTIONS:
-            return await self.workstation.virtual.execute(self.master.url, command_id, action, frame)
+        if action in VIRTUAL_ACTIONS:  # a virtual container's (its refusals and failures are results too)
+            try:
+                return await self.workstation.virtual.execute(self.master.url, command_id, action, frame)
+            except Exception:
+                logger.exception("command %s (%s) failed inside the sidecar", command_id, action)
+                return error_result(command_id, "sidecar internal error")
         run_action = ACTIONS.get(action)
         if run_action is None:
             known = ", ".join([*ACTIONS, *sorted(VIRTUAL_ACTIONS)])

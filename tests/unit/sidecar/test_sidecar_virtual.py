@@ -8,11 +8,14 @@ usage, 429 with Retry-After, and the key never leaving the sidecar.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
 
+from sidecar.openrouter import parse_retry_after
 from sidecar.wire import ConfigPayload, ContainersResult, key_config_frame
 from tests.support.fakes.openrouter_fake import RetryAfterFormat, UpstreamBehaviour
 from tests.support.sidecar_agents import (
@@ -256,6 +259,16 @@ async def test_a_429_is_an_error_result_with_status_and_retry_after(
         1,
     )
     assert row["lastError"] == result["error"]
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert parse_retry_after("7", now=now) == 7.0 and parse_retry_after(" 1.5 ", now=now) == 1.5
+    assert parse_retry_after(format_datetime(now + timedelta(seconds=30), usegmt=True), now=now) == 30.0
+    assert parse_retry_after(format_datetime(now - timedelta(seconds=30), usegmt=True), now=now) == 0.0
+    assert parse_retry_after("-3", now=now) == 0.0
+    for unreadable in (None, "", "soon", "nan", "inf"):
+        assert parse_retry_after(unreadable, now=now) is None
 
 
 async def test_other_failures_carry_the_status_and_an_unpinned_embedding_is_never_sent(master: WsMaster) -> None:
