@@ -1,6 +1,8 @@
 """Samespace reference sidecar: a small process on a workstation that fronts its OpenAI-compatible
 servers (embedding, reranker, chat) for the master, over a WebSocket or the HTTP long-poll fallback.
 
+One sidecar may serve several masters (one `Agent` session each, run by `Sidecar`), and may host
+virtual containers: roles it serves through OpenRouter with the key each master pushes to it.
 Self-contained: httpx, websockets, pydantic and the standard library only (no torch, ray or cluster/).
 Run it with `python -m sidecar --help`.
 
@@ -18,9 +20,21 @@ from sidecar._version import __version__
 if TYPE_CHECKING:
     from sidecar.agent import Agent
     from sidecar.backoff import Backoff
-    from sidecar.errors import AuthRejected, ConnectionLost, MasterRejected, SettingsError, SidecarError, UpstreamError
-    from sidecar.settings import ServeSpec, SidecarSettings, TransportMode, parse_serve
+    from sidecar.errors import (
+        AuthRejected,
+        ConnectionLost,
+        MasterRejected,
+        OpenRouterError,
+        SettingsError,
+        SidecarError,
+        UpstreamError,
+    )
+    from sidecar.host import Sidecar
+    from sidecar.openrouter import OpenRouterClient
+    from sidecar.settings import MasterSpec, ServeSpec, SidecarSettings, TransportMode, VirtualServeSpec, parse_serve
     from sidecar.upstream import ContainerState, Upstream
+    from sidecar.virtual import VirtualContainers
+    from sidecar.workstation import Workstation
 
 __all__ = [
     "Agent",
@@ -29,13 +43,20 @@ __all__ = [
     "ConnectionLost",
     "ContainerState",
     "MasterRejected",
+    "MasterSpec",
+    "OpenRouterClient",
+    "OpenRouterError",
     "ServeSpec",
     "SettingsError",
+    "Sidecar",
     "SidecarError",
     "SidecarSettings",
     "TransportMode",
     "Upstream",
     "UpstreamError",
+    "VirtualContainers",
+    "VirtualServeSpec",
+    "Workstation",
     "__version__",
     "parse_serve",
 ]
@@ -50,6 +71,13 @@ _EXPORTS = {
     "SettingsError": "sidecar.errors",
     "SidecarError": "sidecar.errors",
     "UpstreamError": "sidecar.errors",
+    "OpenRouterError": "sidecar.errors",
+    "Sidecar": "sidecar.host",
+    "OpenRouterClient": "sidecar.openrouter",
+    "MasterSpec": "sidecar.settings",
+    "VirtualServeSpec": "sidecar.settings",
+    "VirtualContainers": "sidecar.virtual",
+    "Workstation": "sidecar.workstation",
     "ServeSpec": "sidecar.settings",
     "SidecarSettings": "sidecar.settings",
     "TransportMode": "sidecar.settings",

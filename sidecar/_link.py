@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sidecar.settings import SidecarSettings
+from sidecar.settings import MasterSpec, SidecarSettings
 
 __all__ = ["AgentLink"]
 
 
 class AgentLink(Protocol):
     settings: SidecarSettings
+    master: MasterSpec  # the master this link dials (its URL and fleet token)
 
     def register_frame(self) -> dict[str, Any]:
         """The register frame (with the id and credential of an earlier registration, if any)."""

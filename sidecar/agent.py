@@ -1,8 +1,11 @@
-"""The agent: what the sidecar says to the master, how it answers frames, and the reconnect loop.
+"""The agent: one master's session on this sidecar: what it says to that master, how it answers its
+frames, and its reconnect loop.
 
 Transport-free: `handle_frame` turns one master frame into its reply; `ws_transport` and
 `http_transport` carry frames; `run` picks the transport (auto: WebSocket, else the HTTP fallback)
-and reconnects with backoff. `sleep` (backoff waits only) and `random` (jitter) are injectable.
+and reconnects with backoff. Each master has its own agent (identity, credential, backoff, session),
+over the one `Workstation` they share, so that a master going away never stalls another's.
+`sleep` (backoff waits only) and `random` (jitter) are injectable.
 """
 
 from __future__ import annotations
@@ -14,15 +17,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import httpx
 from pydantic import ValidationError
 
 from sidecar._version import __version__
 from sidecar.backoff import BACKOFF_JITTER, Backoff
 from sidecar.errors import AuthRejected, ConnectionLost, MasterRejected, UpstreamError
 from sidecar.http_transport import HttpSession
-from sidecar.settings import SidecarSettings, TransportMode
+from sidecar.settings import MasterSpec, TransportMode
 from sidecar.upstream import Upstream
+from sidecar.virtual import VIRTUAL_ACTIONS
 from sidecar.wire import (
     AGENT_ID_HEADER,
     CREDENTIAL_HEADER,
@@ -33,10 +36,10 @@ from sidecar.wire import (
     RerankCommand,
     describe_invalid,
     error_result,
-    ok_result,
     pong_frame,
     result_frame,
 )
+from sidecar.workstation import Workstation
 from sidecar.ws_transport import WsSession
 
 __all__ = ["Agent"]
@@ -70,30 +73,22 @@ ACTIONS: dict[str, _Action] = {"embed": _embed, "rerank": _rerank, "chat": _chat
 
 
 class Agent:
-    """One sidecar: its fronted servers (`upstreams`, by role) and its link to the master."""
+    """One master's session: its identity there (agent id, credential), backoff and link, over the
+    servers every master shares (`workstation`)."""
 
     def __init__(
         self,
-        settings: SidecarSettings,
+        workstation: Workstation,
+        master: MasterSpec,
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         random: Callable[[], float] = _random.random,
         jitter: float = BACKOFF_JITTER,
-        upstream_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.settings = settings
-        self.upstreams: dict[str, Upstream] = {
-            spec.role: Upstream(
-                spec,
-                key=settings.upstream_key,
-                timeout_s=settings.upstream_timeout_s,
-                probe_timeout_s=settings.probe_timeout_s,
-                transport=upstream_transport,
-            )
-            for spec in settings.serves
-        }
+        self.workstation = workstation
+        self.settings = workstation.settings
+        self.master = master
         self.backoff = Backoff(jitter=jitter, random=random)
-        self.active_requests = 0
         self.registrations = 0
         # Issued by the master at registration and presented when we register again,
         # so that a reconnect supersedes our own older registration. Never logged.
@@ -102,12 +97,14 @@ class Agent:
         self._sleep = sleep
 
     def __repr__(self) -> str:
-        return f"Agent(agent_url={self.settings.agent_url!r}, roles={sorted(self.upstreams)})"
+        roles = sorted(self.upstreams)
+        return f"Agent(agent_url={self.settings.agent_url!r}, master={self.master.url!r}, roles={roles})"
+
+    @property
+    def upstreams(self) -> dict[str, Upstream]:
+        return self.workstation.upstreams
 
     # --- outbound frames ---
-
-    def container_names(self) -> list[str]:
-        return [u.spec.container_name for u in self.upstreams.values()]
 
     def register_frame(self) -> dict[str, Any]:
         s = self.settings
@@ -115,7 +112,7 @@ class Agent:
             "type": FrameType.REGISTER.value,
             "agentUrl": s.agent_url,
             "hostname": s.hostname,
-            "containers": self.container_names(),
+            "containers": self.workstation.container_names(),
         }
         if self.agent_id is not None and self._credential is not None:
             frame.update(agentId=self.agent_id, credential=self._credential)
@@ -127,18 +124,16 @@ class Agent:
             return {}
         return {AGENT_ID_HEADER: self.agent_id, CREDENTIAL_HEADER: self._credential}
 
-    async def probe_all(self) -> None:
-        await asyncio.gather(*(u.probe() for u in self.upstreams.values()))
-
     async def heartbeat_frame(self) -> dict[str, Any]:
-        """Checks every fronted server (GET /models), then reports them."""
-        await self.probe_all()
+        """Checks every fronted server (GET /models), then reports them: the local ones only (a virtual
+        container is announced by the `containers` command, and its key never leaves the sidecar)."""
+        await self.workstation.probe_all()
         s = self.settings
         return {
             "type": FrameType.HEARTBEAT.value,
             "agentUrl": s.agent_url,
-            "containers": self.container_names(),
-            "activeRequests": self.active_requests,
+            "containers": self.workstation.container_names(),
+            "activeRequests": self.workstation.active_requests,
             "statusData": {
                 "agentUrl": s.agent_url,
                 "hostname": s.hostname,
@@ -155,7 +150,14 @@ class Agent:
             self.agent_id, self._credential = agent_id, credential
         self.registrations += 1
         self.backoff.reset()
-        logger.info("registered with the master as %s (agent %s) over %s", self.settings.agent_url, self.agent_id, via)
+        logger.info(
+            "registered with the master %s as %s (agent %s) over %s",
+            self.master.url,
+            self.settings.agent_url,
+            self.agent_id,
+            via,
+        )
+        self.workstation.virtual.log_waiting(self.master.url)
 
     # --- inbound frames ---
 
@@ -168,10 +170,7 @@ class Agent:
         if kind == FrameType.COMMAND:
             return await self.execute(frame)
         if kind == FrameType.CONFIG:
-            payload = frame.get("payload")
-            keys = sorted(payload) if isinstance(payload, dict) else []
-            logger.info("config from the master: keys %s", ", ".join(map(str, keys)) or "(none)")
-            return ok_result(frame.get("id"))
+            return self.configure(frame)
         if kind == FrameType.ERROR:
             logger.warning("master reports an error: %s", str(frame.get("message"))[:500])
             return None
@@ -179,6 +178,16 @@ class Agent:
             return None
         logger.debug("ignoring a frame of type %r", str(kind)[:40])
         return None
+
+    def configure(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """A `config` frame: its top-level keys are logged (never a value); `openrouter` sets this
+        master's key for the virtual containers."""
+        config_id, payload = frame.get("id"), frame.get("payload")
+        if not isinstance(payload, dict):
+            return error_result(config_id, "bad config: payload: expected a JSON object")
+        keys = ", ".join(str(k)[:40] for k in sorted(payload)) or "(none)"
+        logger.info("config from the master %s: keys %s", self.master.url, keys)
+        return self.workstation.virtual.apply_config(self.master.url, config_id, payload)
 
     async def execute(self, frame: dict[str, Any]) -> dict[str, Any] | None:
         """Run one command against the fronted server its `role` names → its result frame."""
@@ -189,11 +198,11 @@ class Agent:
         action = str(frame.get("action"))
         role = str(frame.get("role"))
         started = time.monotonic()
-        self.active_requests += 1
+        self.workstation.active_requests += 1
         try:
             reply = await self._dispatch(command_id, action, role, frame)
         finally:
-            self.active_requests -= 1
+            self.workstation.active_requests -= 1
         logger.debug(
             "command %s action=%s role=%s → %s in %.0f ms",
             command_id,
@@ -205,12 +214,19 @@ class Agent:
         return reply
 
     async def _dispatch(self, command_id: str | int, action: str, role: str, frame: dict[str, Any]) -> dict[str, Any]:
+        if action in VIRTUAL_ACTIONS:  # a virtual container's (its refusals and failures are results too)
+            try:
+                return await self.workstation.virtual.execute(self.master.url, command_id, action, frame)
+            except Exception:
+                logger.exception("command %s (%s) failed inside the sidecar", command_id, action)
+                return error_result(command_id, "sidecar internal error")
         run_action = ACTIONS.get(action)
         if run_action is None:
-            return error_result(command_id, f"unknown action {action[:40]!r}; expected one of {', '.join(ACTIONS)}")
+            known = ", ".join([*ACTIONS, *sorted(VIRTUAL_ACTIONS)])
+            return error_result(command_id, f"unknown action {action[:40]!r}; expected one of {known}")
         upstream = self.upstreams.get(role)
         if upstream is None:
-            serves = ", ".join(self.upstreams)
+            serves = ", ".join(self.upstreams) or "no local server"
             return error_result(command_id, f"unknown role {role[:40]!r}; this sidecar serves {serves}")
         try:
             return result_frame(command_id, await run_action(upstream, frame))
@@ -225,28 +241,22 @@ class Agent:
     # --- the link ---
 
     async def run(self) -> None:
-        """Connect, serve and reconnect until cancelled; then close the upstream clients."""
-        try:
-            await self.probe_all()
-            for upstream in self.upstreams.values():
-                logger.info("fronting %s at %s (%s)", upstream.role, upstream.endpoint, upstream.state.value)
-            while True:
-                try:
-                    await self.run_session()
-                    continue  # auto mode ended an HTTP session to retry WebSocket: no backoff
-                except AuthRejected as exc:
-                    logger.error("%s", exc)
-                except MasterRejected as exc:
-                    logger.warning("%s", exc)
-                except ConnectionLost as exc:
-                    logger.warning("disconnected: %s", exc)
-                except Exception:  # a bug must not end the sidecar: log it and reconnect
-                    logger.exception("session failed unexpectedly")
-                delay = self.backoff.next_delay()
-                logger.info("backoff: reconnecting in %.2f s", delay)
-                await self._sleep(delay)
-        finally:
-            await self.aclose()
+        """Connect to this master, serve and reconnect until cancelled (the workstation is closed by its owner)."""
+        while True:
+            try:
+                await self.run_session()
+                continue  # auto mode ended an HTTP session to retry WebSocket: no backoff
+            except AuthRejected as exc:
+                logger.error("%s: %s", self.master.url, exc)
+            except MasterRejected as exc:
+                logger.warning("%s: %s", self.master.url, exc)
+            except ConnectionLost as exc:
+                logger.warning("disconnected from %s: %s", self.master.url, exc)
+            except Exception:  # a bug must not end the sidecar: log it and reconnect
+                logger.exception("session with %s failed unexpectedly", self.master.url)
+            delay = self.backoff.next_delay()
+            logger.info("backoff: reconnecting to %s in %.2f s", self.master.url, delay)
+            await self._sleep(delay)
 
     async def run_session(self) -> None:
         """One connection. Raises why it ended; returns only when auto mode leaves HTTP to retry WebSocket."""
@@ -267,6 +277,3 @@ class Agent:
                 self.settings.ws_retry_s,
             )
         await HttpSession(self).run(until_s=self.settings.ws_retry_s)
-
-    async def aclose(self) -> None:
-        await asyncio.gather(*(u.aclose() for u in self.upstreams.values()), return_exceptions=True)

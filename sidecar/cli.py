@@ -1,7 +1,11 @@
-"""`python -m sidecar`: parse the command line and the environment, then run the agent until a signal.
+"""`python -m sidecar`: parse the command line and the environment, then run the sidecar until a signal.
 
     SAMESPACE_FLEET_TOKEN=... python -m sidecar --master http://master:8000 \\
         --serve code-embedding=http://127.0.0.1:9201/v1,model=all-MiniLM-L6-v2 [--serve ...]
+    # two masters, each with its own fleet token; a virtual container served through OpenRouter
+    SAMESPACE_FLEET_TOKEN=... OTHER_TOKEN=... python -m sidecar \\
+        --master http://master:8000 --master https://other:8443,token-env=OTHER_TOKEN \\
+        --serve code-embedding=openrouter:qwen/qwen3-embedding-4b@nebius
 
 Exit codes: 0 after SIGTERM/SIGINT, 2 for a bad option or a missing token.
 """
@@ -13,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -21,55 +26,72 @@ from collections.abc import Mapping, Sequence
 from pydantic import SecretStr, ValidationError
 
 from sidecar._version import __version__
-from sidecar.agent import Agent
 from sidecar.errors import SettingsError
+from sidecar.host import Sidecar
 from sidecar.settings import (
     DEFAULT_HEARTBEAT_S,
+    DEFAULT_OPENROUTER_BASE_URL,
     DEFAULT_POLL_WAIT_S,
     DEFAULT_UPSTREAM_TIMEOUT_S,
     DEFAULT_WS_RETRY_S,
+    MasterSpec,
+    ServeSpec,
     SidecarSettings,
     TransportMode,
+    VirtualServeSpec,
     parse_serve,
 )
 
-__all__ = ["FLEET_TOKEN_ENV", "build_parser", "load_settings", "main"]
+__all__ = ["FLEET_TOKEN_ENV", "build_parser", "load_settings", "main", "parse_master"]
 
 logger = logging.getLogger("sidecar")
 
 FLEET_TOKEN_ENV = "SAMESPACE_FLEET_TOKEN"
 DEFAULT_UPSTREAM_KEY_ENV = "SIDECAR_UPSTREAM_KEY"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _OPTION_OF_FIELD = {
-    "master": "--master",
+    "masters": "--master",
     "agent_url": "--agent-url",
     "hostname": "--hostname",
     "serves": "--serve",
+    "virtual": "--serve",
+    "openrouter_base_url": "--openrouter-base-url",
     "transport": "--transport",
     "heartbeat_s": "--heartbeat-s",
     "poll_wait_s": "--poll-wait-s",
     "ws_retry_s": "--ws-retry-s",
     "upstream_timeout_s": "--upstream-timeout-s",
-    "fleet_token": FLEET_TOKEN_ENV,
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sidecar",
-        description="Samespace reference sidecar: fronts OpenAI-compatible servers for the master. "
-        f"The fleet token is read from ${FLEET_TOKEN_ENV}.",
+        description="Samespace reference sidecar: fronts OpenAI-compatible servers (and OpenRouter models) "
+        f"for one or more masters. Each master's fleet token is read from ${FLEET_TOKEN_ENV} or its token-env.",
     )
-    parser.add_argument("--master", required=True, help="Master base URL, e.g. http://master:8000 (may have a prefix).")
+    parser.add_argument(
+        "--master",
+        action="append",
+        required=True,
+        metavar="URL[,token-env=VAR]",
+        help=f"A master's base URL, e.g. http://master:8000 (may have a prefix); repeatable. Its fleet token "
+        f"is read from $VAR (default ${FLEET_TOKEN_ENV}).",
+    )
     parser.add_argument("--agent-url", default=None, help="This sidecar's id (default sidecar://<hostname>).")
     parser.add_argument("--hostname", default=None, help="Reported hostname (default: this machine's).")
     parser.add_argument(
         "--serve",
         action="append",
         default=[],
-        metavar="ROLE=BASE_URL[,model=NAME]",
-        help="A fronted server, e.g. code-embedding=http://127.0.0.1:9201/v1 (repeatable, at least one).",
+        metavar="ROLE=BASE_URL[,model=NAME] | ROLE=openrouter:MODEL[@UPSTREAM]",
+        help="A fronted server, e.g. code-embedding=http://127.0.0.1:9201/v1, or a virtual container served "
+        "through OpenRouter with the key a master pushes, e.g. "
+        "code-embedding=openrouter:qwen/qwen3-embedding-4b@nebius "
+        "(roles embedding, code-embedding, reranker; embeddings need the @UPSTREAM). Repeatable, at least one.",
     )
+    parser.add_argument("--openrouter-base-url", default=DEFAULT_OPENROUTER_BASE_URL, help="OpenRouter's API base URL.")
     parser.add_argument("--transport", choices=[m.value for m in TransportMode], default=TransportMode.AUTO.value)
     parser.add_argument("--heartbeat-s", type=float, default=DEFAULT_HEARTBEAT_S)
     parser.add_argument("--poll-wait-s", type=float, default=DEFAULT_POLL_WAIT_S, help="HTTP fallback long-poll wait.")
@@ -87,23 +109,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_master(text: str, environ: Mapping[str, str]) -> MasterSpec:
+    """`http://m:8000[,token-env=VAR]` → MasterSpec with the token from $VAR (default SAMESPACE_FLEET_TOKEN)."""
+    url, *options = text.split(",")
+    token_env = FLEET_TOKEN_ENV
+    for option in options:
+        key, sep, value = option.partition("=")
+        if key.strip() != "token-env" or not sep or not _ENV_NAME.fullmatch(value.strip()):
+            raise SettingsError("--master", f"unknown option {option!r}; only token-env=VAR is accepted")
+        token_env = value.strip()
+    token = environ.get(token_env, "")
+    if not token.strip():
+        raise SettingsError(token_env, f"is not set; the master {url.strip()} needs the fleet token")
+    try:
+        return MasterSpec(url=url.strip(), fleet_token=SecretStr(token))
+    except ValidationError as exc:
+        raise SettingsError("--master", _message(exc)) from exc
+
+
 def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> SidecarSettings:
     """The validated settings, or SettingsError naming the option (or variable) at fault."""
     if not args.serve:
-        raise SettingsError("--serve", "at least one ROLE=BASE_URL is required")
-    serves = tuple(parse_serve(text) for text in args.serve)
-    token = environ.get(FLEET_TOKEN_ENV, "")
-    if not token.strip():
-        raise SettingsError(FLEET_TOKEN_ENV, "is not set; the master needs the fleet token")
+        raise SettingsError("--serve", "at least one ROLE=BASE_URL or ROLE=openrouter:MODEL is required")
+    specs = [parse_serve(text) for text in args.serve]
+    masters = tuple(parse_master(text, environ) for text in args.master)
     key = environ.get(args.upstream_key_env) or None
     hostname = args.hostname or socket.gethostname()
     try:
         return SidecarSettings(
-            master=args.master,
+            masters=masters,
             agent_url=args.agent_url or f"sidecar://{hostname}",
             hostname=hostname,
-            serves=serves,
-            fleet_token=SecretStr(token),
+            serves=tuple(s for s in specs if isinstance(s, ServeSpec)),
+            virtual=tuple(s for s in specs if isinstance(s, VirtualServeSpec)),
+            openrouter_base_url=args.openrouter_base_url,
             upstream_key=SecretStr(key) if key else None,
             transport=TransportMode(args.transport),
             heartbeat_s=args.heartbeat_s,
@@ -114,8 +153,12 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Sidec
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
         field = str(first["loc"][0]) if first["loc"] else ""
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise SettingsError(_OPTION_OF_FIELD.get(field, field or "settings"), message) from exc
+        raise SettingsError(_OPTION_OF_FIELD.get(field, field or "settings"), _message(exc)) from exc
+
+
+def _message(exc: ValidationError) -> str:
+    first = exc.errors(include_url=False, include_input=False)[0]
+    return str(first["msg"]).removeprefix("Value error, ")
 
 
 def configure_logging(level: str) -> None:
@@ -125,17 +168,18 @@ def configure_logging(level: str) -> None:
 
 
 async def serve(settings: SidecarSettings) -> int:
-    """Run the agent until SIGTERM or SIGINT; then close cleanly and return 0."""
-    agent = Agent(settings)
-    task = asyncio.ensure_future(agent.run())
+    """Run the sidecar until SIGTERM or SIGINT; then close cleanly and return 0."""
+    sidecar = Sidecar(settings)
+    task = asyncio.ensure_future(sidecar.run())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
     logger.info(
-        "sidecar %s starting: agent %s, master %s, transport %s",
+        "sidecar %s starting: agent %s, master%s %s, transport %s",
         __version__,
         settings.agent_url,
-        settings.master,
+        "s" if len(settings.masters) > 1 else "",
+        ", ".join(m.url for m in settings.masters),
         settings.transport.value,
     )
     with contextlib.suppress(asyncio.CancelledError):

@@ -52,6 +52,7 @@ class HttpSession:
     def __init__(self, agent: AgentLink, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._agent = agent
         self._settings = agent.settings
+        self._master = agent.master
         self._transport = transport
         self._ending = asyncio.Event()
         self._commands = CommandTasks(logger)
@@ -60,14 +61,14 @@ class HttpSession:
         self._client: httpx.AsyncClient | None = None
 
     async def run(self, until_s: float | None = None) -> None:
-        token = self._settings.fleet_token.get_secret_value()
+        token = self._master.fleet_token.get_secret_value()
         async with httpx.AsyncClient(
             headers={"Authorization": f"Bearer {token}"}, timeout=REQUEST_TIMEOUT_S, transport=self._transport
         ) as client:
             self._client = client
             try:
                 await self._register()
-                logger.info("connected to %s over HTTP (long-poll)", self._settings.master)
+                logger.info("connected to %s over HTTP (long-poll)", self._master.url)
                 loops = [self._heartbeats(), self._polls()]
                 if until_s is not None:
                     loops.append(self._end_after(until_s))
@@ -85,7 +86,7 @@ class HttpSession:
         with _master_faults(endpoint):
             timeout = timeout_s if timeout_s is not None else REQUEST_TIMEOUT_S
             response = await self._client.post(
-                self._settings.http_url(endpoint), json=body, timeout=timeout, headers=self._agent.agent_headers()
+                self._master.http_url(endpoint), json=body, timeout=timeout, headers=self._agent.agent_headers()
             )
         if response.status_code in AUTH_STATUSES:
             raise AuthRejected(response.status_code, f"HTTP {endpoint}")

@@ -48,13 +48,14 @@ class WsSession:
     def __init__(self, agent: AgentLink) -> None:
         self._agent = agent
         self._settings = agent.settings
+        self._master = agent.master
         self._registered = asyncio.Event()
         self._send_lock = asyncio.Lock()
         self._commands = CommandTasks(logger)
 
     async def run(self) -> None:
-        url = self._settings.ws_url
-        token = self._settings.fleet_token.get_secret_value()
+        url = self._master.ws_url
+        token = self._master.fleet_token.get_secret_value()
         try:
             ws = await connect(
                 url,

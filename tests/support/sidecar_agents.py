@@ -3,7 +3,9 @@
 The master: `WsMaster`, a `websockets` server that checks the fleet token, and `HttpMaster`, a Starlette
 app (uvicorn without WebSocket support, so a WebSocket handshake there is answered 404) for the HTTP
 fallback. The upstream: `FakeUpstream`, a Starlette app returning fixed, exactly representable vectors
-(no model is loaded here). `running` runs an `Agent` against them with a recording backoff sleep.
+(no model is loaded here). `running` runs a `Sidecar` (one `Agent` per master) against them with a
+recording backoff sleep. OpenRouter, for the virtual containers: the project's fake, in process
+(`FakeOpenRouter`: `build_fake_app` behind an httpx ASGI transport that records each request).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 from pydantic import SecretStr
@@ -31,8 +34,9 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request as WsRequest
 
-from sidecar import Agent, SidecarSettings, TransportMode, parse_serve
+from sidecar import Agent, MasterSpec, ServeSpec, Sidecar, SidecarSettings, TransportMode, parse_serve
 from sidecar.wire import MAX_RESULT_BYTES
+from tests.support.fakes.openrouter_fake import FakeConfig, FakeState, KeyConfig, UpstreamBehaviour, build_fake_app
 
 TOKEN = "fleet-token-9f1c"
 UPSTREAM_CANARY = "sk-upstream-CANARY-5e2a77"
@@ -170,8 +174,9 @@ class WsMaster:
       'serve'                  answer 'registered' and keep the socket open
     """
 
-    def __init__(self, token: str = TOKEN) -> None:
+    def __init__(self, token: str = TOKEN, *, agent_id: str = ISSUED_ID) -> None:
         self.token = token
+        self.agent_id = agent_id  # the id this master issues (two masters: two identities)
         self.frames: list[dict[str, Any]] = []
         self.raw_messages: list[str] = []
         self.handshake_headers: list[str] = []
@@ -216,7 +221,7 @@ class WsMaster:
                     await ws.close(1011, "not now")
                     return
                 # As the master does: an id per agent (kept when presented), a new credential each time.
-                agent_id = frame.get("agentId") or ISSUED_ID
+                agent_id = frame.get("agentId") or self.agent_id
                 await ws.send(
                     json.dumps(
                         {
@@ -251,8 +256,9 @@ class WsMaster:
 class HttpMaster:
     """The HTTP fallback endpoints under /pfx/sidecar/ (uvicorn with ws='none': a handshake gets 404)."""
 
-    def __init__(self, token: str = TOKEN) -> None:
+    def __init__(self, token: str = TOKEN, *, agent_id: str = ISSUED_ID) -> None:
         self.token = token
+        self.agent_id = agent_id
         self.requests: list[tuple[str, str, dict[str, Any]]] = []  # (endpoint, raw headers, body)
         self.ws_attempts = 0
         self.known: set[str] = set()
@@ -272,7 +278,8 @@ class HttpMaster:
         self.url = f"{self.server.url}{PREFIX}"
 
     def queue(self, command: dict[str, Any], *, via: str = "poll") -> None:
-        """Hand `command` out in the next poll answer, or (via='heartbeat') the next heartbeat answer."""
+        """Hand `command` (or a `config` frame) out in the next poll answer, or (via='heartbeat') the next
+        heartbeat answer."""
         with self._lock:
             (self._heartbeat_commands if via == "heartbeat" else self._commands).append(command)
 
@@ -282,6 +289,12 @@ class HttpMaster:
 
     def count(self, endpoint: str) -> int:
         return sum(1 for e, _, _ in self.requests if e == endpoint)
+
+    async def result(self, command_id: str, timeout_s: float = 5.0) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            return next((r for r in self.results if r.get("id") == command_id), None)
+
+        return await wait_until(found, timeout_s, f"result {command_id}")
 
     def _take(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -307,9 +320,10 @@ class HttpMaster:
             self.known.add(body["agentUrl"])
             self.registrations += 1
             self.credential = f"cred-http-{self.registrations}"
-            return JSONResponse({"type": "registered", "ok": True, "agentId": ISSUED_ID, "credential": self.credential})
+            answer = {"type": "registered", "ok": True, "agentId": self.agent_id, "credential": self.credential}
+            return JSONResponse(answer)
         if (request.headers.get("x-sidecar-agent"), request.headers.get("x-sidecar-credential")) != (
-            ISSUED_ID,
+            self.agent_id,
             self.credential,
         ):
             return JSONResponse({"type": "error", "message": "agent credential missing or wrong"}, status_code=403)
@@ -344,13 +358,23 @@ class RecordingSleep:
         await asyncio.sleep(0.01)
 
 
-def make_settings(master_url: str, serves: list[str], **overrides: Any) -> SidecarSettings:
+def make_settings(
+    master_url: str | None,
+    serves: list[str],
+    *,
+    masters: list[tuple[str, str]] | None = None,
+    **overrides: Any,
+) -> SidecarSettings:
+    """Settings for one master (`master_url`, the fleet token TOKEN) or several (`masters`: (url, token));
+    `serves` may mix local servers and `openrouter:` virtual containers."""
+    pairs = masters if masters is not None else [(master_url or "", TOKEN)]
+    specs = [parse_serve(s) for s in serves]
     fields: dict[str, Any] = {
-        "master": master_url,
+        "masters": tuple(MasterSpec(url=url, fleet_token=SecretStr(token)) for url, token in pairs),
         "agent_url": "sidecar://ws-1",
         "hostname": "ws-1",
-        "serves": tuple(parse_serve(s) for s in serves),
-        "fleet_token": SecretStr(TOKEN),
+        "serves": tuple(s for s in specs if isinstance(s, ServeSpec)),
+        "virtual": tuple(s for s in specs if not isinstance(s, ServeSpec)),
         "transport": TransportMode.WS,
         "heartbeat_s": 0.2,
         "poll_wait_s": 0.5,
@@ -363,17 +387,75 @@ def make_settings(master_url: str, serves: list[str], **overrides: Any) -> Sidec
 
 
 @asynccontextmanager
-async def running(settings: SidecarSettings) -> AsyncIterator[tuple[Agent, RecordingSleep]]:
+async def running_sidecar(
+    settings: SidecarSettings, *, openrouter: FakeOpenRouter | None = None
+) -> AsyncIterator[tuple[Sidecar, RecordingSleep]]:
+    """A Sidecar (every master's agent) running in this loop; OpenRouter is `openrouter`'s fake if given."""
     sleep = RecordingSleep()
-    agent = Agent(settings, sleep=sleep, jitter=0.0)
-    task = asyncio.ensure_future(agent.run())
+    sidecar = Sidecar(
+        settings,
+        sleep=sleep,
+        jitter=0.0,
+        openrouter_transport=openrouter.transport if openrouter is not None else None,
+    )
+    task = asyncio.ensure_future(sidecar.run())
     try:
-        yield agent, sleep
+        yield sidecar, sleep
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
 
+@asynccontextmanager
+async def running(
+    settings: SidecarSettings, *, openrouter: FakeOpenRouter | None = None
+) -> AsyncIterator[tuple[Agent, RecordingSleep]]:
+    """As running_sidecar, yielding the first master's agent."""
+    async with running_sidecar(settings, openrouter=openrouter) as (sidecar, sleep):
+        yield sidecar.agents[0], sleep
+
+
 def embed_serve(upstream: FakeUpstream) -> str:
     return f"code-embedding={upstream.base_url},model=minilm"
+
+
+# --- OpenRouter (the project's fake, in process) ---------------------------------------------------
+
+OR_KEY_A = "sk-or-v1-CANARY-master-a-7d1e0000000000000000"
+OR_KEY_B = "sk-or-v1-CANARY-master-b-3c9f0000000000000000"
+OR_MODEL = "sentence-transformers/all-minilm-l6-v2"
+OR_RERANK_MODEL = "qwen/qwen3-reranker-8b"
+OR_PIN = "fake-same"
+OR_BASE_URL = "http://openrouter.test/api/v1"
+
+
+class FakeOpenRouter:
+    """The OpenRouter fake (tests/support/fakes/openrouter_fake) behind an httpx ASGI transport that keeps
+    every request it carried. Accepts OR_KEY_A and OR_KEY_B."""
+
+    def __init__(self, **upstreams: UpstreamBehaviour) -> None:
+        keys = {OR_KEY_A: KeyConfig(label="key-a"), OR_KEY_B: KeyConfig(label="key-b")}
+        self.state = FakeState(config=FakeConfig(keys=keys, upstreams=dict(upstreams)))
+        self.requests: list[httpx.Request] = []
+        inner = httpx.ASGITransport(app=build_fake_app(self.state))
+        outer = self
+
+        class _Recording(httpx.AsyncBaseTransport):
+            async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+                outer.requests.append(request)
+                return await inner.handle_async_request(request)
+
+        self.transport: httpx.AsyncBaseTransport = _Recording()
+
+    def bodies(self, path: str) -> list[dict[str, Any]]:
+        """The JSON bodies sent to `path` ('/embeddings', '/rerank'), oldest first."""
+        return [json.loads(r.content) for r in self.requests if r.url.path.endswith(path) and r.content]
+
+    def bearers(self) -> list[str]:
+        return [r.headers.get("authorization", "") for r in self.requests]
+
+
+def or_serve(role: str = "code-embedding", model: str = OR_MODEL, upstream: str | None = OR_PIN) -> str:
+    """One --serve value for a virtual container: `code-embedding=openrouter:MODEL[@UPSTREAM]`."""
+    return f"{role}=openrouter:{model}" + (f"@{upstream}" if upstream else "")

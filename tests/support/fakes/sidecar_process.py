@@ -7,7 +7,10 @@
         sidecar.restart()      # same arguments, same log file (appended)
         assert sidecar.stop() == 0   # SIGTERM → clean exit 0
 
-The fleet token and the upstream key travel in the child's environment only (never its command line).
+Several masters: `masters=[(url_a, token_a), (url_b, token_b)]` (each token in its own environment
+variable, named by `--master URL,token-env=VAR`). Virtual containers: `serves=[openrouter_serve_arg(
+"code-embedding", "qwen/qwen3-embedding-4b", "nebius")]`, with `openrouter_base_url=` pointing at a fake.
+The fleet tokens and the upstream key travel in the child's environment only (never its command line).
 The child's stdout and stderr go to one log file; `log()` reads it, `mark()` + `wait_for_log(since=)`
 look only at what came after a point.
 """
@@ -38,12 +41,24 @@ def serve_arg(role: str, base_url: str, model: str | None = None) -> str:
     return f"{role}={base_url}" + (f",model={model}" if model else "")
 
 
+def openrouter_serve_arg(role: str, model: str, upstream: str | None = None) -> str:
+    """One --serve value for a virtual container: `code-embedding=openrouter:MODEL[@UPSTREAM]`."""
+    return f"{role}=openrouter:{model}" + (f"@{upstream}" if upstream else "")
+
+
+def master_token_env(index: int) -> str:
+    """The environment variable that carries the fleet token of the index-th master (0: the default one)."""
+    return FLEET_TOKEN_ENV if index == 0 else f"{FLEET_TOKEN_ENV}_{index}"
+
+
 class SidecarProcess:
     """`python -m sidecar` with the given options, in a child process of the test.
 
-    master:       master base URL (http://host:port[/prefix])
-    serves:       --serve values (see serve_arg)
-    fleet_token:  SAMESPACE_FLEET_TOKEN in the child's environment
+    master:       master base URL (http://host:port[/prefix]), with fleet_token (SAMESPACE_FLEET_TOKEN); or
+    masters:      several (url, fleet token): the first token in SAMESPACE_FLEET_TOKEN, the i-th in
+                  SAMESPACE_FLEET_TOKEN_<i> (named by the --master option's token-env)
+    serves:       --serve values (see serve_arg, openrouter_serve_arg); may hold virtual ones only
+    openrouter_base_url: --openrouter-base-url (None: the default, OpenRouter itself)
     upstream_key: SIDECAR_UPSTREAM_KEY in the child's environment (None: unset)
     extra_args:   any further options, e.g. ["--ws-retry-s", "2"]
     """
@@ -51,9 +66,11 @@ class SidecarProcess:
     def __init__(
         self,
         *,
-        master: str,
+        master: str | None = None,
         serves: Sequence[str],
-        fleet_token: str,
+        fleet_token: str | None = None,
+        masters: Sequence[tuple[str, str]] = (),
+        openrouter_base_url: str | None = None,
         upstream_key: str | None = None,
         agent_url: str | None = None,
         hostname: str = "workstation-1",
@@ -63,11 +80,16 @@ class SidecarProcess:
         log_level: str = "DEBUG",
         extra_args: Sequence[str] = (),
     ) -> None:
-        self.master = master
+        if (master is None) == (not masters) or (master is not None and fleet_token is None):
+            raise ValueError("give master= with fleet_token=, or masters=[(url, token), ...]")
+        self.masters: list[tuple[str, str]] = [(master, fleet_token or "")] if master is not None else list(masters)
+        self.master = self.masters[0][0]
         self.hostname = hostname
         self.agent_url = agent_url or f"sidecar://{hostname}"
-        self.args: list[str] = [
-            "--master", master,
+        self.args: list[str] = []
+        for index, (url, _) in enumerate(self.masters):
+            self.args += ["--master", url if index == 0 else f"{url},token-env={master_token_env(index)}"]
+        self.args += [
             "--agent-url", self.agent_url,
             "--hostname", hostname,
             "--transport", transport,
@@ -77,8 +99,9 @@ class SidecarProcess:
         ]  # fmt: skip
         for serve in serves:
             self.args += ["--serve", serve]
+        if openrouter_base_url is not None:
+            self.args += ["--openrouter-base-url", openrouter_base_url]
         self.args += list(extra_args)
-        self._fleet_token = fleet_token
         self._upstream_key = upstream_key
         fd, name = tempfile.mkstemp(prefix="sidecar-", suffix=".log")
         os.close(fd)
@@ -87,7 +110,8 @@ class SidecarProcess:
         self.returncode: int | None = None
 
     def __repr__(self) -> str:
-        return f"SidecarProcess(agent_url={self.agent_url!r}, master={self.master!r}, pid={self.pid})"
+        urls = [url for url, _ in self.masters]
+        return f"SidecarProcess(agent_url={self.agent_url!r}, masters={urls!r}, pid={self.pid})"
 
     @property
     def pid(self) -> int | None:
@@ -104,7 +128,8 @@ class SidecarProcess:
         if self.running:
             raise RuntimeError("already started")
         env = dict(os.environ)
-        env[FLEET_TOKEN_ENV] = self._fleet_token
+        for index, (_, token) in enumerate(self.masters):
+            env[master_token_env(index)] = token
         if self._upstream_key is not None:
             env[UPSTREAM_KEY_ENV] = self._upstream_key
         else:
