@@ -4,7 +4,14 @@
 from __future__ import annotations
 
 from cluster.fleet.agent_registry import Fleet, HostRecord, HostView
-from cluster.fleet.frames import AGENT_ID_HEADER, CREDENTIAL_HEADER, MAX_FRAME_BYTES, MAX_RESULT_BYTES, error_frame
+from cluster.fleet.frames import (
+    AGENT_ID_HEADER,
+    CREDENTIAL_HEADER,
+    MAX_FRAME_BYTES,
+    MAX_RESULT_BYTES,
+    VirtualUsage,
+    error_frame,
+)
 from cluster.fleet.hub import CLOSE_SOCKET, Answer, FleetHub
 from cluster.fleet.identity import credential_digest, normalise_agent_url
 from cluster.fleet.sidecar_providers import sidecar_providers
@@ -25,6 +32,7 @@ __all__ = [
     "VirtualBook",
     "VirtualContainerView",
     "VirtualHost",
+    "VirtualUsage",
     "charges_for",
     "credential_digest",
     "error_frame",

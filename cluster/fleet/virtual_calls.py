@@ -72,7 +72,7 @@ def key_facts_of(body: Any, provider: str) -> KeyFacts:
     data = body.get("data", body) if isinstance(body, dict) else None
     if not isinstance(data, dict):
         raise MalformedResponse(provider, "virtual-key-info: no GET /key body")
-    rate = data.get("rate_limit") if isinstance(data.get("rate_limit"), dict) else {}
+    rate: dict[str, Any] = data["rate_limit"] if isinstance(data.get("rate_limit"), dict) else {}
     interval = rate.get("interval")
     rpm = requests_per_minute(
         _number(rate.get("requests")), interval if isinstance(interval, str | int | float) else None
