@@ -23,7 +23,7 @@ from ray.actor import ActorHandle
 
 from actors.budget import request_tag_of, with_permit
 from actors.handles import find_actor, get_or_start
-from cluster.cloud import ChatResult, KeyFacts, set_request_tag
+from cluster.cloud import ChatResult, KeyFacts, RequestTag, set_request_tag
 from cluster.cloud.spend import Charge
 from cluster.config.store import ConfigStore
 from cluster.errors import MissingPin
@@ -124,8 +124,8 @@ class FleetActor:
             heard.append(usage)
             return vectors
 
-        set_request_tag(request_tag_of(project, priority, subject, call_id))
-        return await self._permitted(provider, call, heard, texts)
+        tag = request_tag_of(project, priority, subject, call_id)
+        return await asyncio.create_task(self._permitted(provider, call, heard, texts, tag))
 
     async def virtual_rerank(
         self,
@@ -148,19 +148,26 @@ class FleetActor:
             heard.append(usage)
             return ranked
 
-        set_request_tag(request_tag_of(project, priority, subject, call_id))
-        return await self._permitted(provider, call, heard, [query, *documents])
+        tag = request_tag_of(project, priority, subject, call_id)
+        return await asyncio.create_task(self._permitted(provider, call, heard, [query, *documents], tag))
 
     async def key_facts(self, provider: str) -> KeyFacts:
         """The key's limits through a sidecar's virtual container (the BudgetActor holds no key)."""
         return await self._hub.key_facts(provider)
 
     async def _permitted(
-        self, provider: str, call: Callable[[int], Awaitable[T]], heard: list[VirtualUsage | None], texts: list[str]
+        self,
+        provider: str,
+        call: Callable[[int], Awaitable[T]],
+        heard: list[VirtualUsage | None],
+        texts: list[str],
+        tag: RequestTag,
     ) -> T:
         """One call under a key-wide permit (DESIGN §7), like an in-cluster container's `_count`: the
         permit's ticket travels in the command, and what the sidecar says the answer cost is booked
-        to the role (and the tag's subject and tool call) before the permit is freed."""
+        to the role (and the tag's subject and tool call) before the permit is freed. Run as a task
+        of its own, so that the tag it sets is this call's alone."""
+        set_request_tag(tag)
         route = self._hub.virtual_route(provider)
 
         async def settle() -> list[Charge]:

@@ -291,6 +291,11 @@ class FleetHub:
         agents = [agent] if agent is not None else [h.agent_id for h in self.fleet.hosts() if h.agent_id]
         await asyncio.gather(*(self._ask_containers(a) for a in agents if self.fleet.reachable(a)))
 
+    async def discovered(self) -> None:
+        """Wait for the discoveries running beside their callers (a registration's, the liveness loop's)."""
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
     async def push_key(self, key: SecretStr, containers: Mapping[str, list[str] | None]) -> tuple[list[str], list[str]]:
         """The OpenRouter key to sidecars: one `config` frame per agent (`containers`: agent id → its
         containers' own names to take the key, None for all), built as it is posted and kept nowhere

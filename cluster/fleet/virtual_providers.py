@@ -187,12 +187,14 @@ def virtual_providers(
     """Every virtual container the registered agents reported, as cloud providers hosted by sidecars.
 
     Eligible only while its agent is fresh and reachable, the row holds a key, is not failing, and
-    the agent never called OpenRouter without a permit. A name already taken (by a name in
-    `reserved`, e.g. an in-cluster container's, or by an earlier agent in URL order) is listed under
-    `<name>~<agent id>`, ineligible, "name collides with <holder>", and gets no route."""
+    the agent never called OpenRouter without a permit. A name already taken, in any case (by a
+    name in `reserved`, e.g. an in-cluster container's, or by an earlier agent in URL order), is
+    listed under `<name>~<agent id>`, ineligible, "name collides with <holder>", and gets no route:
+    every provider name of a discovery stays unique (the dispatchers key their lanes by it)."""
     infos: list[ProviderInfo] = []
     found: dict[str, VirtualRoute] = {}
-    taken: dict[str, str] = dict.fromkeys(reserved, "an in-cluster provider")
+    # Host names are case-insensitive: 'WS-7' and 'ws-7' name one PC, so their containers collide.
+    taken: dict[str, str] = {name.casefold(): "an in-cluster provider" for name in reserved}
     for host in hosts:
         if not host.agent_id:
             continue
@@ -201,12 +203,12 @@ def virtual_providers(
             if role is None:
                 continue
             name = virtual_container_name(pc_host(host), role)
-            holder = taken.get(name)
+            holder = taken.get(name.casefold())
             if holder is not None:
                 reason: str | None = f"name collides with {holder}"
                 name = f"{name}~{host.agent_id}"
             else:
-                taken[name] = f"the virtual container of sidecar {host.agent_url}"
+                taken[name.casefold()] = f"the virtual container of sidecar {host.agent_url}"
                 reason = book.unpermitted(host.agent_id) or _host_reason(host) or _row_reason(row)
                 found[name] = VirtualRoute(host.agent_id, role, row.model, row.provider or None, row.name)
             served, failures, last_error = (stats or {}).get(name, (0, 0, None))
