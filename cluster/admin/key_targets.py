@@ -55,7 +55,7 @@ def key_targets(targets: list[str] | None, in_cluster: Collection[str], hosts: I
     """The containers `targets` names (None: every container, in the cluster and on every sidecar).
 
     ConfigError("targets", ...) for a target that matches no container and no sidecar hosting one."""
-    hosts = list(hosts)
+    hosts = [host for host in hosts if host.containers]  # a sidecar hosting none takes no key
     if targets is None:
         return KeyTargets(in_cluster=None, sidecars={host.agent_id: None for host in hosts})
     chosen: set[str] = set()
