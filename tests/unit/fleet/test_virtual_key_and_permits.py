@@ -16,13 +16,16 @@ import pytest
 from pydantic import SecretStr
 
 import actors.budget
+from actors.budget import BudgetActor
+from actors.discovery import LiveProvider
 from actors.fleet import FleetActor
-from cluster.cloud import Charge, Outcome, Priority
+from cluster.cloud import Charge, KeyFacts, Outcome, Priority
 from cluster.config.store import ConfigStore
 from cluster.errors import RateLimited
 from cluster.fleet.hub import FleetHub
-from cluster.providers import ProviderKind
+from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Role
+from cluster.settings import StoreSettings
 from tests.support.virtual_sidecars import joined, row, settings_at, sleep_forever
 
 CANARY = "sk-or-v1-canary-5f1d8e2a9b7c4e10"
@@ -156,3 +159,52 @@ def test_a_sidecar_call_s_cost_is_the_reported_cost_else_an_unpriced_estimate_ne
     assert reported == [Charge(credits=0.5)]
     assert counted[0].unpriced and counted[0].credits == pytest.approx(1000 * 150e-6)
     assert silent[0].unpriced and silent[0].credits > 0
+
+
+class KeyReader:
+    """A provider's handle whose `key_facts` answers (a fleet actor takes the provider's name)."""
+
+    def __init__(self, rpm: float) -> None:
+        self.asked: list[tuple[Any, ...]] = []
+        self.key_facts = Remote(self._facts)
+        self._rpm = rpm
+
+    async def _facts(self, *args: Any) -> KeyFacts:
+        self.asked.append(args)
+        return KeyFacts(rpm=self._rpm)
+
+
+def live(name: str, hosted: str, eligible: bool, handle: KeyReader) -> LiveProvider:
+    info = ProviderInfo(
+        name=name,
+        kind=ProviderKind.CLOUD,
+        hosted=hosted,  # type: ignore[arg-type]  # 'ray' or 'sidecar'
+        roles=[Role.CODE_EMBEDDING],
+        node_id="",
+        host="h",
+        model="m",
+        eligible=eligible,
+    )
+    return LiveProvider(info=info, handle=handle)
+
+
+async def test_the_budget_reads_the_key_through_a_sidecar_container_by_name_when_no_in_cluster_one_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = settings_at(tmp_path).model_copy(update={"store": StoreSettings(data_dir=tmp_path / "data")})
+    budget = BudgetActor.__ray_metadata__.modified_class(settings)  # the class behind the Ray shell
+    keyless, fleet, in_cluster = KeyReader(1.0), KeyReader(120.0), KeyReader(600.0)
+    found = [
+        live("a-OR-CodeEmbedding", "sidecar", True, fleet),
+        live("z-OR-CodeEmbedding", "ray", False, keyless),  # no key: not asked
+    ]
+
+    async def discover(settings: Any) -> list[LiveProvider]:
+        return found
+
+    monkeypatch.setattr(actors.budget, "discover_providers", discover)
+    await budget.discover()
+    assert (fleet.asked, keyless.asked) == ([("a-OR-CodeEmbedding",)], [])
+    found.append(live("y-OR-CodeEmbedding", "ray", True, in_cluster))
+    await budget.discover()
+    assert in_cluster.asked == [()] and len(fleet.asked) == 1  # an in-cluster container first, with no name
