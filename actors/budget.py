@@ -34,7 +34,7 @@ from actors.metrics import budget_metrics_loop
 from cluster.auth import SubjectQuotas
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
 from cluster.cloud.permits import PermitDesk
-from cluster.cloud.request_tag import current_request_tag
+from cluster.cloud.request_tag import RequestTag, current_request_tag
 from cluster.cloud.spend import Charge, SpendLedger, SpendView
 from cluster.cloud.spend_file import read_spend, spend_path
 from cluster.config import effective_settings, write_bytes_atomic
@@ -150,12 +150,17 @@ class BudgetActor:
         return self._controller.snapshot()
 
     async def discover(self) -> BudgetSnapshot:
-        """Read the key's limits through a virtual container (this actor never holds the key)."""
-        for live in await discover_providers(self._settings):
+        """Read the key's limits through a virtual container (this actor never holds the key): an
+        in-cluster one first, else one a sidecar hosts (through the fleet actor, by its name)."""
+        found = await discover_providers(self._settings)
+        for live in sorted(found, key=lambda live: live.info.hosted != "ray"):
             if live.handle is None or live.info.kind is not ProviderKind.CLOUD or not live.info.eligible:
                 continue
             try:
-                facts: KeyFacts = await live.handle.key_facts.remote()
+                if live.info.hosted == "sidecar":
+                    facts: KeyFacts = await live.handle.key_facts.remote(live.info.name)
+                else:
+                    facts = await live.handle.key_facts.remote()
             except Exception as exc:  # noqa: BLE001 - try the next container; the budget stays timid
                 log.warning("budget discovery through %s failed: %s", live.info.name, exc)
                 continue
@@ -252,12 +257,13 @@ def get_budget_actor(settings: SamespaceSettings) -> ActorHandle:
 async def with_permit(
     settings: SamespaceSettings,
     provider: str,
-    call: Callable[[], Awaitable[T]],
+    call: Callable[[int], Awaitable[T]],
     role: Role | None = None,
     settle: Callable[[], Awaitable[list[Charge]]] | None = None,
 ) -> T:
     """Run one cloud call under a key-wide permit, for the current request's project, priority,
-    subject and tool call (cluster/cloud/request_tag.py).
+    subject and tool call (cluster/cloud/request_tag.py). `call` is handed the permit's ticket (a
+    sidecar's virtual container sends it with the command it runs under).
 
     The permit goes back with the call's latency and outcome, and with what `settle()` says the
     responses so far cost (booked to `role`, the subject and the tool call before the permit is
@@ -279,10 +285,11 @@ async def with_permit(
                 raise
         except BudgetUnavailable as exc:
             raise RateLimited(provider, str(exc), status=None, retry_after_s=None) from exc
+    assert ticket is not None  # acquired, or raised above
     started = time.monotonic()
     outcome, retry_after = Outcome.ERROR, None
     try:
-        result = await call()
+        result = await call(ticket)
         outcome = Outcome.OK
         return result
     except RateLimited as exc:
@@ -302,6 +309,17 @@ async def with_permit(
                 await _released(released)
 
 
+def request_tag_of(project: str | None, priority: str | None, subject: str | None, call_id: str | None) -> RequestTag:
+    """The tag a cloud call arrives with (across an actor call): what it names, over the task's own."""
+    default = current_request_tag()
+    return RequestTag(
+        project or default.project,
+        Priority(priority or default.priority),
+        subject or default.subject,
+        call_id or default.call_id,
+    )
+
+
 async def _released(released: Awaitable[None]) -> None:
     """Wait for a release to be booked; a budget actor that died meanwhile loses only that call's line."""
     try:
@@ -310,4 +328,4 @@ async def _released(released: Awaitable[None]) -> None:
         log.warning("a release was not booked: %s", type(exc).__name__)
 
 
-__all__ = ["BudgetActor", "get_budget_actor", "with_permit"]
+__all__ = ["BudgetActor", "get_budget_actor", "request_tag_of", "with_permit"]

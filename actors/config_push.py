@@ -9,17 +9,21 @@ role's policy): nothing here is persisted; the admin API writes the config store
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Mapping
 
 import ray
 from pydantic import SecretStr
 from ray import ObjectRef
 
+from actors.discovery import DESCRIBE_TIMEOUT_S
 from actors.dispatcher import get_dispatcher
+from actors.fleet import find_fleet_actor
 from actors.registry import CloudContainer, ensure_cloud_containers, ensure_providers
-from cluster.admin import PushPlan
+from cluster.admin import KeyTargets, PushPlan, key_targets
 from cluster.cloud.key_readiness import local_only_roles, missing_key_message
 from cluster.config import ConfigStore
+from cluster.fleet import VirtualHost
 from cluster.providers import ProviderView
 from cluster.roles import Policy, Role
 from cluster.settings import RoleRoute, SamespaceSettings
@@ -27,11 +31,15 @@ from cluster.settings import RoleRoute, SamespaceSettings
 __all__ = [
     "apply_to_containers",
     "forget_discoveries",
+    "key_destinations",
     "key_problem",
     "push_cloud_config",
     "push_policy",
     "put_in_force",
+    "sidecar_key_hosts",
 ]
+
+log = logging.getLogger("samespace.admin")
 
 
 def apply_to_containers(
@@ -86,13 +94,68 @@ def push_policy(settings: SamespaceSettings, role: Role, policy: Policy | str) -
     return policy
 
 
+async def sidecar_key_hosts(settings: SamespaceSettings) -> list[VirtualHost]:
+    """The reachable sidecars hosting virtual containers, as the fleet actor knows them (none when
+    no sidecar ever reached this cluster, or the fleet actor does not answer). Outside a Ray driver
+    or replica there is no fleet: nothing is looked up, and no driver started."""
+    if not ray.is_initialized():
+        return []
+    fleet = await asyncio.to_thread(find_fleet_actor, settings)
+    if fleet is None:
+        return []
+    try:
+        hosts: list[VirtualHost] = await asyncio.wait_for(fleet.virtual_hosts.remote(), DESCRIBE_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - the in-cluster containers still take the key
+        log.warning("the fleet actor did not say which sidecars host virtual containers: %s", type(exc).__name__)
+        return []
+    return hosts
+
+
+async def key_destinations(
+    settings: SamespaceSettings, targets: list[str] | None, containers: list[CloudContainer]
+) -> KeyTargets:
+    """Where a key push goes (`cluster/admin/key_targets.py`): ConfigError("targets", ...) for a
+    target matching nothing, before anything is persisted or sent."""
+    return key_targets(targets, [c.name for c in containers], await sidecar_key_hosts(settings))
+
+
+async def _send_key(
+    settings: SamespaceSettings, key: SecretStr, containers: list[CloudContainer], targets: KeyTargets | None
+) -> tuple[list[str], list[str]]:
+    """The key to each targeted in-cluster container, and through the fleet actor to each targeted
+    sidecar (one `config` frame each). Returns the containers that took it (names) and the issues."""
+    targets = targets or await key_destinations(settings, None, containers)
+    chosen = [c for c in containers if targets.takes(c.name)]
+    answers = await asyncio.gather(*(c.handle.set_key.remote(key) for c in chosen), return_exceptions=True)
+    issues = [
+        f"{c.name}: the key did not land ({type(a).__name__})"
+        for c, a in zip(chosen, answers, strict=True)
+        if isinstance(a, BaseException)
+    ]
+    keyed = [c.name for c, a in zip(chosen, answers, strict=True) if not isinstance(a, BaseException)]
+    if targets.sidecars:
+        fleet = await asyncio.to_thread(find_fleet_actor, settings)
+        if fleet is None:
+            return keyed, [*issues, "the fleet actor is gone: the key reached no sidecar"]
+        try:
+            on_sidecars, sidecar_issues = await fleet.push_key.remote(key, targets.sidecars)
+        except Exception as exc:  # noqa: BLE001 - said as an issue; the in-cluster containers took it
+            return keyed, [*issues, f"the key reached no sidecar ({type(exc).__name__})"]
+        keyed += on_sidecars
+        issues += sidecar_issues
+    return keyed, issues
+
+
 async def put_in_force(
-    settings: SamespaceSettings, plan: PushPlan, key: SecretStr | None
-) -> tuple[list[CloudContainer], list[str]]:
+    settings: SamespaceSettings, plan: PushPlan, key: SecretStr | None, targets: KeyTargets | None = None
+) -> tuple[list[CloudContainer], list[str], list[str]]:
     """Send a push plan to the actors (DESIGN §8): each role's dispatcher its policy, each virtual
     container what changed for its role, then the dispatchers of re-routed roles forget their
-    discovery, then every container takes `key` (last: no request goes out on the old route with
-    it). Nothing is persisted here. Returns the containers and each send that did not land."""
+    discovery, then the containers take `key` (last: no request goes out on the old route with it):
+    those `targets` names (None: every in-cluster container and every sidecar hosting virtual
+    containers, through the fleet actor). Nothing is persisted here. Returns the in-cluster
+    containers, each send that did not land, and the containers (in-cluster and on sidecars) that
+    took the key, by name."""
     refs = await asyncio.to_thread(
         lambda: push_cloud_config(settings, routes=plan.routes, policies=plan.policies, base_url=plan.base_url)
     )
@@ -104,14 +167,11 @@ async def put_in_force(
     if plan.routes:  # only once the routes landed: a discovery now sees the new model and pin
         await asyncio.gather(*await asyncio.to_thread(forget_discoveries, settings, list(plan.routes)))
     containers = await asyncio.to_thread(ensure_cloud_containers, settings)
+    keyed: list[str] = []
     if key is not None:
-        answers = await asyncio.gather(*(c.handle.set_key.remote(key) for c in containers), return_exceptions=True)
-        issues += [
-            f"{c.name}: the key did not land ({type(a).__name__})"
-            for c, a in zip(containers, answers, strict=True)
-            if isinstance(a, BaseException)
-        ]
-    return containers, issues
+        keyed, key_issues = await _send_key(settings, key, containers, targets)
+        issues += key_issues
+    return containers, issues, keyed
 
 
 def key_problem(settings: SamespaceSettings, roles: Iterable[Role] = (Role.CODE_EMBEDDING,)) -> str | None:

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 import ray
 from ray.actor import ActorHandle
 
-from actors.fleet import find_fleet_actor
-from actors.handles import named_actor
-from cluster.naming import is_provider_name, is_virtual_container_name
+from actors.handles import find_actor, named_actor
+from cluster.naming import FLEET_ACTOR_NAME, is_provider_name, is_virtual_container_name
 from cluster.providers import ProviderInfo, ProviderKind, not_answering
 from cluster.settings import SamespaceSettings
 
@@ -51,19 +50,21 @@ async def discover_providers(settings: SamespaceSettings) -> list[LiveProvider]:
             return LiveProvider(info=not_answering(name, kind, type(exc).__name__), handle=None)
 
     described, sidecars = await asyncio.gather(
-        asyncio.gather(*(ask(name) for name in names)), _sidecar_providers(settings)
+        asyncio.gather(*(ask(name) for name in names)), _sidecar_providers(settings, names)
     )
     return list(described) + sidecars
 
 
-async def _sidecar_providers(settings: SamespaceSettings) -> list[LiveProvider]:
+async def _sidecar_providers(settings: SamespaceSettings, reserved: list[str]) -> list[LiveProvider]:
     """Sidecar-hosted providers, as the fleet actor sees them; none when no sidecar ever
-    reached this cluster. Their calls go through the fleet actor, which holds the sockets."""
-    fleet = find_fleet_actor(settings)
+    reached this cluster. Their calls go through the fleet actor, which holds the sockets.
+    `reserved`: the names of the provider actors, which a sidecar's virtual container may not
+    take (one that would is listed ineligible under another name: `cluster/fleet/virtual_providers.py`)."""
+    fleet = find_actor(settings, FLEET_ACTOR_NAME)  # never started here (actors/fleet.py sits above)
     if fleet is None:
         return []
     try:
-        infos: list[ProviderInfo] = await asyncio.wait_for(fleet.providers.remote(), DESCRIBE_TIMEOUT_S)
+        infos: list[ProviderInfo] = await asyncio.wait_for(fleet.providers.remote(reserved), DESCRIBE_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - reported, and the Ray-hosted providers still serve
         log.warning("the fleet actor did not answer discovery: %s", type(exc).__name__)
         return []

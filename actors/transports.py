@@ -10,7 +10,7 @@ by its `ProviderKind` and where it is hosted. A provider actor's error arrives a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,7 +22,14 @@ from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import CHAT_ROLES, Role
 from cluster.routing.dispatch import Provider
 
-__all__ = ["TRANSPORTS", "CloudTransport", "RayActorTransport", "SidecarTransport", "Transport"]
+__all__ = [
+    "TRANSPORTS",
+    "CloudTransport",
+    "RayActorTransport",
+    "SidecarCloudTransport",
+    "SidecarTransport",
+    "Transport",
+]
 
 
 async def unwrap(ref: Any) -> Any:
@@ -104,14 +111,49 @@ class CloudTransport:
 
     async def _rerank(self, query: str, docs: list[str]) -> list[float]:
         ranked = await unwrap(self._handle.rerank.remote(query, docs, None, *_tag(), **caller_kwargs()))
-        scores = [float("-inf")] * len(docs)  # a document the upstream did not rank comes last
-        for index, score in ranked:
-            scores[index] = score
-        return scores
+        return _scores(ranked, len(docs))
 
     async def _chat(self, **request: Any) -> Any:
         project, priority = _tag()
         return await unwrap(self._handle.chat.remote(**request, project=project, priority=priority, **caller_kwargs()))
+
+
+def _scores(ranked: list[tuple[int, float]], count: int) -> list[float]:
+    """(index, score) pairs as one score per document; a document the upstream did not rank comes last."""
+    scores = [float("-inf")] * count
+    for index, score in ranked:
+        scores[index] = score
+    return scores
+
+
+class SidecarCloudTransport:
+    """A virtual container a sidecar hosts: the handle is the fleet actor, every call names the
+    provider, and carries the request's project, priority, subject and tool call as a Ray-hosted
+    container's does (the fleet actor takes the budget permit). Embedding and rerank only: a
+    sidecar's virtual containers serve no chat role."""
+
+    def __init__(self, handle: ActorHandle) -> None:
+        self._handle = handle
+
+    def provider(self, info: ProviderInfo) -> Provider:
+        handle, name = self._handle, info.name
+        role = info.roles[0]
+        return Provider(
+            info=info,
+            embed=(lambda texts: unwrap(handle.virtual_embed.remote(name, texts, *_tag(), **caller_kwargs())))
+            if role.writes_index
+            else None,
+            rerank=self._rerank(name) if role is Role.RERANKER else None,
+        )
+
+    def _rerank(self, name: str) -> Callable[[str, list[str]], Awaitable[list[float]]]:
+        async def rerank(query: str, docs: list[str]) -> list[float]:
+            ranked = await unwrap(
+                self._handle.virtual_rerank.remote(name, query, docs, None, *_tag(), **caller_kwargs())
+            )
+            return _scores(ranked, len(docs))
+
+        return rerank
 
 
 class SidecarTransport:
@@ -132,9 +174,11 @@ class SidecarTransport:
         )
 
 
-# (kind, hosted) → its transport. Sidecar providers are local: they join the local lanes and policies.
+# (kind, hosted) → its transport. A sidecar's own servers are local: they join the local lanes and
+# policies; the virtual containers a sidecar hosts are cloud, under the key-wide budget.
 TRANSPORTS: Mapping[tuple[ProviderKind, str], Callable[[ActorHandle], Transport]] = {
     (ProviderKind.LOCAL, "ray"): RayActorTransport,
     (ProviderKind.CLOUD, "ray"): CloudTransport,
     (ProviderKind.LOCAL, "sidecar"): SidecarTransport,
+    (ProviderKind.CLOUD, "sidecar"): SidecarCloudTransport,
 }

@@ -17,15 +17,14 @@ import numpy as np
 import ray
 from pydantic import SecretStr
 
-from actors.budget import get_budget_actor, with_permit
-from cluster.cloud.budget import KeyFacts, Priority
+from actors.budget import get_budget_actor, request_tag_of, with_permit
+from cluster.cloud.budget import KeyFacts
 from cluster.cloud.container import cloud_identity, read_key_facts, starting_config
 from cluster.cloud.key_readiness import NO_KEY_REASON
 from cluster.cloud.openrouter import OpenRouterClient
 from cluster.cloud.request_tag import (
     RequestTag,
     collecting_usage,
-    current_request_tag,
     hear_usage,
     set_request_tag,
 )
@@ -138,8 +137,8 @@ class VirtualContainerActor:
         client = self._require_client()
         upstream = self._route.upstream
         return await self._count(
-            _tag(project, priority, subject, call_id),
-            lambda: client.embed(self._route.model, upstream, texts, self._width),
+            request_tag_of(project, priority, subject, call_id),
+            lambda _ticket: client.embed(self._route.model, upstream, texts, self._width),
         )
 
     async def rerank(
@@ -154,8 +153,8 @@ class VirtualContainerActor:
     ) -> list[tuple[int, float]]:
         client = self._require_client()
         result: list[tuple[int, float]] = await self._count(
-            _tag(project, priority, subject, call_id),
-            lambda: client.rerank(self._route.model, query, documents, top_n),
+            request_tag_of(project, priority, subject, call_id),
+            lambda _ticket: client.rerank(self._route.model, query, documents, top_n),
         )
         return result
 
@@ -173,8 +172,8 @@ class VirtualContainerActor:
     ) -> Any:
         client = self._require_client()
         return await self._count(
-            _tag(project, priority, subject, call_id),
-            lambda: client.chat(self._route.model, messages, tools, tool_choice, max_tokens, temperature),
+            request_tag_of(project, priority, subject, call_id),
+            lambda _ticket: client.chat(self._route.model, messages, tools, tool_choice, max_tokens, temperature),
         )
 
     async def context_window(self) -> int | None:
@@ -254,14 +253,3 @@ class VirtualContainerActor:
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
-
-
-def _tag(project: str | None, priority: str | None, subject: str | None, call_id: str | None) -> RequestTag:
-    """The tag a call arrives with: what it names, over the task's own (the defaults)."""
-    default = current_request_tag()
-    return RequestTag(
-        project or default.project,
-        Priority(priority or default.priority),
-        subject or default.subject,
-        call_id or default.call_id,
-    )

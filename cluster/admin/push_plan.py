@@ -13,9 +13,9 @@ the config store, then hands a `PushPlan` to the actors (`actors.config_push.put
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 NO_KEY_YET = "no key has been pushed yet: include api_key"
+MAX_TARGETS = 256
 NO_CONTAINERS = "no virtual container exists: enable the cloud (cloud.enabled) first"
 
 
@@ -59,6 +60,14 @@ class OpenRouterPush(_Body):
     base_url: str | None = Field(default=None, min_length=1)
     models: dict[Role, ModelPush] | None = None
     policies: dict[Role, Policy] | None = None
+    targets: list[Annotated[str, Field(min_length=1, max_length=2048)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TARGETS,
+        description="Where the key goes (default: every virtual container, in-cluster and on sidecars): names of "
+        "in-cluster or sidecar virtual containers, or sidecars by agent URL or hostname (all their virtual "
+        "containers). Only with api_key.",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -70,6 +79,8 @@ class OpenRouterPush(_Body):
         for role, push in (self.models or {}).items():
             if role.writes_index and push.provider is None:
                 raise ValueError(f"models.{role.value}.provider: an embedding route must name a pinned upstream")
+        if self.targets is not None and self.api_key is None:
+            raise ValueError("targets: name where the key goes, so only with api_key")
         return self
 
     @property
@@ -102,10 +113,19 @@ class PushPlan:
     sends_key: bool = False
     needs_containers: bool = False  # a push of a key, a model or a base URL has nothing to land on without one
 
-    def pushed_to(self, containers: Iterable[tuple[str, Role]]) -> list[str]:
-        """The (name, role) containers this plan sends something to, by name."""
-        everyone = self.sends_key or self.base_url is not None
-        return [name for name, role in containers if everyone or role in self.routes or role in self.policies]
+    def pushed_to(
+        self, containers: Iterable[tuple[str, Role]], takes_key: Callable[[str], bool] | None = None
+    ) -> list[str]:
+        """The (name, role) containers this plan sends something to, by name. `takes_key`: which of
+        them a key push reaches (default all: a push without `targets`)."""
+
+        def keyed(name: str) -> bool:
+            return self.sends_key and (takes_key is None or takes_key(name))
+
+        everyone = self.base_url is not None
+        return [
+            name for name, role in containers if everyone or keyed(name) or role in self.routes or role in self.policies
+        ]
 
     def missing_containers(self, count: int) -> list[str]:
         """The issue to report when the plan needed containers and `count` exist."""

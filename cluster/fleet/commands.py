@@ -18,8 +18,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster.errors import UpstreamTimeout, UpstreamUnavailable
+from cluster.errors import (
+    AuthFailed,
+    PaymentRequired,
+    RateLimited,
+    UpstreamError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from cluster.fleet.frames import ResultFrame, command_frame
+
+# OpenRouter's "Provider Overloaded" (outside 5xx semantics, same meaning), as cluster/cloud/faults.py reads it.
+_OVERLOADED = frozenset({529})
 
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -49,6 +59,36 @@ class _Pending:
     agent: str
     outbox: str
     future: asyncio.Future[dict[str, Any]]
+    provider: str = ""
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+
+
+def result_error(agent: str, provider: str, result: ResultFrame) -> UpstreamError:
+    """A failed command's error. Without an HTTP `status`: the sidecar failed (UpstreamUnavailable,
+    as before). With one (a virtual container's upstream answer), the error the in-cluster OpenRouter
+    client raises for it (cluster/cloud/faults.py): 429 RateLimited with its `retryAfterS`, 402
+    PaymentRequired (RateLimited when it carries a Retry-After: the transient in-flight budget),
+    401/403 AuthFailed, 408 UpstreamTimeout, 5xx and 529 UpstreamUnavailable, else UpstreamError."""
+    detail = f"sidecar: {(result.error or '')[:200]}"
+    extra = result.payload()
+    status = extra.get("status")
+    if not isinstance(status, int) or isinstance(status, bool):
+        return UpstreamUnavailable(agent, detail)
+    retry_after = _number(extra.get("retryAfterS"))
+    if status == 429 or (status == 402 and retry_after is not None):
+        return RateLimited(provider, detail, status, retry_after)
+    if status == 402:
+        return PaymentRequired(provider, detail, status)
+    if status in (401, 403):
+        return AuthFailed(provider, detail, status)
+    if status == 408:
+        return UpstreamTimeout(provider, detail, status)
+    if status >= 500 or status in _OVERLOADED:
+        return UpstreamUnavailable(provider, detail, status)
+    return UpstreamError(provider, detail, status)
 
 
 class CommandDesk:
@@ -83,7 +123,7 @@ class CommandDesk:
         """Queue the frame `frame_of(new id)` (a command or a config) and await the result with that id."""
         command_id = self._new_id()
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[command_id] = _Pending(agent, outbox, future)
+        self._pending[command_id] = _Pending(agent, outbox, future, provider)
         self.post(outbox, frame_of(command_id))
         try:
             return await asyncio.wait_for(future, timeout_s)
@@ -119,7 +159,7 @@ class CommandDesk:
         if pending is None or pending.agent != agent or pending.future.done():
             return False
         if result.error is not None:
-            pending.future.set_exception(UpstreamUnavailable(agent, f"sidecar: {result.error[:200]}"))
+            pending.future.set_exception(result_error(agent, pending.provider or agent, result))
         else:
             pending.future.set_result(result.payload())
         return True

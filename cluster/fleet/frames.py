@@ -24,7 +24,12 @@ from sidecar.wire import (
     MAX_CONTAINERS,
     MAX_FRAME_BYTES,
     MAX_RESULT_BYTES,
+    OPENROUTER_SOURCE,
+    VIRTUAL_CONTAINER_MARK,
+    VIRTUAL_ROLE_LABELS,
+    Action,
     ContainerConfig,
+    ContainersResult,
     ContainerStatus,
     FrameType,
     HeartbeatFrame,
@@ -36,9 +41,14 @@ from sidecar.wire import (
     RegisterFrame,
     ResultFrame,
     StatusData,
+    VirtualContainerRow,
+    VirtualEmbedCommand,
+    VirtualRerankCommand,
+    VirtualUsage,
     command_frame,
     config_frame,
     error_frame,
+    key_config_frame,
     ping_frame,
     registered_frame,
 )
@@ -50,10 +60,15 @@ __all__ = [
     "MAX_CONTAINERS",
     "MAX_FRAME_BYTES",
     "MAX_RESULT_BYTES",
+    "OPENROUTER_SOURCE",
     "ROLE_NAMES",
     "RUNNING",
+    "VIRTUAL_CONTAINER_MARK",
+    "VIRTUAL_ROLE_LABELS",
+    "Action",
     "ContainerConfig",
     "ContainerStatus",
+    "ContainersResult",
     "FrameRejected",
     "FrameType",
     "HeartbeatFrame",
@@ -66,10 +81,16 @@ __all__ = [
     "ResultFrame",
     "RoleCapability",
     "StatusData",
+    "VirtualContainerRow",
+    "VirtualEmbedCommand",
+    "VirtualRerankCommand",
+    "VirtualUsage",
     "capabilities",
     "command_frame",
     "config_frame",
     "error_frame",
+    "is_virtual_entry",
+    "key_config_frame",
     "parse_frame",
     "ping_frame",
     "registered_frame",
@@ -158,11 +179,25 @@ def role_of(container_key: str, status: ContainerStatus) -> Role | None:
     return None
 
 
+def is_virtual_entry(container_key: str, status: ContainerStatus) -> bool:
+    """Whether a heartbeat's container entry looks like a virtual container (type `openrouter`, or
+    `-OR-` in its name). Heartbeats stay trimmed: such an entry is never a capability, and nothing
+    read from a heartbeat makes a cloud provider (the `containers` command discovers them)."""
+    if (status.type or "").strip().lower() == OPENROUTER_SOURCE:
+        return True
+    if status.config is not None and (status.config.type or "").strip().lower() == OPENROUTER_SOURCE:
+        return True
+    return any(VIRTUAL_CONTAINER_MARK in name for name in (container_key, status.name or ""))
+
+
 def capabilities(status: StatusData) -> dict[Role, RoleCapability]:
     """Which roles the host serves right now (peer `snapshotToCapabilities`): a role is available
-    when any of its containers is running; models are the configured and the loaded ones."""
+    when any of its containers is running; models are the configured and the loaded ones. Entries
+    that look like virtual containers are ignored (`is_virtual_entry`)."""
     found: dict[Role, RoleCapability] = {}
     for key, container in sorted(status.containers.items()):
+        if is_virtual_entry(key, container):
+            continue
         role = role_of(key, container)
         if role is None:
             continue

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
 from http import HTTPStatus
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
+from pydantic import SecretStr
 
+from cluster.cloud.budget import KeyFacts
 from cluster.cloud.openai_wire import ChatResult
 from cluster.errors import ConfigError, SamespaceError, UpstreamUnavailable
 from cluster.fleet.agent_registry import BAD_CREDENTIAL, UNKNOWN_AGENT, Fleet, HostRecord, HostView, RegistrationRefused
@@ -32,12 +34,16 @@ from cluster.fleet.frames import (
     PollRequest,
     RegisterFrame,
     ResultFrame,
+    VirtualUsage,
     config_frame,
     error_frame,
+    key_config_frame,
     parse_frame,
     ping_frame,
 )
 from cluster.fleet.sidecar_providers import SidecarCalls, SidecarRoute, sidecar_providers
+from cluster.fleet.virtual_calls import VirtualCalls
+from cluster.fleet.virtual_providers import VirtualBook, VirtualHost, VirtualRoute, virtual_hosts, virtual_providers
 from cluster.providers import ProviderInfo
 from cluster.settings import SamespaceSettings
 from cluster.types import Clock
@@ -117,6 +123,12 @@ class FleetHub:
         self._sidecar_calls = SidecarCalls(self._send, self._current_routes)
         self._stats: dict[str, tuple[int, int, str | None]] = {}
         self._loop_task: asyncio.Task[None] | None = None
+        # Sidecar virtual containers (cluster/fleet/virtual_providers.py): discovered rows, permits, routes.
+        self.virtual = VirtualBook()
+        self._virtual_routes: dict[str, VirtualRoute] = {}
+        self._virtual_calls = VirtualCalls(self._send, self._current_virtual_routes, self.virtual, self._width)
+        self._asking: set[str] = set()  # agents with a `containers` command in flight
+        self._background: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
         return "FleetHub()"
@@ -140,6 +152,7 @@ class FleetHub:
             if agent is not None and not reply.close:
                 url = frame.agent_url[:200]
                 log.info("sidecar %s registered over WebSocket as agent %s (%s)", url, agent, connection)
+                self._spawn(self.discover_virtual(agent))
             else:
                 log.info("sidecar registration refused on %s: %s", connection, reply.frames[0].get("message"))
             self._fail_retired()
@@ -172,6 +185,7 @@ class FleetHub:
             log.info("sidecar registration refused over HTTP: %s", admitted.message)
             return admitted.status, admitted.frame()
         log.info("sidecar %s registered over HTTP as agent %s", frame.agent_url[:200], admitted.agent_id)
+        self._spawn(self.discover_virtual(admitted.agent_id))
         return HTTPStatus.OK, admitted.frame()
 
     async def http_heartbeat(self, raw: bytes, agent_id: str | None, digest: str | None) -> Answer:
@@ -219,9 +233,21 @@ class FleetHub:
     def hosts(self) -> list[HostView]:
         return self.fleet.hosts()
 
-    def providers(self) -> list[ProviderInfo]:
-        infos, self._routes = sidecar_providers(self.fleet.hosts(), self._settings.embedding.width, self._stats)
-        return infos
+    def providers(self, reserved: Collection[str] = ()) -> list[ProviderInfo]:
+        """Every sidecar-hosted provider: each (host, role) a heartbeat reports (`local`), then each
+        virtual container a `containers` answer reported (`cloud`). `reserved`: names other providers
+        of the discovery hold (the in-cluster ones): a virtual container may not take one."""
+        hosts = self.fleet.hosts()
+        infos, self._routes = sidecar_providers(hosts, self._width, self._stats)
+        routes, stats = self._settings.cloud.routes, self._stats
+        virtual, self._virtual_routes = virtual_providers(hosts, self.virtual, routes, self._width, stats, reserved)
+        return infos + virtual
+
+    def virtual_hosts(self) -> list[VirtualHost]:
+        """The reachable sidecars hosting virtual containers: their names and whether each holds a key."""
+        hosts = self.fleet.hosts()
+        reachable = {h.agent_id for h in hosts if h.agent_id and self.fleet.reachable(h.agent_id)}
+        return virtual_hosts(hosts, self.virtual, reachable)
 
     # --- provider calls (the dispatchers') -----------------------------------------------------
     async def embed(self, provider: str, texts: list[str]) -> np.ndarray:
@@ -235,6 +261,65 @@ class FleetHub:
 
     async def context_window(self, provider: str) -> int | None:
         return await self._sidecar_calls.context_window(provider)
+
+    # --- virtual containers (the fleet actor's calls, each under a budget permit) ----------------
+    def virtual_route(self, provider: str) -> VirtualRoute:
+        """The virtual container's route (its role, model and pin); refused when unknown or distrusted."""
+        if provider not in self._current_virtual_routes():
+            self.providers()  # a container discovered since the last discovery asked
+        return self._virtual_calls.route(provider)
+
+    async def virtual_embed(
+        self, provider: str, texts: list[str], permit: str
+    ) -> tuple[np.ndarray, VirtualUsage | None]:
+        return await self._counted(provider, self._virtual_calls.embed(provider, texts, permit))
+
+    async def virtual_rerank(
+        self, provider: str, query: str, documents: list[str], top_n: int | None, permit: str
+    ) -> tuple[list[tuple[int, float]], VirtualUsage | None]:
+        return await self._counted(provider, self._virtual_calls.rerank(provider, query, documents, top_n, permit))
+
+    async def key_facts(self, provider: str) -> KeyFacts:
+        """The key's limits, read through a sidecar's virtual container (for the BudgetActor)."""
+        self.virtual_route(provider)
+        return await self._virtual_calls.key_facts(provider)
+
+    async def discover_virtual(self, agent: str | None = None) -> None:
+        """Ask `agent` (default: every reachable agent) which virtual containers it hosts; the rows
+        are kept in memory. An agent that does not answer keeps its last rows (its liveness decides
+        whether they serve); one asked already is not asked twice at once."""
+        agents = [agent] if agent is not None else [h.agent_id for h in self.fleet.hosts() if h.agent_id]
+        await asyncio.gather(*(self._ask_containers(a) for a in agents if self.fleet.reachable(a)))
+
+    async def discovered(self) -> None:
+        """Wait for the discoveries running beside their callers (a registration's, the liveness loop's)."""
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    async def push_key(self, key: SecretStr, containers: Mapping[str, list[str] | None]) -> tuple[list[str], list[str]]:
+        """The OpenRouter key to sidecars: one `config` frame per agent (`containers`: agent id → its
+        containers' own names to take the key, None for all), built as it is posted and kept nowhere
+        else. Returns the virtual containers (the master's names) that took it, and each agent it did
+        not reach, in words (never the key). Their rows are asked again, so the key shows at once."""
+        agents = list(containers)
+        answers = await asyncio.gather(
+            *(self._send_key(agent, key, containers[agent]) for agent in agents), return_exceptions=True
+        )
+        issues = [
+            f"sidecar agent {agent}: the key did not land ({type(answer).__name__})"
+            for agent, answer in zip(agents, answers, strict=True)
+            if isinstance(answer, BaseException)
+        ]
+        landed = [agent for agent, answer in zip(agents, answers, strict=True) if not isinstance(answer, BaseException)]
+        await asyncio.gather(*(self.discover_virtual(agent) for agent in landed))
+        keyed = [
+            view.name
+            for host in self.virtual_hosts()
+            if host.agent_id in landed
+            for view in host.containers
+            if containers[host.agent_id] is None or view.own_name in (containers[host.agent_id] or [])
+        ]
+        return keyed, issues
 
     async def push_config(self, agent_url: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Send a `config` frame to the agent at `agent_url` and await its acknowledgement (a `result`
@@ -251,9 +336,11 @@ class FleetHub:
     async def liveness_loop(self) -> None:
         """Ping sweep every ping interval; stale hosts checked every second (their commands fail)."""
         ping_every = self._settings.fleet.ping_interval_s
+        discover_every = self._settings.fleet.virtual_discovery_s
         next_ping = self._clock() + ping_every
+        next_discovery = self._clock() + discover_every
         while True:
-            await self._sleep(min(STALE_CHECK_S, ping_every))
+            await self._sleep(min(STALE_CHECK_S, ping_every, discover_every))
             try:
                 self.fleet.flush()  # registry changes deferred by the write budget
                 for agent in self.fleet.newly_stale():
@@ -262,14 +349,19 @@ class FleetHub:
                 if self._clock() >= next_ping:
                     next_ping = self._clock() + ping_every
                     self.sweep()
+                if self._clock() >= next_discovery:
+                    next_discovery = self._clock() + discover_every
+                    self._spawn(self.discover_virtual())
             except Exception:
                 log.exception("fleet liveness pass failed")
 
     def stop_liveness(self) -> None:
-        """Cancel the liveness loop (started by the first socket or registration)."""
+        """Cancel the liveness loop (started by the first socket or registration) and any discovery."""
         if self._loop_task is not None:
             self._loop_task.cancel()
             self._loop_task = None
+        for task in list(self._background):
+            task.cancel()
 
     def sweep(self) -> None:
         """Close the sockets the fleet dropped (their commands fail), and ping every other one."""
@@ -281,10 +373,42 @@ class FleetHub:
             self.desk.post(socket_outbox(connection), ping_frame())
 
     # --- internals -----------------------------------------------------------------------------
+    @property
+    def _width(self) -> int:
+        return self._settings.embedding.width
+
     def _current_routes(self) -> dict[str, SidecarRoute]:
         if not self._routes:  # a call before any discovery asked: derive them now
             self.providers()
         return self._routes
+
+    def _current_virtual_routes(self) -> dict[str, VirtualRoute]:
+        return self._virtual_routes
+
+    async def _ask_containers(self, agent: str) -> None:
+        if agent in self._asking:
+            return
+        self._asking.add(agent)
+        try:
+            rows = await self._virtual_calls.containers(agent)
+        except SamespaceError as exc:  # an older sidecar knows no `containers`; a busy one answers next time
+            log.debug("sidecar agent %s: no virtual containers read: %s", agent, type(exc).__name__)
+            return
+        finally:
+            self._asking.discard(agent)
+        if self.fleet.knows(agent):  # not replaced meanwhile
+            self.virtual.record(agent, rows)
+
+    async def _send_key(self, agent: str, key: SecretStr, containers: list[str] | None) -> None:
+        box = self._outbox_of(agent, agent)
+        timeout = self._settings.fleet.command_timeout_s
+        await self.desk.request(agent, box, lambda i: key_config_frame(i, key, containers), timeout, agent, "config")
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` beside the caller (a discovery), holding the task until it ends."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _send(self, agent: str, provider: str, action: str, payload: dict[str, Any]) -> dict[str, Any]:
         box = self._outbox_of(agent, provider)
@@ -295,6 +419,7 @@ class FleetHub:
         for agent in self.fleet.drain_retired():
             failed = self.desk.fail_agent(agent, REPLACED)
             self.desk.fail_outbox(http_outbox(agent), REPLACED)
+            self.virtual.forget(agent)
             log.info("sidecar agent %s replaced; %d commands failed over", agent, failed)
 
     def _outbox_of(self, agent: str, provider: str) -> str:

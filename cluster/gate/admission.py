@@ -61,13 +61,14 @@ def key_of(info: ProviderInfo, regime: Regime) -> GateKey:
 def reference_candidates(selection: Selection, preferred: str | None) -> list[ProviderInfo]:
     """Possible references in order: local (preferred first, Ray-hosted before sidecar-hosted: a
     workstation that comes and goes never defines an index's space while an actor can) unless the
-    policy is `cloud`; then cloud anchors."""
+    policy is `cloud`; then cloud anchors, the in-cluster virtual containers before those a sidecar
+    hosts, for the same reason."""
     pool = selection.primary + selection.reserve
     local = sorted(
         (p for p in pool if p.kind is ProviderKind.LOCAL),
         key=lambda p: (p.name != preferred, p.hosted != "ray", p.name),
     )
-    cloud = sorted((p for p in pool if p.kind is ProviderKind.CLOUD), key=lambda p: p.name)
+    cloud = sorted((p for p in pool if p.kind is ProviderKind.CLOUD), key=lambda p: (p.hosted != "ray", p.name))
     return cloud if selection.policy is Policy.CLOUD else local
 
 

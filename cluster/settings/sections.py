@@ -492,3 +492,9 @@ class FleetSettings(BaseModel):
         ge=1,
         description="Durable registry writes allowed in any 60 s; later changes are coalesced into the next one.",
     )
+    virtual_discovery_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often each reachable sidecar is asked for its virtual containers (the `containers` "
+        "command; also asked once as it registers). Kept in memory only.",
+    )

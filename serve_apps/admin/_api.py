@@ -1,7 +1,8 @@
 """The admin API's service: providers, gate, budget, health, sidecars, the OpenRouter key and its push.
 
 `AdminApi` is the plain class behind the routes of `serve_apps/admin/_app.py`; it reaches the actors
-through their named handles. The key is write-only: it goes to the virtual containers and nowhere else.
+through their named handles. The key is write-only: it goes to the virtual containers (in the cluster,
+and on the sidecars that host them, through the fleet actor) and nowhere else.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat
 from ray.actor import ActorHandle
 from ray.exceptions import ActorUnavailableError, RayActorError
 
+from cluster.admin.key_targets import KeyTargets, any_key_held
 from cluster.admin.push_plan import (
     NO_KEY_YET,
     OpenRouterPush,
@@ -29,6 +31,7 @@ from cluster.admin.push_plan import (
 from cluster.admin.role_status import CallFailure, RoleAnswer, RoleStatus, role_answer
 from cluster.cloud.state import ContainerState, disagreements
 from cluster.errors import NoProviderLeft, original_error
+from cluster.fleet import VirtualHost
 from cluster.naming import dispatcher_actor_name
 from cluster.providers import ProviderInfo, ProviderView
 from cluster.roles import Role
@@ -289,7 +292,9 @@ class AdminApi:
         (asked now), and every way they differ. Never the key, only whether one is held."""
         from cluster.config.store import overlay
 
-        stored, (states, silent) = await asyncio.gather(asyncio.to_thread(self._store.read), self._container_states())
+        stored, (states, silent), hosts = await asyncio.gather(
+            asyncio.to_thread(self._store.read), self._container_states(), self._sidecar_hosts()
+        )
         effective = overlay(self._settings, stored)
         return {
             "key_pushed": stored.key_pushed,
@@ -302,20 +307,49 @@ class AdminApi:
             "policies": {role.value: effective.policy(role).value for role in Role},
             "pushed": stored.model_dump(mode="json", include={"base_url", "roles", "policies"}),
             "containers": [state.model_dump(mode="json") for state in sorted(states, key=lambda s: s.name)],
+            "sidecar_containers": [
+                {"name": view.name, "role": view.role.value, "agent_url": host.agent_url, "key_held": view.key_held}
+                for host in hosts
+                for view in host.containers
+            ],
             "disagreements": silent + disagreements(effective, states),
         }
 
     async def push(self, body: OpenRouterPush) -> dict[str, Any]:
         """Persist what is safe, then put all of it in force (`actors.config_push.put_in_force`). A
-        container that restarts meanwhile reads the same values from the store."""
+        container that restarts meanwhile reads the same values from the store. A key goes to every
+        virtual container, in the cluster and on the sidecars, or to those `targets` names: a target
+        matching nothing is a ConfigError (400) before anything is persisted or sent."""
         async with self._push_lock:
             stored = await asyncio.to_thread(self._store.read)
+            targets = await self._key_targets(body)
             if key_check_needed(body, stored):
                 states, _ = await self._container_states()
-                if not any(state.key_held for state in states):  # a key from the nodes' env counts
-                    return {"ok": False, "pushed_to": [], "issues": [NO_KEY_YET]}
+                # a key from the nodes' env counts, and one a sidecar's virtual container holds
+                if not any_key_held(states, await self._sidecar_hosts()):
+                    return {"ok": False, "pushed_to": [], "key_to": [], "issues": [NO_KEY_YET]}
             persisted = await asyncio.to_thread(self._store.update, lambda config: merged(config, body, time.time()))
-            return await self._put_in_force(plan_push(self._settings, persisted, body), body)
+            return await self._put_in_force(plan_push(self._settings, persisted, body), body, targets)
+
+    async def _sidecar_hosts(self) -> list[VirtualHost]:
+        """The reachable sidecars hosting virtual containers (`actors.config_push.sidecar_key_hosts`)."""
+        from actors.config_push import sidecar_key_hosts
+
+        return await sidecar_key_hosts(self._settings)
+
+    async def _in_cluster_names(self) -> list[str]:
+        from actors.registry import ensure_cloud_containers
+
+        return [c.name for c in await asyncio.to_thread(ensure_cloud_containers, self._settings)]
+
+    async def _key_targets(self, body: OpenRouterPush) -> KeyTargets | None:
+        """Where the push's key goes (None: no key in it); ConfigError for a target matching nothing."""
+        from cluster.admin.key_targets import key_targets
+
+        if body.api_key is None:
+            return None
+        names, hosts = await asyncio.gather(self._in_cluster_names(), self._sidecar_hosts())
+        return key_targets(body.targets, names, hosts)
 
     async def repush(self) -> dict[str, Any]:
         """Re-send the whole durable config (never a key) to the dispatchers and every virtual container."""
@@ -323,16 +357,23 @@ class AdminApi:
             persisted = await asyncio.to_thread(self._store.read)
             return await self._put_in_force(plan_repush(self._settings, persisted), None)
 
-    async def _put_in_force(self, plan: PushPlan, body: OpenRouterPush | None) -> dict[str, Any]:
-        """Send the plan, then ask the containers what they hold: what did not land is an issue."""
+    async def _put_in_force(
+        self, plan: PushPlan, body: OpenRouterPush | None, targets: KeyTargets | None = None
+    ) -> dict[str, Any]:
+        """Send the plan, then ask the containers what they hold: what did not land is an issue.
+        `key_to`: the virtual containers (in-cluster and on sidecars) that took the key, by name."""
         from actors.config_push import put_in_force
 
         key = body.api_key if body is not None else None
-        containers, issues = await put_in_force(self._settings, plan, key)
-        issues += plan.missing_containers(len(containers))
+        containers, issues, keyed = await put_in_force(self._settings, plan, key, targets)
+        in_cluster = {c.name for c in containers}
+        on_sidecars = [name for name in keyed if name not in in_cluster]
+        issues += plan.missing_containers(len(containers) + len(on_sidecars))
         states, silent = await self._container_states()
         issues += silent + disagreements(plan.effective, states)
-        return {"ok": not issues, "pushed_to": plan.pushed_to((c.name, c.role) for c in containers), "issues": issues}
+        takes_key = targets.takes if targets is not None else None
+        pushed_to = plan.pushed_to(((c.name, c.role) for c in containers), takes_key) + on_sidecars
+        return {"ok": not issues, "pushed_to": pushed_to, "key_to": keyed, "issues": issues}
 
 
 def _find_dispatcher(settings: SamespaceSettings, role: Role) -> ActorHandle:

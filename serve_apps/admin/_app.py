@@ -19,7 +19,7 @@ import logging
 from functools import partial
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from ray import serve
@@ -162,7 +162,10 @@ def _add_cloud_routes(app: FastAPI, api: AdminApi) -> None:
 
     @app.post("/openrouter")
     async def openrouter_push(body: OpenRouterPush) -> dict[str, Any]:
-        return await api.push(body)
+        try:
+            return await api.push(body)
+        except ConfigError as exc:  # a `targets` entry matching nothing: the field and position, never the value
+            raise HTTPException(400, str(exc)) from None
 
     @app.post("/openrouter/repush")
     async def openrouter_repush() -> dict[str, Any]:
