@@ -10,6 +10,9 @@
 3. reindex of a synthetic repository under policy `local`: the CPU embedder actor alone vs the
    actor plus the sidecar's lane (on this one machine both share the same cores, so the second
    number measures scheduling, not added capacity).
+4. the cloud lane a sidecar hosts (`--serve code-embedding=openrouter:<model>@<upstream>`) against an
+   in-cluster virtual container and against OpenRouter called directly, on the OpenRouter fake
+   (`bench/fleet_cloud.py`).
 Results: printed, and written to bench/results/fleet.json.
 """
 
@@ -23,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.fleet_cloud import measure_cloud_lane
 from cluster.environment import set_local_env_defaults
 
 set_local_env_defaults()
@@ -139,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 "served_by": next((x for x in lines if x.startswith("served by")), ""),
             }
             report["reindex_with_sidecar_over_actor_only"] = round(with_sidecar_s / alone_s, 3)
+        report["sidecar_cloud_lane"] = measure_cloud_lane(port, work, texts)
     finally:
         serve.shutdown()
         ray.shutdown()

@@ -52,6 +52,7 @@ SIDECAR_HOST, SKEW_HOST = "orws", "orskew"
 SIDECAR_VC, SKEW_VC = f"{SIDECAR_HOST}-OR-CodeEmbedding", f"{SKEW_HOST}-OR-CodeEmbedding"
 FLEET = {"ping_interval_s": 1, "stale_after_s": 3, "command_timeout_s": 30, "virtual_discovery_s": 1}
 ROUTES = {"code-embedding": {"model": MODEL, "upstream": EXACT}}
+IN_FLIGHT = 2  # master A's budget (an operator override) and key A's in-flight limit at the fake
 
 
 @dataclass
@@ -72,10 +73,14 @@ class TwoMasters:
         response.raise_for_status()
         return {view["provider"]["name"]: view for view in response.json()["code-embedding"]}
 
-    def wait_eligible(self, admin: httpx.Client, name: str, timeout_s: float = 90.0) -> dict[str, Any]:
+    def wait_eligible(
+        self, admin: httpx.Client, name: str, timeout_s: float = 90.0, *, listed_only: bool = False
+    ) -> dict[str, Any]:
+        """Wait until the master lists the provider (`listed_only`), or lists it eligible."""
+
         def eligible() -> dict[str, Any] | None:
             view = self.providers(admin).get(name)
-            return view if view is not None and view["provider"]["eligible"] else None
+            return view if view is not None and (listed_only or view["provider"]["eligible"]) else None
 
         try:
             return wait_until(eligible, timeout_s=timeout_s, interval_s=0.5, what=f"{name} eligible")
@@ -95,7 +100,7 @@ class TwoMasters:
         from actors.build_ports import run_reindex
 
         record = run_reindex(self.settings_a, repo or self.repo, index, emit=lambda line: None, full=True)
-        return writers(self.settings_a, record.build_id)
+        return writers(self.settings_a, record.build)
 
     def requests(self, key_label: str, counter: str = "requests") -> int:
         return int(self.fake.stats().total(counter, key=key_label, path="/embeddings"))  # type: ignore[arg-type]
@@ -148,7 +153,8 @@ def masters(
     from serve_apps.mcp import McpIngress
 
     fake_openrouter.configure(
-        keys={KEY_A: {"label": "key-a"}, KEY_B: {"label": "key-b"}},
+        # Key A refuses (402) a request beyond two in flight: a lane outside the budget would meet it.
+        keys={KEY_A: {"label": "key-a", "in_flight_budget": IN_FLIGHT}, KEY_B: {"label": "key-b"}},
         upstreams={EXACT: {"vectors": "same", "latency_s": 0.02}, SKEWED: {"vectors": "perturbed", "sigma": 0.3}},
     )
     fake_openrouter.reset()
@@ -230,13 +236,16 @@ def test_the_sidecar_fronts_openrouter_for_two_masters_under_the_budget_and_the_
     m = masters
     # B: its key reaches the sidecar only (B has no in-cluster container), and B's reindex is served
     # wholly through the sidecar's virtual container, with B's key alone.
+    listed = m.wait_eligible(m.admin_b, SIDECAR_VC, listed_only=True)
+    assert listed["provider"]["kind"] == "cloud" and listed["provider"]["hosted"] == "sidecar", listed
+    assert listed["provider"]["upstream"] == EXACT and not listed["provider"]["eligible"], listed
     pushed_b = m.push_key(m.admin_b, KEY_B)
     assert SIDECAR_VC in str(pushed_b), pushed_b
     m.wait_eligible(m.admin_b, SIDECAR_VC)
     assert m.requests("key-b") == 0
     m.master_b.wait_ready()
     answer = m.master_b.ask({"op": "reindex", "repo": str(m.repo), "index": "shop-b"})
-    build_b = answer["record"]["build_id"]
+    build_b = answer["record"]["build"]
     rows_b = m.master_b.ask({"op": "writers", "build": build_b})["writers"]
     assert set(rows_b) == {SIDECAR_VC} and sum(rows_b.values()) > 0, rows_b
     served_b = m.requests("key-b", "ok")
@@ -245,10 +254,13 @@ def test_the_sidecar_fronts_openrouter_for_two_masters_under_the_budget_and_the_
 
     # A, the key narrowed to the in-cluster container: the sidecar's container for A waits for a
     # key (B's key does not serve A) and the reindex runs on the in-cluster lanes alone.
+    m.wait_eligible(m.admin_a, SIDECAR_VC, listed_only=True)
+    m.wait_eligible(m.admin_a, SKEW_VC, listed_only=True)
     pushed = m.push_key(m.admin_a, KEY_A, targets=[m.in_cluster_vc])
     assert SIDECAR_VC not in str(pushed) and SKEW_VC not in str(pushed), pushed
     view = m.providers(m.admin_a)[SIDECAR_VC]
     assert not view["provider"]["eligible"] and "key" in view["provider"]["reason"], view
+    assert m.admin_a.put("/budget", json={"max_concurrent": IN_FLIGHT}).status_code == 200
     before = m.budget_a()
     alone = m.reindex_a("shop-alone")
     assert SIDECAR_VC not in alone and m.in_cluster_vc in alone, alone
@@ -271,7 +283,15 @@ def test_the_sidecar_fronts_openrouter_for_two_masters_under_the_budget_and_the_
     spend = after["spend"]["roles"]["code-embedding"]
     assert spend["calls"] == m.requests("key-a", "ok"), (spend, m.requests("key-a", "ok"))
     limited_both = after["rate_limited"] - after_alone["rate_limited"]
+    print(
+        f"A alone: {dict(alone)}, {after_alone['requests'] - before['requests']} permits, {limited_alone} answered 429;"
+        f" A with the sidecar: {dict(both)}, {sent} permits, {limited_both} answered 429; B: {rows_b}"
+    )
     assert limited_both <= limited_alone, (limited_both, limited_alone)
+    # Key-wide: the two cloud lanes together never had more requests in flight than the budget allows.
+    stats = m.fake.stats()
+    assert stats.max_in_flight.get("key-a", 0) <= IN_FLIGHT, stats.max_in_flight
+    assert m.requests("key-a", "errors") == 0
 
     # The gate refused the sidecar pinned to the wrong upstream.
     gate = {r["key"]["provider"]: r for r in m.admin_a.get("/gate").json()["code-embedding"]}

@@ -52,9 +52,9 @@ class RemoteMaster:
         (work / "settings.json").write_text(json.dumps(settings))
         self._log_path = work / "master.log"
         self._log = self._log_path.open("w")
+        command = [sys.executable, "-m", "tests.support.fakes.remote_master", "--settings", str(work / "settings.json")]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.fakes.remote_master", "--settings", str(work / "settings.json")]
-            + ["--port", str(port), "--work", str(work)],
+            [*command, "--port", str(port), "--work", str(work)],
             cwd=ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -188,7 +188,7 @@ def _answer(settings: Any, request: dict[str, Any]) -> dict[str, Any]:
         if request["op"] == "writers":
             return {"ok": True, "writers": dict(_writers(settings, request["build"]))}
         return {"ok": False, "error": f"unknown op {request['op']!r}"}
-    except Exception:  # the test reads the traceback; the master keeps serving
+    except Exception:  # noqa: BLE001 - the test reads the traceback; the master keeps serving
         return {"ok": False, "error": traceback.format_exc()}
 
 
