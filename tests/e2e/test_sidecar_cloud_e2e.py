@@ -125,6 +125,32 @@ def writers(settings: Any, build: str) -> Counter[str]:
             return found
 
 
+def master_a_settings(root: Path, openrouter_url: str) -> dict[str, Any]:
+    """The session cluster's master: an in-cluster virtual container and the local embedder beside
+    the sidecar's lane, under `aggregate`."""
+    return {
+        "ray": {"namespace": NAMESPACE_A},
+        "store": {"data_dir": root / "data"},
+        "admin": {"token": ADMIN_A, "config_path": root / "config" / "config.json"},
+        "cloud": {"enabled": True, "base_url": openrouter_url, "routes": ROUTES},
+        "policies": {"code-embedding": "aggregate"},
+        "fleet_token": FLEET_A,
+        "fleet": FLEET,
+    }
+
+
+def openrouter_sidecar(masters: list[tuple[str, str]], upstream: str, host: str, fake: Any) -> SidecarProcess:
+    """A reference sidecar serving code-embedding through the fake, pinned to `upstream`."""
+    return SidecarProcess(
+        masters=masters,
+        serves=[openrouter_serve_arg("code-embedding", MODEL, upstream)],
+        openrouter_base_url=fake.base_url,
+        hostname=host,
+        agent_url=f"http://127.0.0.1:{free_port()}",
+        log_level="DEBUG",  # the most a sidecar ever logs: the canary must be absent even here
+    )
+
+
 def master_b_settings(root: Path) -> dict[str, Any]:
     return {
         "ray": {"namespace": NAMESPACE_B},
@@ -159,15 +185,7 @@ def masters(
     )
     fake_openrouter.reset()
     root = tmp_path_factory.mktemp("or-fleet")
-    settings_a = SamespaceSettings(
-        ray={"namespace": NAMESPACE_A},
-        store={"data_dir": root / "a-data"},
-        admin={"token": ADMIN_A, "config_path": root / "a-config" / "config.json"},
-        cloud={"enabled": True, "base_url": fake_openrouter.base_url, "routes": ROUTES},
-        policies={"code-embedding": "aggregate"},
-        fleet_token=FLEET_A,
-        fleet=FLEET,
-    )
+    settings_a = SamespaceSettings(**master_a_settings(root / "a", fake_openrouter.base_url))
     for secret in (KEY_A, KEY_B):
         canary_scan.watch(secret, root)
     serve.run(McpIngress.options(num_replicas=1).bind(settings_a), name=NAMESPACE_A, route_prefix=PREFIX_A)
@@ -185,23 +203,13 @@ def masters(
         base_url=f"{master_b.url}/admin", headers={"Authorization": f"Bearer {ADMIN_B}"}, timeout=120
     )
     url_a = f"http://127.0.0.1:{mcp_server.port}{PREFIX_A}"
-    sidecar = SidecarProcess(
-        masters=[(url_a, FLEET_A), (master_b.url, FLEET_B)],
-        serves=[openrouter_serve_arg("code-embedding", MODEL, EXACT)],
-        openrouter_base_url=fake_openrouter.base_url,
-        hostname=SIDECAR_HOST,
-        agent_url=f"http://127.0.0.1:{free_port()}",
-        log_level="DEBUG",  # the most the sidecar ever logs: the canary must be absent even here
-    )
-    skew = SidecarProcess(
-        masters=[(url_a, FLEET_A)],
-        serves=[openrouter_serve_arg("code-embedding", MODEL, SKEWED)],
-        openrouter_base_url=fake_openrouter.base_url,
-        hostname=SKEW_HOST,
-        agent_url=f"http://127.0.0.1:{free_port()}",
-    )
+    # The two masters' sidecar, and one on A pinned to the skewed upstream.
+    sidecar = openrouter_sidecar([(url_a, FLEET_A), (master_b.url, FLEET_B)], EXACT, SIDECAR_HOST, fake_openrouter)
+    skew = openrouter_sidecar([(url_a, FLEET_A)], SKEWED, SKEW_HOST, fake_openrouter)
     try:
         master_b.wait_ready()
+        for secret in (KEY_A, KEY_B):  # master B's Ray session: its logs, events and spilled objects
+            canary_scan.watch(secret, master_b.session_dir())
         sidecar.start()
         skew.start()
         yield TwoMasters(
@@ -243,7 +251,6 @@ def test_the_sidecar_fronts_openrouter_for_two_masters_under_the_budget_and_the_
     assert SIDECAR_VC in str(pushed_b), pushed_b
     m.wait_eligible(m.admin_b, SIDECAR_VC)
     assert m.requests("key-b") == 0
-    m.master_b.wait_ready()
     answer = m.master_b.ask({"op": "reindex", "repo": str(m.repo), "index": "shop-b"})
     build_b = answer["record"]["build"]
     rows_b = m.master_b.ask({"op": "writers", "build": build_b})["writers"]

@@ -5,7 +5,7 @@ its own (its own GCS, raylet and Serve proxy, on ports apart from the session's)
 (with the admin API and the `/sidecar` routes) on `--port`, and acts as that cluster's driver for
 reindexes the test asks for. It talks to the test through files in `--work`:
 
-    ready.json                  written once Serve answers: {"port": ..., "pid": ...}
+    ready.json                  written once Serve answers: {"port", "pid", "session_dir"}
     requests/<id>.json          {"op": "reindex", "repo": ..., "index": ...} or {"op": "writers", "build": ...}
     requests/<id>.out.json      the answer: the reindex's record and output lines, or rows by writer
 
@@ -67,6 +67,10 @@ class RemoteMaster:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"the second master did not start:\n{self.log()[-4000:]}")
             time.sleep(0.2)
+
+    def session_dir(self) -> Path:
+        """The Ray session folder of this master's cluster (logs, events, spilled objects)."""
+        return Path(json.loads((self._work / "ready.json").read_text())["session_dir"])
 
     def log(self) -> str:
         return self._log_path.read_text(errors="replace")
@@ -158,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         serve.run(McpIngress.options(num_replicas=1).bind(settings), name="mcp", route_prefix="/")
         requests = args.work / "requests"
         requests.mkdir(parents=True, exist_ok=True)
-        (args.work / "ready.json").write_text(json.dumps({"port": args.port, "pid": os.getpid()}))
+        session_dir = ray._private.worker._global_node.get_session_dir_path()  # noqa: SLF001  no public accessor
+        ready = {"port": args.port, "pid": os.getpid(), "session_dir": session_dir}
+        (args.work / "ready.json").write_text(json.dumps(ready))
         print(f"master up on 127.0.0.1:{args.port}", flush=True)
         while not stopping:
             for request in sorted(requests.glob("*.json")):
