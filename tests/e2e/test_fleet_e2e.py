@@ -25,6 +25,7 @@ import ray
 from tests.support.fakes.embedding_server import FakeEmbeddingServer
 from tests.support.fakes.repos import function_repo
 from tests.support.fakes.sidecar_process import SidecarProcess, serve_arg
+from tests.support.index_rows import rows_by_writer
 from tests.support.ray_cluster import McpServer, RayCluster
 from tests.support.waiting import wait_until
 
@@ -72,16 +73,7 @@ class Fleet:
 
     def writers(self, build: str) -> Counter[str]:
         """Rows of a build by the provider that wrote them."""
-        from actors import get_index_actor
-
-        index = get_index_actor(self.settings)
-        found: Counter[str] = Counter()
-        offset = None
-        while True:
-            rows, offset = ray.get(index.reusable_vectors.remote(build, offset, 256))
-            found.update(rows.writers[rows.writer_of[i]][0] for i in range(len(rows.embed_hashes)))
-            if offset is None:
-                return found
+        return rows_by_writer(self.settings, build)
 
     def provider_of(self, sidecar: SidecarProcess) -> str:
         """The provider the sidecar is now: its name carries the agent id the master issued at its

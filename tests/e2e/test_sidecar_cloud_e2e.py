@@ -35,6 +35,7 @@ from tests.support.fakes.openrouter_server import free_port
 from tests.support.fakes.remote_master import RemoteMaster
 from tests.support.fakes.repos import function_repo
 from tests.support.fakes.sidecar_process import SidecarProcess, openrouter_serve_arg
+from tests.support.index_rows import rows_by_writer
 from tests.support.ray_cluster import CanaryScan, McpServer, RayCluster
 from tests.support.waiting import wait_until
 
@@ -100,7 +101,7 @@ class TwoMasters:
         from actors.build_ports import run_reindex
 
         record = run_reindex(self.settings_a, repo or self.repo, index, emit=lambda line: None, full=True)
-        return writers(self.settings_a, record.build)
+        return rows_by_writer(self.settings_a, record.build)
 
     def requests(self, key_label: str, counter: str = "requests") -> int:
         return int(self.fake.stats().total(counter, key=key_label, path="/embeddings"))  # type: ignore[arg-type]
@@ -109,20 +110,6 @@ class TwoMasters:
         response = self.admin_a.get("/budget")
         response.raise_for_status()
         return dict(response.json())
-
-
-def writers(settings: Any, build: str) -> Counter[str]:
-    """Rows of a build by the provider that wrote them."""
-    from actors import get_index_actor
-
-    index = get_index_actor(settings)
-    found: Counter[str] = Counter()
-    offset = None
-    while True:
-        rows, offset = ray.get(index.reusable_vectors.remote(build, offset, 256))
-        found.update(rows.writers[rows.writer_of[i]][0] for i in range(len(rows.embed_hashes)))
-        if offset is None:
-            return found
 
 
 def master_a_settings(root: Path, openrouter_url: str) -> dict[str, Any]:

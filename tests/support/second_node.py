@@ -4,14 +4,12 @@ or crashed (`crash`, SIGKILL to every process of the node at once)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-import psutil
+from tests.support.process_tree import kill_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_ARGS = ("--num-cpus", "1", "--resources", '{"fake_gpu": 1}')
@@ -41,10 +39,5 @@ class SecondNode:
 
     def crash(self) -> None:
         """SIGKILL to the node's every process at once: no goodbye to the GCS, nothing left running."""
-        if self.process.poll() is None:
-            group = [self.process.pid, *(p.pid for p in psutil.Process(self.process.pid).children(recursive=True))]
-            for pid in group:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            self.process.wait(10)
+        kill_tree(self.process)
         self._log.close()

@@ -26,14 +26,13 @@ import subprocess
 import sys
 import time
 import traceback
-from collections import Counter
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import psutil
-
 from cluster.environment import set_local_env_defaults
+from tests.support.index_rows import rows_by_writer
+from tests.support.process_tree import kill_tree
 
 POLL_S = 0.1
 ROOT = Path(__file__).resolve().parents[3]
@@ -92,12 +91,7 @@ class RemoteMaster:
 
     def kill(self) -> None:
         """SIGKILL to the master and every Ray process it started, at once: a master that vanishes."""
-        if self.process.poll() is None:
-            group = [self.process.pid, *(p.pid for p in psutil.Process(self.process.pid).children(recursive=True))]
-            for pid in group:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            self.process.wait(10)
+        kill_tree(self.process)
         self._reap_group()
         self._log.close()
 
@@ -192,26 +186,10 @@ def _answer(settings: Any, request: dict[str, Any]) -> dict[str, Any]:
             record = run_reindex(settings, Path(request["repo"]), request["index"], emit=lines.append)
             return {"ok": True, "record": record.model_dump(mode="json"), "lines": lines}
         if request["op"] == "writers":
-            return {"ok": True, "writers": dict(_writers(settings, request["build"]))}
+            return {"ok": True, "writers": dict(rows_by_writer(settings, request["build"]))}
         return {"ok": False, "error": f"unknown op {request['op']!r}"}
     except Exception:  # noqa: BLE001 - the test reads the traceback; the master keeps serving
         return {"ok": False, "error": traceback.format_exc()}
-
-
-def _writers(settings: Any, build: str) -> Counter[str]:
-    """Rows of a build by the provider that wrote them."""
-    import ray
-
-    from actors import get_index_actor
-
-    index = get_index_actor(settings)
-    found: Counter[str] = Counter()
-    offset = None
-    while True:
-        rows, offset = ray.get(index.reusable_vectors.remote(build, offset, 256))
-        found.update(rows.writers[rows.writer_of[i]][0] for i in range(len(rows.embed_hashes)))
-        if offset is None:
-            return found
 
 
 if __name__ == "__main__":
