@@ -8,9 +8,10 @@ by the master `<PCName>-OR-<Role>` from the host's reported hostname (DESIGN §4
 cloud lanes, the key-wide budget (every call carries a permit) and the gate like an in-cluster one.
 
 Accounting: the book counts the permits the master sent to each (agent, role). A sidecar that
-reports more upstream calls for a container than the permits it was sent called OpenRouter
-without one: every virtual container of that agent is ineligible from then on (sticky for the
-agent id; a new registration is a new agent), said once at WARNING. Pure: no clock, no I/O.
+reports more upstream calls for a container than the permits it was sent (counted from the first
+answer this book saw for it: before that no permit can have gone out) called OpenRouter without
+one: every virtual container of that agent is ineligible from then on (sticky for the agent id; a
+new registration is a new agent), said once at WARNING. Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ class VirtualBook:
         self._rows: dict[str, list[VirtualContainerRow]] = {}
         self._permits: dict[tuple[str, Role], int] = {}
         self._unpermitted: dict[str, str] = {}
+        # The upstream calls a container had already reported when this book first saw it: a master
+        # that restarted (its fleet actor with it) meets a sidecar whose counters kept running.
+        self._baseline: dict[tuple[str, Role], int] = {}
 
     def __repr__(self) -> str:
         return f"VirtualBook({len(self._rows)} agents)"
@@ -102,9 +106,13 @@ class VirtualBook:
             return
         for row in rows:
             role = row_role(row)
-            sent = self._permits.get((agent, role), 0) if role is not None else 0
-            if row.upstream_calls > sent:
-                reason = f"called OpenRouter without a permit ({row.upstream_calls} calls, {sent} permits)"
+            if role is None:
+                continue
+            sent = self._permits.get((agent, role), 0)
+            base = self._baseline.setdefault((agent, role), max(0, row.upstream_calls - sent))
+            calls = row.upstream_calls - base
+            if calls > sent:
+                reason = f"called OpenRouter without a permit ({calls} calls, {sent} permits)"
                 self._unpermitted[agent] = reason
                 log.warning("sidecar agent %s, virtual container %s: %s", agent, row.name[:80], reason)
                 return
@@ -129,6 +137,8 @@ class VirtualBook:
         self._unpermitted.pop(agent, None)
         for key in [key for key in self._permits if key[0] == agent]:
             del self._permits[key]
+        for key in [key for key in self._baseline if key[0] == agent]:
+            del self._baseline[key]
 
     def agents(self) -> list[str]:
         return sorted(self._rows)

@@ -209,7 +209,10 @@ async def test_a_sidecar_that_called_openrouter_without_a_permit_is_refused_for_
 
 def test_the_book_counts_permits_per_agent_and_role_and_forgets_a_replaced_agent() -> None:
     book = VirtualBook()
+    fresh = [VirtualContainerRow.model_validate(row(upstreamCalls=0))]
     rows = [VirtualContainerRow.model_validate(row(upstreamCalls=2))]
+    book.record("a1", fresh)
+    book.record("a2", fresh)
     book.permit_sent("a1", Role.CODE_EMBEDDING)
     book.permit_sent("a1", Role.CODE_EMBEDDING)
     book.permit_sent("a2", Role.CODE_EMBEDDING)
@@ -219,6 +222,18 @@ def test_the_book_counts_permits_per_agent_and_role_and_forgets_a_replaced_agent
     assert book.unpermitted("a2") == "called OpenRouter without a permit (2 calls, 1 permits)"
     book.forget("a2")
     assert (book.unpermitted("a2"), book.permits("a2", Role.CODE_EMBEDDING), book.rows("a2")) == (None, 0, [])
+
+
+def test_a_restarted_master_counts_from_the_calls_a_sidecar_had_already_made() -> None:
+    """The sidecar's counters outlive a master's fleet actor: the calls it reported when this book
+    first saw it were made under the permits of the master's earlier life."""
+    book = VirtualBook()
+    book.record("a1", [VirtualContainerRow.model_validate(row(upstreamCalls=5))])
+    book.permit_sent("a1", Role.CODE_EMBEDDING)
+    book.record("a1", [VirtualContainerRow.model_validate(row(upstreamCalls=6))])
+    assert book.unpermitted("a1") is None
+    book.record("a1", [VirtualContainerRow.model_validate(row(upstreamCalls=8))])
+    assert book.unpermitted("a1") == "called OpenRouter without a permit (3 calls, 1 permits)"
 
 
 async def test_a_name_taken_already_is_listed_ineligible_under_another_name(hub: FleetHub) -> None:
