@@ -28,7 +28,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayActorError, RayError
 
-from actors.discovery import discover_providers
+from actors.discovery import LiveProvider, discover_providers
 from actors.handles import get_or_start
 from actors.metrics import budget_metrics_loop
 from cluster.auth import SubjectQuotas
@@ -150,22 +150,9 @@ class BudgetActor:
         return self._controller.snapshot()
 
     async def discover(self) -> BudgetSnapshot:
-        """Read the key's limits through a virtual container (this actor never holds the key): an
-        in-cluster one first, else one a sidecar hosts (through the fleet actor, by its name)."""
-        found = await discover_providers(self._settings)
-        for live in sorted(found, key=lambda live: live.info.hosted != "ray"):
-            if live.handle is None or live.info.kind is not ProviderKind.CLOUD or not live.info.eligible:
-                continue
-            try:
-                if live.info.hosted == "sidecar":
-                    facts: KeyFacts = await live.handle.key_facts.remote(live.info.name)
-                else:
-                    facts = await live.handle.key_facts.remote()
-            except Exception as exc:  # noqa: BLE001 - try the next container; the budget stays timid
-                log.warning("budget discovery through %s failed: %s", live.info.name, exc)
-                continue
-            return self.apply_key_facts(facts)
-        return self._controller.snapshot()
+        """Read the key's limits through a virtual container (this actor never holds the key)."""
+        facts = await key_facts_through(await discover_providers(self._settings))
+        return self.apply_key_facts(facts) if facts is not None else self._controller.snapshot()
 
     # ---- spend (cluster/cloud/spend.py) ------------------------------------------------------
     def spend(self) -> SpendView:
@@ -250,6 +237,25 @@ class BudgetActor:
             await asyncio.sleep(self._settings.budget.discovery_interval_s)
 
 
+async def key_facts_through(found: Sequence[LiveProvider]) -> KeyFacts | None:
+    """The key's limits, read through the first eligible virtual container that answers: an
+    in-cluster one first, else one a sidecar hosts (through the fleet actor, by its name); None
+    when none answers (the budget stays timid)."""
+    for live in sorted(found, key=lambda live: live.info.hosted != "ray"):
+        if live.handle is None or live.info.kind is not ProviderKind.CLOUD or not live.info.eligible:
+            continue
+        try:
+            if live.info.hosted == "sidecar":
+                facts: KeyFacts = await live.handle.key_facts.remote(live.info.name)
+            else:
+                facts = await live.handle.key_facts.remote()
+        except Exception as exc:  # noqa: BLE001 - try the next container
+            log.warning("budget discovery through %s failed: %s", live.info.name, exc)
+            continue
+        return facts
+    return None
+
+
 def get_budget_actor(settings: SamespaceSettings) -> ActorHandle:
     return get_or_start(BudgetActor, settings, BUDGET_ACTOR_NAME, settings)
 
@@ -328,4 +334,4 @@ async def _released(released: Awaitable[None]) -> None:
         log.warning("a release was not booked: %s", type(exc).__name__)
 
 
-__all__ = ["BudgetActor", "get_budget_actor", "request_tag_of", "with_permit"]
+__all__ = ["BudgetActor", "get_budget_actor", "key_facts_through", "request_tag_of", "with_permit"]

@@ -32,6 +32,7 @@ from tests.support.fleet_endpoint import (
     http_register,
     recv,
     register,
+    work_commands,
 )
 from tests.support.waiting import wait_until_async
 
@@ -182,11 +183,11 @@ async def test_poll_and_result_are_bound_to_the_agent_by_its_credential(master: 
         mine = await client.post(
             "/sidecar/poll", json={"agentUrl": thief_url, "waitS": 0}, headers=agent_headers(thief)
         )
-        assert mine.status_code == 200 and mine.json() == {"commands": []}
+        assert mine.status_code == 200 and work_commands(mine.json()["commands"]) == []
         polled = await client.post(
             "/sidecar/poll", json={"agentUrl": victim_url, "waitS": 5}, headers=agent_headers(victim)
         )
-        [command] = polled.json()["commands"]
+        [command] = work_commands(polled.json()["commands"])
         assert command["texts"] == ["secret source text"]
 
         forged = {"type": "result", "id": command["id"], "embeddings": [[9.0] * 384]}

@@ -73,10 +73,25 @@ def heartbeat(agent: str, running: bool = True, model: str = "all-MiniLM-L6-v2")
     }
 
 
+# The master asks every agent that registers which virtual containers it hosts (DESIGN §4): the raw
+# sidecars of these tests host none and leave that question unanswered.
+DISCOVERY_ACTION = "containers"
+
+
+def is_discovery(frame: dict[str, Any]) -> bool:
+    return frame.get("type", "command") == "command" and frame.get("action") == DISCOVERY_ACTION
+
+
+def work_commands(commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The commands of an HTTP heartbeat or poll answer, without the master's discovery question."""
+    return [command for command in commands if not is_discovery(command)]
+
+
 async def recv(ws: ClientConnection, seconds: float = 10.0, skip_pings: bool = True) -> dict[str, Any]:
+    """The next frame, past pings (unless asked for) and the master's discovery question."""
     while True:
         frame = json.loads(await asyncio.wait_for(ws.recv(), seconds))
-        if not (skip_pings and frame.get("type") == "ping"):
+        if not ((skip_pings and frame.get("type") == "ping") or is_discovery(frame)):
             return frame
 
 

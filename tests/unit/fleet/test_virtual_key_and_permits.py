@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 import actors.budget
-from actors.budget import BudgetActor
+from actors.budget import key_facts_through
 from actors.discovery import LiveProvider
 from actors.fleet import FleetActor
 from cluster.cloud import Charge, KeyFacts, Outcome, Priority
@@ -25,7 +25,6 @@ from cluster.errors import RateLimited
 from cluster.fleet.hub import FleetHub
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import Role
-from cluster.settings import StoreSettings
 from tests.support.virtual_sidecars import joined, row, settings_at, sleep_forever
 
 CANARY = "sk-or-v1-canary-5f1d8e2a9b7c4e10"
@@ -188,23 +187,17 @@ def live(name: str, hosted: str, eligible: bool, handle: KeyReader) -> LiveProvi
     return LiveProvider(info=info, handle=handle)
 
 
-async def test_the_budget_reads_the_key_through_a_sidecar_container_by_name_when_no_in_cluster_one_can(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    settings = settings_at(tmp_path).model_copy(update={"store": StoreSettings(data_dir=tmp_path / "data")})
-    budget = BudgetActor.__ray_metadata__.modified_class(settings)  # the class behind the Ray shell
+async def test_the_budget_reads_the_key_through_a_sidecar_container_by_name_when_no_in_cluster_one_can() -> None:
     keyless, fleet, in_cluster = KeyReader(1.0), KeyReader(120.0), KeyReader(600.0)
     found = [
         live("a-OR-CodeEmbedding", "sidecar", True, fleet),
         live("z-OR-CodeEmbedding", "ray", False, keyless),  # no key: not asked
     ]
-
-    async def discover(settings: Any) -> list[LiveProvider]:
-        return found
-
-    monkeypatch.setattr(actors.budget, "discover_providers", discover)
-    await budget.discover()
+    facts = await key_facts_through(found)
     assert (fleet.asked, keyless.asked) == ([("a-OR-CodeEmbedding",)], [])
+    assert facts is not None and facts.rpm == 120.0
     found.append(live("y-OR-CodeEmbedding", "ray", True, in_cluster))
-    await budget.discover()
+    facts = await key_facts_through(found)
     assert in_cluster.asked == [()] and len(fleet.asked) == 1  # an in-cluster container first, with no name
+    assert facts is not None and facts.rpm == 600.0
+    assert await key_facts_through([live("z-OR-CodeEmbedding", "ray", False, keyless)]) is None
