@@ -48,6 +48,8 @@ def test_a_joining_node_gets_an_embedder_and_a_lane_and_a_leaving_node_loses_no_
     from actors.dispatcher import get_dispatcher
     from cluster.roles import Role
 
+    (local,) = ensure_embedders(settings)
+    ray.get(local.describe.remote(), timeout=600)  # the model loaded first (the machine may be busy)
     dispatcher = get_dispatcher(settings, Role.CODE_EMBEDDING)
     alone = ray.get(dispatcher.embed.remote(TEXTS[:64]))
     assert set(alone.served_by) == {"samespace-embedder-cpu0"}
