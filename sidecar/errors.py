@@ -6,8 +6,9 @@ SidecarError
 │   └── AuthRejected   ... because of the fleet token (401/403 on a fallback request, 401 on the handshake)
 ├── ConnectionLost     the master link failed or closed: reconnect with backoff
 └── UpstreamError      a fronted server failed a command; its message is sent to the master as-is
-    └── OpenRouterError  ... the server being OpenRouter (a virtual container): with its HTTP status
-                         and Retry-After, which the result carries for the master's budget
+    └── OpenRouterError  ... the server being OpenRouter (a virtual container): with its HTTP status,
+                         Retry-After and the error's whitelisted metadata, which the result carries
+                         for the master's budget
 """
 
 from __future__ import annotations
@@ -82,10 +83,20 @@ class UpstreamError(SidecarError):
 
 class OpenRouterError(UpstreamError):
     """OpenRouter failed a virtual container's call (or it was refused before any was sent). `status`:
-    OpenRouter's HTTP status, if it answered; `retry_after_s`: its Retry-After in seconds, if any. The
-    message never holds the key (the client scrubs it from any text OpenRouter sent back)."""
+    OpenRouter's HTTP status, if it answered; `retry_after_s`: its Retry-After in seconds, if any;
+    `metadata`: the few keys of its error `metadata` the master's error mapping reads (the wire's
+    whitelist, `sidecar.wire.error_metadata`), nothing else of the body. Neither the message nor the
+    metadata holds the key (the client scrubs it from any text OpenRouter sent back)."""
 
-    def __init__(self, message: str, *, status: int | None = None, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+        metadata: dict[str, str | int | float] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
+        self.metadata = dict(metadata or {})

@@ -3,9 +3,9 @@
 One client per master (one httpx pool); the key is handed to each call, because a master may push a
 different key for each of its containers. The bodies are OpenRouter's (the master's own client sends
 the same): an embedding request names exactly one upstream with `allow_fallbacks: false`, or it is
-never sent. Every failure leaves as `OpenRouterError` with OpenRouter's status and Retry-After and a
-short message from which the key is scrubbed; the key itself is unwrapped only into the
-Authorization header of the request.
+never sent. Every failure leaves as `OpenRouterError` with OpenRouter's status and Retry-After, the
+whitelisted keys of its error metadata and a short message, the key scrubbed from all of them; the
+key itself is unwrapped only into the Authorization header of the request.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
 from sidecar.errors import OpenRouterError
-from sidecar.wire import VirtualUsage
+from sidecar.wire import ERROR_METADATA_KEYS, VirtualUsage, error_metadata
 
 __all__ = ["ATTRIBUTION_HEADERS", "EmbedAnswer", "OpenRouterClient", "RerankAnswer", "parse_retry_after"]
 
@@ -177,9 +177,11 @@ class OpenRouterClient:
 
 
 class _StatusFault(Exception):
-    def __init__(self, status: int, detail: str, retry_after_s: float | None) -> None:
+    def __init__(
+        self, status: int, detail: str, retry_after_s: float | None, metadata: dict[str, str | int | float]
+    ) -> None:
         super().__init__(status)
-        self.status, self.detail, self.retry_after_s = status, detail, retry_after_s
+        self.status, self.detail, self.retry_after_s, self.metadata = status, detail, retry_after_s, metadata
 
 
 def _read_json(response: httpx.Response, key: SecretStr) -> Any:
@@ -204,8 +206,17 @@ def _read_json(response: httpx.Response, key: SecretStr) -> Any:
         hinted = metadata.get("retry_after_seconds")
         if isinstance(hinted, int | float) and not isinstance(hinted, bool) and math.isfinite(hinted):
             retry_after = max(0.0, float(hinted))
-    detail = str(message)[:MAX_DETAIL_CHARS] if message else response.reason_phrase or "error"
-    raise _StatusFault(status, _redact(detail, key), retry_after)
+    # scrubbed before any cut, so that no cut-off piece of the key is left behind
+    detail = _redact(str(message), key)[:MAX_DETAIL_CHARS] if message else response.reason_phrase or "error"
+    raise _StatusFault(status, _redact(detail, key), retry_after, _kept_metadata(metadata, key))
+
+
+def _kept_metadata(metadata: Any, key: SecretStr) -> dict[str, str | int | float]:
+    """The wire's whitelist of an error's metadata, each string scrubbed of the key before it is cut."""
+    if not isinstance(metadata, dict):
+        return {}
+    picked = {name: metadata[name] for name in ERROR_METADATA_KEYS if name in metadata}
+    return error_metadata({name: _redact(v, key) if isinstance(v, str) else v for name, v in picked.items()})
 
 
 def _redact(text: str, key: SecretStr) -> str:
@@ -220,7 +231,10 @@ def _faults(key: SecretStr) -> Iterator[None]:
         yield
     except _StatusFault as fault:
         raise OpenRouterError(
-            f"openrouter {fault.status}: {fault.detail}", status=fault.status, retry_after_s=fault.retry_after_s
+            f"openrouter {fault.status}: {fault.detail}",
+            status=fault.status,
+            retry_after_s=fault.retry_after_s,
+            metadata=fault.metadata,
         ) from None
     except _ShapeFault as fault:
         raise OpenRouterError(_redact(f"openrouter bad response: {fault}", key)) from None

@@ -280,4 +280,6 @@ class VirtualContainers:
 
 
 def _failed(command_id: str | int, exc: OpenRouterError) -> dict[str, Any]:
-    return error_result(command_id, exc.message, status=exc.status, retry_after_s=exc.retry_after_s)
+    return error_result(
+        command_id, exc.message, status=exc.status, retry_after_s=exc.retry_after_s, metadata=exc.metadata
+    )

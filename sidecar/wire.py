@@ -8,6 +8,8 @@ master (`cluster.fleet.frames`) imports it, so neither side keeps a copy that co
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -16,9 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 __all__ = [
     "AGENT_ID_HEADER",
     "CREDENTIAL_HEADER",
+    "ERROR_METADATA_KEYS",
     "INBOUND_TYPES",
     "MAX_CONTAINERS",
     "MAX_FRAME_BYTES",
+    "MAX_METADATA_CHARS",
     "MAX_RESULT_BYTES",
     "OPENROUTER_SOURCE",
     "VIRTUAL_CONTAINER_MARK",
@@ -53,6 +57,7 @@ __all__ = [
     "config_frame",
     "describe_invalid",
     "error_frame",
+    "error_metadata",
     "error_result",
     "key_config_frame",
     "ok_result",
@@ -75,6 +80,11 @@ MAX_CONTAINERS = 64
 # the credential issued at registration. The credential never appears in a body.
 AGENT_ID_HEADER = "X-Sidecar-Agent"
 CREDENTIAL_HEADER = "X-Sidecar-Credential"
+# What an error result may carry of OpenRouter's error `metadata`: the keys the master's error
+# mapping reads, under OpenRouter's own names, each a short string or a number. Nothing else of the
+# upstream body crosses the wire (it might echo a secret back).
+ERROR_METADATA_KEYS = ("reason", "limit_source", "retry_after_seconds")
+MAX_METADATA_CHARS = 100
 
 
 class FrameType(StrEnum):
@@ -194,16 +204,42 @@ def result_frame(command_id: Any, fields: dict[str, Any]) -> dict[str, Any]:
     return {"type": FrameType.RESULT.value, "id": command_id, **fields}
 
 
+def error_metadata(raw: object) -> dict[str, str | int | float]:
+    """The part of an upstream error's `metadata` that may cross the wire: each of ERROR_METADATA_KEYS
+    whose value is a string (cut to MAX_METADATA_CHARS) or a finite number; every other key and value
+    dropped, and nothing at all when `raw` is not a mapping. Both ends apply it: the sidecar before it
+    sends, the master on what it receives."""
+    if not isinstance(raw, Mapping):
+        return {}
+    kept: dict[str, str | int | float] = {}
+    for key in ERROR_METADATA_KEYS:
+        value = raw.get(key)
+        if isinstance(value, str):
+            kept[key] = value[:MAX_METADATA_CHARS]
+        elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            kept[key] = value
+    return kept
+
+
 def error_result(
-    command_id: Any, message: str, *, status: int | None = None, retry_after_s: float | None = None
+    command_id: Any,
+    message: str,
+    *,
+    status: int | None = None,
+    retry_after_s: float | None = None,
+    metadata: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """A failed command. A virtual container's upstream failure carries OpenRouter's HTTP `status`
-    (429: rate limited) and its `Retry-After` in seconds, so that the master's budget hears them."""
+    (429: rate limited), its `Retry-After` in seconds and the whitelisted keys of its error `metadata`
+    (`error_metadata`: why a 402 was refused), so that the master's budget hears them."""
     frame: dict[str, Any] = {"type": FrameType.RESULT.value, "id": command_id, "error": message}
     if status is not None:
         frame["status"] = status
     if retry_after_s is not None:
         frame["retryAfterS"] = retry_after_s
+    kept = error_metadata(metadata)
+    if kept:
+        frame["metadata"] = kept
     return frame
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cluster.cloud.budget import BudgetController, BudgetLimits, BudgetSnapshot, KeyFacts, Outcome, Priority
 from cluster.cloud.container import cloud_identity, read_key_facts, requests_per_minute, starting_config
-from cluster.cloud.faults import read_json, upstream_faults
+from cluster.cloud.faults import error_for_status, read_json, upstream_faults
 from cluster.cloud.key_readiness import NO_KEY_REASON, local_only_roles, missing_key_message, wait_for_key
 from cluster.cloud.openai_wire import ChatResult, ToolCall, chat_request_body, parse_chat_result
 from cluster.cloud.openrouter import OpenRouterClient
@@ -66,6 +66,7 @@ __all__ = [
     "collecting_usage",
     "current_request_tag",
     "disagreements",
+    "error_for_status",
     "hear_usage",
     "local_only_roles",
     "missing_key_message",

@@ -11,7 +11,7 @@ import contextlib
 import email.utils
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ __all__ = [
     "OVERLOADED_STATUSES",
     "REDACTED",
     "ShapeFault",
+    "error_for_status",
     "parse_retry_after",
     "read_json",
     "upstream_faults",
@@ -126,16 +127,36 @@ def _detail(where: str, body: _ErrorBody | None, fallback_text: str, secret: Sec
 def _status_error(provider: str, where: str, fault: _StatusFault, secret: SecretStr | None) -> UpstreamError:
     status, body, headers = fault.status, fault.body, fault.response.headers
     detail = _detail(where, body, "" if body is not None else _safe_text(fault.response), secret)
-    metadata = (body.metadata if body is not None else None) or {}
-    retry_after = parse_retry_after(headers.get("Retry-After"))
-    if retry_after is None and isinstance(metadata.get("retry_after_seconds"), int | float):
-        retry_after = max(0.0, float(metadata["retry_after_seconds"]))
+    metadata = body.metadata if body is not None else None
+    return error_for_status(provider, detail, status, parse_retry_after(headers.get("Retry-After")), metadata)
+
+
+def _hinted_seconds(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return max(0.0, float(value))
+    return None
+
+
+def error_for_status(
+    provider: str, detail: str, status: int, retry_after: float | None, metadata: Mapping[str, Any] | None
+) -> UpstreamError:
+    """The error one failed OpenRouter answer means: the one mapping of an HTTP status (with its
+    `Retry-After` in seconds, if any, and the error body's `metadata`) to an UpstreamError, shared by
+    this client and the answers a sidecar relays (cluster/fleet/commands.py).
+
+    429 RateLimited. 402 (DESIGN §7 / OpenRouter limits): the in-flight budget (`reason` or
+    `limit_source` says so) is transient, RateLimited; `weight_exceeds_budget` and `openrouter_credits`
+    are PaymentRequired even with a Retry-After; any other 402 is RateLimited with a Retry-After, else
+    PaymentRequired. 401/403 AuthFailed, 408 UpstreamTimeout, 5xx and 529 UpstreamUnavailable, anything
+    else UpstreamError. Without a Retry-After, `metadata.retry_after_seconds` stands in for it.
+    `detail` is used as given: the caller has already scrubbed and capped it."""
+    meta: Mapping[str, Any] = metadata or {}
+    if retry_after is None:
+        retry_after = _hinted_seconds(meta.get("retry_after_seconds"))
     if status == 429:
         return RateLimited(provider, detail, 429, retry_after)
     if status == 402:
-        # DESIGN §7 / OpenRouter limits: the in-flight budget is transient and carries Retry-After;
-        # credits, key limits and weight_exceeds_budget are not.
-        reason, source = metadata.get("reason"), metadata.get("limit_source")
+        reason, source = meta.get("reason"), meta.get("limit_source")
         in_flight = reason == IN_FLIGHT_REASON or source == IN_FLIGHT_LIMIT_SOURCE
         too_big = reason == "weight_exceeds_budget" or source == "openrouter_credits"
         if in_flight or (retry_after is not None and not too_big):

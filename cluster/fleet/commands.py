@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
 import time
 from collections import deque
@@ -18,18 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster.errors import (
-    AuthFailed,
-    PaymentRequired,
-    RateLimited,
-    UpstreamError,
-    UpstreamTimeout,
-    UpstreamUnavailable,
-)
-from cluster.fleet.frames import ResultFrame, command_frame
-
-# OpenRouter's "Provider Overloaded" (outside 5xx semantics, same meaning), as cluster/cloud/faults.py reads it.
-_OVERLOADED = frozenset({529})
+from cluster.cloud import error_for_status
+from cluster.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from cluster.fleet.frames import ResultFrame, command_frame, error_metadata
 
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -63,32 +55,25 @@ class _Pending:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        return float(value)
+    return None
 
 
 def result_error(agent: str, provider: str, result: ResultFrame) -> UpstreamError:
     """A failed command's error. Without an HTTP `status`: the sidecar failed (UpstreamUnavailable,
-    as before). With one (a virtual container's upstream answer), the error the in-cluster OpenRouter
-    client raises for it (cluster/cloud/faults.py): 429 RateLimited with its `retryAfterS`, 402
-    PaymentRequired (RateLimited when it carries a Retry-After: the transient in-flight budget),
-    401/403 AuthFailed, 408 UpstreamTimeout, 5xx and 529 UpstreamUnavailable, else UpstreamError."""
+    as before). With one (a virtual container's upstream answer), exactly the error the in-cluster
+    OpenRouter client raises for it (`cluster.cloud.error_for_status`), from the result's `status`,
+    `retryAfterS` and `metadata` (OpenRouter's error metadata, of which only the wire's whitelist is
+    read: `reason` and `limit_source` tell a 402's transient in-flight budget from spent credits,
+    `retry_after_seconds` stands in for a missing Retry-After)."""
     detail = f"sidecar: {(result.error or '')[:200]}"
     extra = result.payload()
     status = extra.get("status")
     if not isinstance(status, int) or isinstance(status, bool):
         return UpstreamUnavailable(agent, detail)
-    retry_after = _number(extra.get("retryAfterS"))
-    if status == 429 or (status == 402 and retry_after is not None):
-        return RateLimited(provider, detail, status, retry_after)
-    if status == 402:
-        return PaymentRequired(provider, detail, status)
-    if status in (401, 403):
-        return AuthFailed(provider, detail, status)
-    if status == 408:
-        return UpstreamTimeout(provider, detail, status)
-    if status >= 500 or status in _OVERLOADED:
-        return UpstreamUnavailable(provider, detail, status)
-    return UpstreamError(provider, detail, status)
+    metadata = error_metadata(extra.get("metadata"))
+    return error_for_status(provider, detail, status, _number(extra.get("retryAfterS")), metadata)
 
 
 class CommandDesk:

@@ -161,6 +161,27 @@ async def test_an_upstream_failure_arrives_as_the_error_the_in_cluster_client_ra
         assert caught.value.provider == "ws-7-OR-CodeEmbedding"
 
 
+@pytest.mark.parametrize(
+    ("extra", "error", "retry_after_s"),
+    [
+        ({"retryAfterS": 5, "metadata": {"reason": "weight_exceeds_budget"}}, PaymentRequired, None),
+        ({"metadata": {"limit_source": "openrouter_in_flight_budget"}}, RateLimited, None),
+        ({"metadata": {"reason": "in_flight_budget_exhausted", "retry_after_seconds": 2}}, RateLimited, 2.0),
+    ],
+)
+async def test_a_402_s_metadata_tells_the_transient_in_flight_budget_from_a_refusal(
+    hub: FleetHub, extra: dict[str, Any], error: type[UpstreamError], retry_after_s: float | None
+) -> None:
+    sidecar, _ = await joined(hub, [row()])
+    sidecar.replies["virtual-embed"] = lambda frame: {"error": "openrouter 402: no", "status": 402, **extra}
+    with sidecar:
+        cloud(hub)
+        with pytest.raises(UpstreamError) as caught:
+            await hub.virtual_embed("ws-7-OR-CodeEmbedding", ["a"], "5")
+    assert type(caught.value) is error and caught.value.status == 402
+    assert getattr(caught.value, "retry_after_s", None) == retry_after_s
+
+
 async def test_the_key_s_limits_are_read_through_virtual_key_info(hub: FleetHub) -> None:
     sidecar, _ = await joined(hub, [row()])
     body = {"data": {"rate_limit": {"requests": 10, "interval": "10s"}, "is_free_tier": False, "limit_remaining": 5}}
