@@ -89,6 +89,10 @@ class ActorIndex:
     def report_progress(self, build: str, progress: BuildProgress) -> None:
         self._handle.report_progress.remote(build, progress)
 
+    def index_vectors(self, build: str) -> bool:
+        built: bool = _get(self._handle.index_vectors.remote(build))
+        return built
+
     def commit_build(
         self, build: str, files: int, providers: list[str], skipped: SkipSummary, *, embedded: int, reused: int
     ) -> IndexRecord:

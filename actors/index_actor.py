@@ -46,12 +46,19 @@ from cluster.types import StoredPoint
 STORE_UMASK = 0o077
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0)
+@ray.remote(  # type: ignore[call-overload]  # Ray's stubs list task options only, not actor ones
+    num_cpus=0, max_restarts=-1, max_task_retries=0, concurrency_groups={"indexing": 1}
+)
 class IndexActor:
     def __init__(self, settings: SamespaceSettings) -> None:
         self._settings = settings
         os.umask(STORE_UMASK)  # this worker process is the store's only writer: its files go 0600
-        store = open_vector_store(settings.store.kind, data_dir=settings.store.data_dir, url=settings.store.url)
+        store = open_vector_store(
+            settings.store.kind,
+            data_dir=settings.store.data_dir,
+            url=settings.store.url,
+            vector_index=settings.store.vector_index,
+        )
         self._catalog = IndexCatalog(store)
         # every read for a caller, per-index access (index.acl) enforced: maps, greps, searches, histories
         self._reads = IndexReads(self._catalog, settings)
@@ -82,6 +89,12 @@ class IndexActor:
     def write(self, build: str, points: Sequence[StoredPoint]) -> int:
         self._catalog.write(build, points)
         return len(points)
+
+    @ray.method(concurrency_group="indexing")
+    def index_vectors(self, build: str) -> bool:
+        """Build a finished build's vector indexes before it serves (`VectorStore.index_vectors`): on a
+        thread of its own, so searches and other builds' writes go on meanwhile."""
+        return self._catalog.index_vectors(build)
 
     def report_progress(self, build: str, progress: BuildProgress) -> None:
         self._catalog.report_progress(build, progress)

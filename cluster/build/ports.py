@@ -72,6 +72,10 @@ class BuildIndex(Protocol):
         """Publish a build's progress (to `index_status`); never waits."""
         ...
 
+    def index_vectors(self, build: str) -> bool:
+        """Build the finished build's vector indexes before it serves; True when it was large enough to."""
+        ...
+
     def commit_build(
         self, build: str, files: int, providers: list[str], skipped: SkipSummary, *, embedded: int, reused: int
     ) -> IndexRecord:

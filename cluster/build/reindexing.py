@@ -167,6 +167,9 @@ class Reindex:
         index, emit = self._ports.index, self._emit
         try:
             tally = BuildWriter(index, self._ports.encoders, target, found, plan, emit, self._clock).write()
+            started = self._clock()
+            if index.index_vectors(target.build):
+                emit(f"vector index built in {self._clock() - started:.1f}s")
             record = index.commit_build(
                 target.build,
                 found.files,

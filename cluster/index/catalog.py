@@ -15,10 +15,10 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
-from cluster.index.fusion import fuse_candidates
+from cluster.index.fusion import ALSO_IN, fuse_candidates
 from cluster.index.history_store import HistoryStore
 from cluster.index.keywords import defined_names
-from cluster.index.payload import KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, with_source
+from cluster.index.payload import CANDIDATE_FIELDS, KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, with_source
 from cluster.index.query import SearchQuery
 from cluster.index.records import (
     BuildProgress,
@@ -207,6 +207,12 @@ class IndexCatalog:
         self._require_active(build)
         self._store.upsert(build, points)
 
+    def index_vectors(self, build: str) -> bool:
+        """Build a building collection's vector indexes (`VectorStore.index_vectors`); True when built.
+        The one catalog call safe beside the others: it reads the build's state and touches only the store."""
+        self._require_active(build)
+        return self._store.index_vectors(build)
+
     def report_progress(self, build: str, progress: BuildProgress) -> None:
         state = self._require_active(build)
         self._builds[state.index] = state.model_copy(update={"progress": progress})
@@ -341,7 +347,7 @@ class IndexCatalog:
         """Search one index: its legs' candidates scored by `cluster.index.fusion` (DESIGN §10). A
         query vector from another encoder space is refused; so is a keyword-only query of an index
         whose chunk text is not the current version (its rows were cut differently: rebuild it)."""
-        return fuse_candidates(self._candidates(name, query), query.fusion, query.limit)
+        return self._whole(fuse_candidates(self._candidates(name, query), query.fusion, query.limit))
 
     def search_all(
         self, query: SearchQuery, names: Sequence[str] | None = None
@@ -355,7 +361,7 @@ class IndexCatalog:
                 found += self._candidates(name, query)
             except EncoderMismatch as exc:
                 refused.append(exc)
-        return fuse_candidates(found, query.fusion, query.limit), refused
+        return self._whole(fuse_candidates(found, query.fusion, query.limit)), refused
 
     def _candidates(self, name: str, query: SearchQuery) -> list[CandidateHit]:
         record = self.record(name)
@@ -365,7 +371,28 @@ class IndexCatalog:
             require_same_space(name, record.identity, query.identity)
         elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
             raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
-        return self._store.query(record.build, query)
+        candidates = self._store.query(record.build, query, CANDIDATE_FIELDS)
+        for candidate in candidates:  # where `_whole` reads its payload: the collection searched
+            candidate.payload["build"] = record.build
+        return candidates
+
+    def _whole(self, hits: list[ScoredHit]) -> list[ScoredHit]:
+        """The fused hits with their rows' whole payloads, read once per build (a candidate carried only
+        what the fusion reads); a row gone meanwhile (its build dropped) is left out."""
+        wanted: dict[str, list[str]] = {}
+        for hit in hits:
+            wanted.setdefault(str(hit.payload.get("build", "")), []).append(hit.id)
+        whole: dict[tuple[str, str], dict[str, Any]] = {}
+        for build, ids in wanted.items():
+            for point_id, stored in self._store.payloads(build, ids).items():
+                whole[(build, point_id)] = stored
+        found = []
+        for hit in hits:
+            row = whole.get((str(hit.payload.get("build", "")), hit.id))
+            if row is not None:
+                extra = {ALSO_IN: hit.payload[ALSO_IN]} if ALSO_IN in hit.payload else {}
+                found.append(hit.model_copy(update={"payload": {**row, **extra}}))
+        return found
 
     def _sourced(self, hit: ScoredHit) -> ScoredHit:
         source = self.source_of(RowPayload.model_validate(hit.payload).build)

@@ -19,7 +19,6 @@ from cluster.settings.sections import (
     DEFAULT_ADMIT_RETRY_S,
     DEFAULT_CLOUD_MODELS,
     DEFAULT_CLOUD_TIMEOUT_S,
-    DEFAULT_DATA_DIR,
     DEFAULT_DEPTH,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_CONSECUTIVE_FAILURES,
@@ -59,8 +58,8 @@ from cluster.settings.sections import (
     RlmSettings,
     RoleRoute,
     ServeSettings,
-    StoreSettings,
 )
+from cluster.settings.store import DEFAULT_DATA_DIR, StoreSettings, VectorIndexSettings
 
 __all__ = [
     "ALLOWED_ROOTS_ENV",
@@ -121,6 +120,7 @@ __all__ = [
     "ServeSettings",
     "StoreSettings",
     "SubjectQuota",
+    "VectorIndexSettings",
     "configured_token",
     "limit_name",
     "load_settings",

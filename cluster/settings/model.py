@@ -35,8 +35,8 @@ from cluster.settings.sections import (
     RerankerSettings,
     RlmSettings,
     ServeSettings,
-    StoreSettings,
 )
+from cluster.settings.store import StoreSettings
 from cluster.types import FusionParams
 
 LOOPBACK_ADDRESSES = ("127.0.0.1", "localhost", "::1")

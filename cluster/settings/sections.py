@@ -15,7 +15,6 @@ from cluster.roles import CHAT_ROLES, Role
 from cluster.settings.bearer import bearer_token, configured_token, token_file_rule
 
 CONFIG_FILE_ENV = "SAMESPACE_CONFIG_FILE"
-DEFAULT_DATA_DIR = Path("~/.samespace/data").expanduser()
 DEFAULT_WIDTH = 384  # all-MiniLM-L6-v2; production example: 2560 (Qwen3-Embedding-4B)
 DEFAULT_NAMESPACE = "samespace"
 DEFAULT_MCP_PORT = 8000
@@ -273,22 +272,6 @@ class AdminSettings(_Section):
 
     def expected_token(self) -> SecretStr | None:
         return configured_token(self.token, self.token_file, "admin.token_file")
-
-
-class StoreSettings(_Section):
-    kind: Literal["embedded", "server"] = Field(
-        default="embedded", description="embedded = Qdrant Edge in the index actor; server = a Qdrant URL."
-    )
-    data_dir: Path = Field(default=DEFAULT_DATA_DIR, description="Folder of the embedded store (absolute).")
-    url: str | None = Field(default=None, description="Qdrant server URL (kind=server).")
-
-    @model_validator(mode="after")
-    def _server_needs_url(self) -> StoreSettings:
-        if self.kind == "server" and not self.url:
-            raise ValueError("store.url is required when store.kind is 'server'")
-        if not self.data_dir.is_absolute():
-            object.__setattr__(self, "data_dir", self.data_dir.expanduser().resolve())
-        return self
 
 
 class ChunkingSettings(_Section):

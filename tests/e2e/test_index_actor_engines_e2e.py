@@ -65,3 +65,58 @@ def test_the_index_actor_builds_switches_and_searches_on_both_engines(
             ray.get(index.search.remote(search.model_copy(update={"identity": other})))
     finally:
         ray.kill(index)
+
+
+def test_a_large_build_gets_its_graph_on_its_own_thread_while_searches_go_on(
+    ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    from actors import ensure_embedders, get_index_actor
+    from cluster.index import SearchQuery
+    from cluster.settings import SamespaceSettings
+    from cluster.types import StoredPoint
+
+    rows = 400
+    settings = SamespaceSettings(
+        store={"kind": "embedded", "data_dir": tmp_path, "vector_index": {"exact_below_rows": rows // 2}},
+        ray={"namespace": "engine-graph"},
+    )
+    index = get_index_actor(settings)
+    (embedder,) = ensure_embedders(ray_cluster.settings)  # type: ignore[arg-type]
+    identity = ray.get(embedder.identity.remote())
+    unit = np.random.default_rng(3).normal(size=(rows, identity.width))
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+
+    def build_of(name: str, count: int) -> str:
+        build = ray.get(index.begin_build.remote(name, identity, str(tmp_path), None))
+        points = [
+            StoredPoint(
+                id=f"00000000-0000-4000-8000-{i:012d}",
+                vector=unit[i].tolist(),
+                name_vector=unit[i].tolist(),
+                payload={"repo": name, "path": f"f{i}.py", "text": f"def f{i}(): ...", "build": build},
+            )
+            for i in range(count)
+        ]
+        ray.get(index.write.remote(build, points))
+        return build
+
+    def search(name: str) -> SearchQuery:
+        return SearchQuery(scope=name, vector=unit[7].tolist(), identity=identity, limit=3)
+
+    try:
+        small = build_of("small", 20)
+        assert ray.get(index.index_vectors.remote(small)) is False  # under the threshold: nothing to build
+        ray.get(index.commit_build.remote(small, 1, ["test"]))
+        large = build_of("large", rows)
+        indexing = index.index_vectors.remote(large)  # a child process builds the graph meanwhile
+        answer = ray.get(index.search.remote(search("small")))
+        ready, _ = ray.wait([indexing], timeout=0)
+        assert answer.hits[0].payload["path"] == "f7.py" and not ready  # served while the graph was built
+        assert ray.get(indexing) is True
+        ray.get(index.commit_build.remote(large, 1, ["test"]))
+        hits = ray.get(index.search.remote(search("large"))).hits
+        assert hits[0].payload == {"repo": "large", "path": "f7.py", "text": "def f7(): ...", "build": large}
+    finally:
+        ray.kill(index)

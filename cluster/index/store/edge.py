@@ -34,10 +34,8 @@ from cluster.config.atomic_file import fsync_dir
 from cluster.errors import CollectionNotFound, StoreError
 from cluster.index.query import SearchQuery
 from cluster.index.store.edge_files import PRIVATE_DIR_MODE, make_private, read_json, write_json_atomic
+from cluster.index.store.edge_indexing import edge_collection_config, edge_search_params, index_shard_apart
 from cluster.index.store.protocol import (
-    CODE_VECTOR,
-    KEYWORD_VECTOR,
-    NAME_VECTOR,
     CandidatePool,
     canonical_id,
     check_limit,
@@ -50,6 +48,7 @@ from cluster.index.store.protocol import (
     point_vectors,
 )
 from cluster.index.store.reads import VECTOR_LEGS, Leg, Page, PagedReads, plan_legs
+from cluster.settings import VectorIndexSettings
 from cluster.types import CandidateHit, PayloadFilter, ScoredHit, StoredPoint
 
 COLLECTIONS_DIR = "collections"
@@ -88,9 +87,18 @@ def _edge_query(leg: Leg) -> qe.Query:
     return qe.Query.Nearest(qe.SparseVector(list(leg.vector.indices), list(leg.vector.values)), using=leg.using)
 
 
-def _ids_and_scores(leg: Leg, limit: int, where: qe.Filter | None) -> qe.QueryRequest:
-    """One leg of a search: ids and scores only (payloads are read once, for the union)."""
-    return qe.QueryRequest(limit=limit, query=_edge_query(leg), with_payload=False, with_vector=False, filter=where)
+def _ids_and_scores(leg: Leg, limit: int, where: qe.Filter | None, params: qe.SearchParams | None) -> qe.QueryRequest:
+    """One leg of a search: ids and scores only (payloads are read once, for the union); a dense leg
+    searches with the store's parameters (the graph's ef, rescoring of quantised vectors)."""
+    dense = isinstance(leg.vector, list)
+    return qe.QueryRequest(
+        limit=limit,
+        query=_edge_query(leg),
+        with_payload=False,
+        with_vector=False,
+        filter=where,
+        params=params if dense else None,
+    )
 
 
 def _run_legs(shard: Any, pool: CandidatePool, requests: list[tuple[str, qe.QueryRequest]]) -> None:
@@ -127,8 +135,11 @@ def _engine_errors(operation: str) -> Iterator[None]:
 class EdgeStore(PagedReads):
     """A `VectorStore` on Qdrant Edge shards in one directory; thread-safe, one process."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, vector_index: VectorIndexSettings | None = None) -> None:
         self._root = Path(data_dir)
+        self._tuning = vector_index or VectorIndexSettings()
+        self._search_params = edge_search_params(self._tuning)
+        self._indexing: set[str] = set()  # collections a child process is indexing: not opened here meanwhile
         self._collections = self._root / COLLECTIONS_DIR
         self._lock = threading.RLock()
         self._shards: dict[str, qe.EdgeShard] = {}
@@ -156,13 +167,7 @@ class EdgeStore(PagedReads):
             directory = self._collections / name
             if directory.exists():
                 self._remove_dir(directory)
-            config = qe.EdgeConfig(
-                vectors={
-                    CODE_VECTOR: qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine),
-                    NAME_VECTOR: qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine),
-                },
-                sparse_vectors={KEYWORD_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-            )
+            config = edge_collection_config(width, self._tuning)
             with _engine_errors("create_collection"):
                 directory.mkdir(parents=True)
                 shard = qe.EdgeShard.create(str(directory / SHARD_DIR), config)
@@ -222,7 +227,13 @@ class EdgeStore(PagedReads):
                 self._shard(name).update(qe.UpdateOperation.upsert_points(edge_points))
 
     def search(
-        self, collection_or_alias: str, vector: Sequence[float], limit: int, filter: PayloadFilter | None = None
+        self,
+        collection_or_alias: str,
+        vector: Sequence[float],
+        limit: int,
+        filter: PayloadFilter | None = None,
+        *,
+        exact: bool = False,
     ) -> list[ScoredHit]:
         check_limit(limit, "search")
         with self._lock:
@@ -234,30 +245,61 @@ class EdgeStore(PagedReads):
                 query=qe.Query.Nearest([float(x) for x in vector]),
                 with_payload=True,
                 filter=_edge_filter(filter),
+                params=qe.SearchParams(exact=True) if exact else self._search_params,
             )
             with _engine_errors("search"):
                 found = self._shard(name).query(request)
             return [hit(point.id, point.score, point.payload) for point in found]
 
-    def query(self, collection_or_alias: str, query: SearchQuery) -> list[CandidateHit]:
+    def query(
+        self, collection_or_alias: str, query: SearchQuery, fields: Sequence[str] | None = None
+    ) -> list[CandidateHit]:
         legs, limit = plan_legs(query), query.leg_limit
+        payload = True if fields is None else qe.PayloadSelector.Include(list(fields))
         with self._lock:
             self._check_open()
             name = self._resolve(collection_or_alias)
             if query.vector is not None:
                 check_query_width(collection_or_alias, self._width(name), query.vector)
             pool, shard = CandidatePool(), self._shard(name)
-            _run_legs(shard, pool, [(leg.name, _ids_and_scores(leg, limit, _edge_filter(leg.filter))) for leg in legs])
+            params = self._search_params
+            _run_legs(
+                shard, pool, [(leg.name, _ids_and_scores(leg, limit, _edge_filter(leg.filter), params)) for leg in legs]
+            )
             if query.vector is not None:  # a candidate one vector leg missed gets its exact cosine there
                 missed = [(leg, pool.missing(leg.name)) for leg in legs if leg.name in VECTOR_LEGS]
                 _run_legs(
                     shard,
                     pool,
-                    [(leg.name, _ids_and_scores(leg, len(ids), _has_ids(ids))) for leg, ids in missed if ids],
+                    [(leg.name, _ids_and_scores(leg, len(ids), _has_ids(ids), params)) for leg, ids in missed if ids],
                 )
             with _engine_errors("query"):
-                pool.fill(shard.retrieve(pool.ids, with_payload=True, with_vector=False))
+                pool.fill(shard.retrieve(pool.ids, with_payload=payload, with_vector=False))
             return pool.candidates(query.vector)
+
+    def index_vectors(self, collection: str) -> bool:
+        """Build the collection's HNSW graphs (and quantised copies) now, in a child process, when it
+        holds `exact_below_rows` rows or more: Qdrant Edge runs no optimizer of its own, and its
+        optimizer holds the interpreter while it runs. The shard is closed here meanwhile (an EdgeShard
+        opens in one process) and reopened on its next use; reads of other collections go on."""
+        with self._lock:
+            self._check_open()
+            name = self._resolve(collection)
+            with _engine_errors("index_vectors"):
+                rows = int(self._shard(name).count(qe.CountRequest(exact=True)))
+            if rows < max(1, self._tuning.exact_below_rows):
+                return False
+            shard = self._shards.pop(name)
+            with _engine_errors("index_vectors"):
+                shard.flush()
+                shard.close()
+            self._indexing.add(name)
+        try:
+            index_shard_apart(self._collections / name / SHARD_DIR)
+        finally:
+            with self._lock:
+                self._indexing.discard(name)
+        return True
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         with self._lock:
@@ -400,6 +442,8 @@ class EdgeStore(PagedReads):
         """The open shard of a collection, loaded on first use and kept open."""
         shard = self._shards.get(name)
         if shard is None:
+            if name in self._indexing:
+                raise StoreError("open_collection", f"collection {name!r} is being indexed; try again when it is done")
             with _engine_errors("open_collection"):
                 shard = qe.EdgeShard.load(str(self._collections / name / SHARD_DIR))
             self._shards[name] = shard

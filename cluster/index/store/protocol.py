@@ -9,6 +9,7 @@ JSON metadata dict that lives and dies with its collection.
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from collections.abc import Iterable, Sequence
@@ -30,6 +31,7 @@ STORE_KINDS = (EMBEDDED, SERVER)
 
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 MAX_NAME_LENGTH = 200
+FLOAT32_BYTES = 4
 
 
 @runtime_checkable
@@ -58,7 +60,8 @@ class VectorStore(Protocol):
         ...
 
     def upsert(self, collection: str, points: Sequence[StoredPoint]) -> None:
-        """Insert or replace points; WidthMismatch (nothing written) if any vector has the wrong width."""
+        """Insert or replace points; WidthMismatch (nothing written) if any vector has the wrong width.
+        Durable at the next `flush` (or `close`): the embedded engine keeps no write-ahead log."""
         ...
 
     def search(
@@ -67,18 +70,34 @@ class VectorStore(Protocol):
         vector: Sequence[float],
         limit: int,
         filter: PayloadFilter | None = None,
+        *,
+        exact: bool = False,
     ) -> list[ScoredHit]:
-        """Top `limit` points by cosine similarity, best first."""
+        """Top `limit` points by cosine similarity of the code vector, best first; `exact`: by a full
+        scan, never the approximate index (the truth an approximate search is scored against)."""
         ...
 
-    def query(self, collection_or_alias: str, query: SearchQuery) -> list[CandidateHit]:
+    def query(
+        self, collection_or_alias: str, query: SearchQuery, fields: Sequence[str] | None = None
+    ) -> list[CandidateHit]:
         """The candidates of a search (`reads.plan_legs`), every leg under the query's filter: the top
         `query.leg_limit` points by cosine with the code vector and with the name vector (when the
         query has a vector), the top `query.leg_limit` by keyword score (IDF-weighted dot product, when
         it has keyword terms), and the points matching its `definitions` (e.g. `defines == name`)
         nearest the vector. Each candidate carries the exact cosines of both its vectors and its
         keyword score (0 when the keyword leg did not return it), unordered: `cluster.index.fusion`
-        scores them. At least one leg is required."""
+        scores them. At least one leg is required. `fields`: only these payload keys come with each
+        candidate (a search reads ~150 candidates and returns ~10: `payloads` reads the rest of those)."""
+        ...
+
+    def payloads(self, collection_or_alias: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The whole payloads of these points by canonical id; an id the collection lacks is left out."""
+        ...
+
+    def index_vectors(self, collection: str) -> bool:
+        """Build the collection's vector indexes (HNSW graphs, quantised copies) before it serves, when it
+        is large enough to have them (`store.vector_index.exact_below_rows`); True when it built them.
+        Reads of other collections go on meanwhile; an engine that indexes in the background does nothing."""
         ...
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
@@ -144,6 +163,12 @@ class VectorStore(Protocol):
 
 
 # --- helpers shared by both engines -------------------------------------------------
+
+
+def threshold_kb(rows: int, width: int) -> int:
+    """`rows` float32 vectors of `width` in kilobytes, at least 1 (Qdrant reads 0 as "never index"): the
+    unit of the engines' indexing and full-scan thresholds, which `store.vector_index` sets in rows."""
+    return max(1, math.ceil(rows * width * FLOAT32_BYTES / 1024))
 
 
 def check_name(name: str, operation: str) -> str:

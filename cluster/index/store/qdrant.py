@@ -34,8 +34,10 @@ from cluster.index.store.protocol import (
     engine_filter,
     hit,
     point_vectors,
+    threshold_kb,
 )
 from cluster.index.store.reads import Leg, Page, PagedReads, plan_legs
+from cluster.settings import VectorIndexSettings
 from cluster.types import CandidateHit, PayloadFilter, ScoredHit, StoredPoint
 
 MEMORY_URL = ":memory:"
@@ -77,6 +79,36 @@ def _leg_query(leg: Leg) -> Any:
     return models.SparseVector(indices=list(leg.vector.indices), values=list(leg.vector.values))
 
 
+def _index_config(width: int, tuning: VectorIndexSettings) -> dict[str, Any]:
+    """A new collection's HNSW, quantisation and payload placement, as `store.vector_index` says (the
+    server's thresholds, like Edge's, in kilobytes of one vector)."""
+    threshold = threshold_kb(tuning.exact_below_rows, width)
+    quantized = tuning.quantization == "int8"
+    return {
+        "hnsw_config": models.HnswConfigDiff(
+            m=tuning.hnsw_m, ef_construct=tuning.hnsw_ef_construct, full_scan_threshold=threshold
+        ),
+        "optimizers_config": models.OptimizersConfigDiff(indexing_threshold=threshold),
+        "quantization_config": (
+            models.ScalarQuantization(
+                scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99, always_ram=True)
+            )
+            if quantized
+            else None
+        ),
+        "on_disk_payload": tuning.payload_on_disk,
+    }
+
+
+def _search_params(tuning: VectorIndexSettings) -> models.SearchParams:
+    quantization = (
+        models.QuantizationSearchParams(rescore=True, oversampling=tuning.oversampling)
+        if tuning.quantization == "int8"
+        else None
+    )
+    return models.SearchParams(hnsw_ef=tuning.hnsw_ef, quantization=quantization)
+
+
 def _is_not_found(exc: Exception) -> bool:
     if isinstance(exc, UnexpectedResponse):
         return exc.status_code == HTTP_NOT_FOUND
@@ -86,8 +118,11 @@ def _is_not_found(exc: Exception) -> bool:
 class QdrantServerStore(PagedReads):
     """A `VectorStore` on a Qdrant server (or qdrant-client local mode)."""
 
-    def __init__(self, url: str, *, api_key: str | None = None) -> None:
+    def __init__(
+        self, url: str, *, api_key: str | None = None, vector_index: VectorIndexSettings | None = None
+    ) -> None:
         self._local = url == MEMORY_URL or url.startswith(PATH_URL_PREFIX)
+        self._tuning = vector_index or VectorIndexSettings()
         # Local mode is not safe for concurrent callers; a server is.
         self._lock: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if self._local else contextlib.nullcontext()
@@ -126,19 +161,26 @@ class QdrantServerStore(PagedReads):
                 raise StoreError("create_collection", f"collection {name!r} already exists")
             if name in self._alias_map():
                 raise StoreError("create_collection", f"{name!r} is already an alias")
+            on_disk = True if self._tuning.quantization == "int8" else None  # the originals, for rescoring
             self._client.create_collection(
                 name,
                 vectors_config={
-                    CODE_VECTOR: models.VectorParams(size=width, distance=models.Distance.COSINE),
-                    NAME_VECTOR: models.VectorParams(size=width, distance=models.Distance.COSINE),
+                    CODE_VECTOR: models.VectorParams(size=width, distance=models.Distance.COSINE, on_disk=on_disk),
+                    NAME_VECTOR: models.VectorParams(size=width, distance=models.Distance.COSINE, on_disk=on_disk),
                 },
                 sparse_vectors_config={KEYWORD_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                **_index_config(width, self._tuning),
             )
             with warnings.catch_warnings():
                 if self._local:  # "Payload indexes have no effect in the local Qdrant"
                     warnings.simplefilter("ignore", UserWarning)
                 for field in keyword_fields:
                     self._client.create_payload_index(name, field, models.PayloadSchemaType.KEYWORD, wait=True)
+
+    def index_vectors(self, collection: str) -> bool:
+        """Nothing to do: a server builds its collections' indexes in the background."""
+        self.collection_width(collection)  # CollectionNotFound for an unknown name, as Edge
+        return False
 
     def drop_collection(self, name: str) -> None:
         check_name(name, "drop_collection")
@@ -170,7 +212,13 @@ class QdrantServerStore(PagedReads):
             self._client.upsert(collection, points=structs, wait=True)
 
     def search(
-        self, collection_or_alias: str, vector: Sequence[float], limit: int, filter: PayloadFilter | None = None
+        self,
+        collection_or_alias: str,
+        vector: Sequence[float],
+        limit: int,
+        filter: PayloadFilter | None = None,
+        *,
+        exact: bool = False,
     ) -> list[ScoredHit]:
         check_limit(limit, "search")
         try:
@@ -180,6 +228,7 @@ class QdrantServerStore(PagedReads):
                     query=[float(x) for x in vector],
                     limit=limit,
                     query_filter=_qdrant_filter(filter),
+                    search_params=models.SearchParams(exact=True) if exact else _search_params(self._tuning),
                     with_payload=True,
                     with_vectors=False,
                 ).points
@@ -191,8 +240,11 @@ class QdrantServerStore(PagedReads):
             raise
         return [hit(point.id, point.score, point.payload) for point in found]
 
-    def query(self, collection_or_alias: str, query: SearchQuery) -> list[CandidateHit]:
+    def query(
+        self, collection_or_alias: str, query: SearchQuery, fields: Sequence[str] | None = None
+    ) -> list[CandidateHit]:
         legs = plan_legs(query)
+        payload = True if fields is None else models.PayloadSelectorInclude(include=list(fields))
         if query.vector is not None:
             check_query_width(collection_or_alias, self.collection_width(collection_or_alias), query.vector)
         pool = CandidatePool()
@@ -204,6 +256,7 @@ class QdrantServerStore(PagedReads):
                     using=leg.using,
                     limit=query.leg_limit,
                     query_filter=_qdrant_filter(leg.filter),
+                    search_params=_search_params(self._tuning) if isinstance(leg.vector, list) else None,
                     with_payload=False,
                     with_vectors=False,
                 ).points
@@ -211,7 +264,7 @@ class QdrantServerStore(PagedReads):
             if pool.ids:
                 pool.fill(
                     self._client.retrieve(
-                        collection_or_alias, pool.ids, with_payload=True, with_vectors=[CODE_VECTOR, NAME_VECTOR]
+                        collection_or_alias, pool.ids, with_payload=payload, with_vectors=[CODE_VECTOR, NAME_VECTOR]
                     )
                 )
         return pool.candidates(query.vector)

@@ -79,7 +79,7 @@ class Page:
 
 class PagedReads(ABC):
     """`scroll` and `scroll_points` of the `VectorStore` protocol over one engine call, `_read_page`, and
-    `retrieve_points` over another, `_read_points`."""
+    `retrieve_points` and `payloads` over another, `_read_points`."""
 
     def scroll(
         self, collection_or_alias: str, filter: PayloadFilter | None, limit: int, offset: str | None
@@ -97,6 +97,11 @@ class PagedReads(ABC):
         wanted = [canonical_id(point_id) for point_id in ids]
         records = self._read_points(collection_or_alias, wanted) if wanted else []
         return [stored_point(record.id, record.vector, record.payload) for record in records]
+
+    def payloads(self, collection_or_alias: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        wanted = [canonical_id(point_id) for point_id in ids]
+        records = self._read_points(collection_or_alias, wanted) if wanted else []
+        return {str(record.id): dict(record.payload or {}) for record in records}
 
     def _page(self, collection_or_alias: str, page: Page) -> tuple[list[Any], str | None]:
         """`page` from its offset (any id spelling; the engine reads the canonical one) and the next offset."""

@@ -108,6 +108,11 @@ class CatalogIndex:
     def report_progress(self, build: str, progress: BuildProgress) -> None:
         self.progress.append(progress)
 
+    def index_vectors(self, build: str) -> bool:
+        assert self.outstanding == 0, "indexed with writes still in flight"
+        self.calls.append(("index_vectors", 0))
+        return self.catalog.index_vectors(build)
+
     def commit_build(
         self, build: str, files: int, providers: list[str], skipped: SkipSummary, *, embedded: int, reused: int
     ) -> IndexRecord:

@@ -1,0 +1,283 @@
+"""A million chunks and a hundred indexes: the store at scale, against the engine alone, same run.
+
+    python -m bench.scale [--sizes 100000,300000,1000000] [--indexes 1,100] [--quantization none,int8]
+
+No model writes the rows: synthetic ones (`bench/scale_rows.py`: clustered unit vectors of the packaged
+model's width, payloads and keyword terms of this repository's real chunks) go in through the project's
+own catalog and store, as a reindex writes them (begin, batches, the vector index, commit). For each
+case (rows x indexes x quantisation), on a fresh data folder:
+
+1. write: rows/s, the vector index's build time, the store's size on disk;
+2. the engine alone (the 100-line alternative): each collection's Qdrant Edge shard opened directly,
+   one nearest-neighbour query per shard with the store's own search parameters, merged, top 10; the
+   same with `exact=True`, the truth recall@10 is scored against;
+3. the index actor on a local Ray: the search a `search_code` sends it (every leg: code, name, keyword,
+   definitions; the default scope, every index), p50/p99, and the RSS of its process against the
+   vectors' raw float32 size (both dense vectors of every row);
+4. MCP `search_code` over streamable HTTP on Serve (the SDK client; the query encoded by the packaged
+   model), p50/p99.
+
+Results: printed, and written to bench/results/scale.json (`cases`, and `one_index` / `many_indexes`:
+the largest case of each layout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.run import QUERIES, ROOT, _mcp_latency, percentile
+from bench.scale_rows import VectorDraw, Written, row_templates, write_index
+from cluster.environment import set_local_env_defaults
+
+set_local_env_defaults()
+
+RESULTS = ROOT / "bench" / "results"
+NAMESPACE = "bench-scale"
+TOP_K = 10
+FLOAT32 = 4
+
+
+def _settings(data_dir: Path, quantization: str) -> Any:
+    from cluster.settings import SamespaceSettings
+
+    return SamespaceSettings(
+        store={"data_dir": data_dir, "vector_index": {"quantization": quantization}},
+        ray={"address": "local", "namespace": NAMESPACE},
+    )
+
+
+def latency_summary(samples_s: list[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in samples_s]
+    return {"p50_ms": round(percentile(ms, 50), 2), "p99_ms": round(percentile(ms, 99), 2), "n": len(ms)}
+
+
+def _disk_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def _engine_direct(data_dir: Path, builds: list[str], queries: np.ndarray, tuning: Any) -> dict[str, Any]:
+    """The store's plainest call, one nearest-neighbour query per build (the store's search
+    parameters) merged to the top 10, beside the same with `exact`: the truth recall@10 is scored on."""
+    from cluster.index.store.engines import open_vector_store
+
+    store = open_vector_store("embedded", data_dir=data_dir, url=None, vector_index=tuning)
+    try:
+
+        def top(vector: list[float], exact: bool) -> list[Any]:
+            found = [hit for build in builds for hit in store.search(build, vector, TOP_K, exact=exact)]
+            return sorted(found, key=lambda hit: -hit.score)[:TOP_K]
+
+        for build in builds:  # open every shard before the clock starts
+            store.count(build)
+        timed: dict[str, list[float]] = {"ann": [], "exact": []}
+        answers: dict[str, list[set[str]]] = {"ann": [], "exact": []}
+        for vector in queries.tolist():
+            for kind, exact in (("ann", False), ("exact", True)):
+                started = time.perf_counter()
+                answers[kind].append({hit.id for hit in top(vector, exact)})
+                timed[kind].append(time.perf_counter() - started)
+    finally:
+        store.close()
+    recall = float(np.mean([len(a & e) / TOP_K for a, e in zip(answers["ann"], answers["exact"], strict=True)]))
+    return {"ann": latency_summary(timed["ann"]), "exact": latency_summary(timed["exact"]), "recall_at_10": recall}
+
+
+def _index_actor_pid() -> int | None:
+    """The index actor's process (Ray names its workers `ray::<Class>`)."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if (proc / "cmdline").read_bytes().startswith(b"ray::IndexActor"):
+                    return int(proc.name)
+            except OSError:
+                continue
+    return None
+
+
+def _through_ray(settings: Any, identity: Any, queries: np.ndarray, mcp_queries: int) -> dict[str, Any]:
+    """The index actor's search (what search_code sends it) and MCP search_code; the actor's RSS."""
+    import ray
+
+    from bench.process_memory import read_process
+
+    env = {
+        "SAMESPACE_STORE__DATA_DIR": str(settings.store.data_dir),
+        "SAMESPACE_STORE__VECTOR_INDEX__QUANTIZATION": settings.store.vector_index.quantization,
+    }
+    ray.init(
+        address="local",
+        num_cpus=os.cpu_count() or 2,
+        namespace=NAMESPACE,
+        log_to_driver=False,
+        include_dashboard=False,
+        runtime_env={"env_vars": env},
+    )
+    try:
+        from actors import ensure_embedders, get_index_actor
+        from cluster.index.query import SearchQuery
+
+        index = get_index_actor(settings)
+        ray.get(index.names.remote())
+        searches = [
+            SearchQuery.of_text(
+                QUERIES[i % len(QUERIES)],
+                "hybrid",
+                vector=vector,
+                identity=identity,
+                scope=None,
+                filter=None,
+                limit=TOP_K,
+                fusion=settings.search,
+            )
+            for i, vector in enumerate(queries)
+        ]
+        ray.get(index.search.remote(searches[0]))  # the shards open on first use
+        timed = []
+        for search in searches:
+            started = time.perf_counter()
+            answer = ray.get(index.search.remote(search))
+            timed.append(time.perf_counter() - started)
+            if len(answer.hits) != TOP_K:
+                raise RuntimeError(f"the index actor answered {len(answer.hits)} hits, not {TOP_K}")
+        ray.get([embedder.identity.remote() for embedder in ensure_embedders(settings)])
+        mcp = asyncio.run(_mcp_latency(settings, mcp_queries))
+        pid = _index_actor_pid()
+        memory = read_process(pid) if pid is not None else None
+    finally:
+        from ray import serve
+
+        serve.shutdown()
+        ray.shutdown()
+    return {
+        "store": latency_summary(timed),
+        "mcp": latency_summary(mcp),
+        "rss_bytes": memory.memory.rss if memory is not None else None,
+    }
+
+
+def run_case(
+    rows: int, indexes: int, quantization: str, args: argparse.Namespace, shared: dict[str, Any]
+) -> dict[str, Any]:
+    """One case on a fresh data folder: write, the engine alone, the actor and MCP."""
+    from cluster.index.catalog import IndexCatalog
+    from cluster.index.store.engines import open_vector_store
+
+    identity, templates = shared["identity"], shared["templates"]
+    work = Path(tempfile.mkdtemp(prefix="samespace-scale-"))
+    data_dir = work / "data"
+    settings = _settings(data_dir, quantization)
+    label = f"{rows} rows in {indexes} index{'es' if indexes > 1 else ''}, quantization {quantization}"
+    print(f"--- {label}", flush=True)
+    try:
+        store = open_vector_store("embedded", data_dir=data_dir, url=None, vector_index=settings.store.vector_index)
+        catalog, draw = IndexCatalog(store), VectorDraw(identity.width, seed=args.seed)
+        per_index = [rows // indexes + (1 if k < rows % indexes else 0) for k in range(indexes)]
+        written: list[Written] = [
+            write_index(catalog, f"scale{k:03d}", identity, templates, draw, count, progress=print)
+            for k, count in enumerate(per_index)
+        ]
+        store.close()
+        write_s = sum(w.write_s for w in written)
+        index_s = sum(w.index_s for w in written)
+        print(f"written: {rows / write_s:.0f} rows/s; vector indexes built in {index_s:.1f}s", flush=True)
+        queries = VectorDraw(identity.width, seed=args.seed, stream=2).draw(args.queries)
+        engine = _engine_direct(data_dir, [w.build for w in written], queries, settings.store.vector_index)
+        print(f"engine alone: {engine}", flush=True)
+        ray_side = _through_ray(settings, identity, queries, args.mcp_queries)
+        print(f"through Ray: {ray_side}", flush=True)
+        raw = rows * 2 * identity.width * FLOAT32
+        rss = ray_side["rss_bytes"]
+        return {
+            "rows": rows,
+            "indexes": indexes,
+            "quantized": quantization != "none",
+            "quantization": quantization,
+            "write_rows_per_s": round(rows / write_s, 1),
+            "vector_index_build_s": round(index_s, 1),
+            "indexes_with_graph": sum(w.indexed for w in written),
+            "disk_bytes": _disk_bytes(data_dir),
+            "raw_vectors_bytes": raw,
+            "rss_bytes": rss,
+            "rss_ratio": round(rss / raw, 3) if rss is not None else None,
+            "recall_at_10": round(engine["recall_at_10"], 4),
+            "engine_p50_ms": engine["ann"]["p50_ms"],
+            "engine_p99_ms": engine["ann"]["p99_ms"],
+            "engine_exact_p50_ms": engine["exact"]["p50_ms"],
+            "store_p50_ms": ray_side["store"]["p50_ms"],
+            "store_p99_ms": ray_side["store"]["p99_ms"],
+            "store_over_engine_p50": round(ray_side["store"]["p50_ms"] / engine["ann"]["p50_ms"], 2),
+            "mcp_p50_ms": ray_side["mcp"]["p50_ms"],
+            "mcp_p99_ms": ray_side["mcp"]["p99_ms"],
+        }
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale")
+    parser.add_argument("--sizes", type=_ints, default=[100_000, 300_000, 1_000_000], help="rows per case")
+    parser.add_argument("--indexes", type=_ints, default=[1, 100], help="indexes the rows are spread over")
+    parser.add_argument("--quantization", default="none,int8", help="store.vector_index.quantization values")
+    parser.add_argument("--queries", type=int, default=200, help="store and engine queries per case")
+    parser.add_argument("--mcp-queries", type=int, default=50, help="MCP search_code calls per case")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", action="store_true", help="keep each case's data folder")
+    parser.add_argument("--out", type=Path, default=RESULTS / "scale.json")
+    args = parser.parse_args(argv)
+
+    from cluster.build import collect_chunks
+    from cluster.local.encoder import LocalEncoder
+    from cluster.settings import SamespaceSettings
+
+    settings = SamespaceSettings()
+    identity = LocalEncoder(settings.embedding).identity
+    chunks, _, _ = collect_chunks(ROOT, settings)
+    shared = {"identity": identity, "templates": row_templates(chunks, identity)}
+    print(f"payload templates: {len(chunks)} chunks of {ROOT}; width {identity.width}", flush=True)
+    cases = []
+    for rows, indexes, quantization in itertools.product(args.sizes, args.indexes, args.quantization.split(",")):
+        cases.append(run_case(rows, indexes, quantization, args, shared))
+        _write(args.out, cases)
+    print(json.dumps(_summary(cases), indent=2))
+    return 0
+
+
+def _summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every case, and the largest of each layout (quantised first when both ran) under its own key."""
+
+    def largest(many: bool) -> dict[str, Any] | None:
+        layout = [case for case in cases if (case["indexes"] > 1) == many]
+        return max(layout, key=lambda case: (case["rows"], case["quantized"]), default=None)
+
+    return {
+        "one_index": largest(False),
+        "many_indexes": largest(True),
+        "cases": cases,
+        "machine": {"cpus": os.cpu_count()},
+    }
+
+
+def _write(out: Path, cases: list[dict[str, Any]]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(_summary(cases), indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""How an Edge shard's vectors are indexed: its configuration, its search parameters, and the graph
+built in a child process.
+
+`store.vector_index` (cluster/settings/store.py) says what a collection is created with. Qdrant's
+thresholds are in kilobytes of one dense vector per segment; the setting is in rows, converted here
+with the collection's width. `index_shard_apart` runs the shard's optimizer in a child Python: Qdrant
+Edge has no background optimizer, its `optimize()` holds the interpreter until it returns (a graph
+over a million rows takes minutes), and the memory the build grew goes back to the OS when the
+child exits, not into the store's process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import qdrant_edge as qe
+
+from cluster.errors import StoreError
+from cluster.index.store.protocol import CODE_VECTOR, KEYWORD_VECTOR, NAME_VECTOR, threshold_kb
+from cluster.settings import VectorIndexSettings
+
+__all__ = ["edge_collection_config", "edge_search_params", "index_shard_apart"]
+
+# The child: open the shard, build what its configuration asks for, flush, close. qdrant_edge only:
+# it runs wherever the store does, whatever the working directory or the import path.
+_INDEXER = (
+    "import sys, qdrant_edge as qe\n"
+    "shard = qe.EdgeShard.load(sys.argv[1])\n"
+    "shard.optimize()\n"
+    "shard.flush()\n"
+    "shard.close()\n"
+)
+_STDERR_TAIL = 400
+
+
+def edge_collection_config(width: int, tuning: VectorIndexSettings) -> qe.EdgeConfig:
+    """The code and name vectors (cosine, `width`), the keyword vector (IDF), how they are indexed, and
+    no write-ahead log."""
+    quantized = tuning.quantization == "int8"
+    dense = qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine, on_disk=True if quantized else None)
+    threshold = threshold_kb(tuning.exact_below_rows, width)
+    return qe.EdgeConfig(
+        vectors={CODE_VECTOR: dense, NAME_VECTOR: dense},
+        sparse_vectors={KEYWORD_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        hnsw_config=qe.HnswIndexConfig(
+            m=tuning.hnsw_m, ef_construct=tuning.hnsw_ef_construct, full_scan_threshold=threshold
+        ),
+        quantization_config=(
+            qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True) if quantized else None
+        ),
+        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=threshold),
+        on_disk_payload=tuning.payload_on_disk,
+        # No write-ahead log: every writer flushes at its durability point (a build at its commit, a
+        # history at each write), and a crash before it loses only a build the next run drops. A WAL
+        # costs each open shard ~160 MB of RAM as it loads: a hundred indexes would not fit.
+        wal_enabled=False,
+    )
+
+
+def edge_search_params(tuning: VectorIndexSettings) -> qe.SearchParams:
+    """A dense leg's parameters: the graph's ef; with int8, oversampled and rescored on the originals."""
+    quantization = (
+        qe.QuantizationSearchParams(rescore=True, oversampling=tuning.oversampling)
+        if tuning.quantization == "int8"
+        else None
+    )
+    return qe.SearchParams(hnsw_ef=tuning.hnsw_ef, quantization=quantization)
+
+
+def index_shard_apart(shard_dir: Path) -> None:
+    """Build a closed shard's vector indexes in a child process; StoreError when the child fails.
+
+    The child inherits the caller's umask (the index actor's 077): the files it writes stay private."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _INDEXER, str(shard_dir)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError as exc:
+        raise StoreError("index_vectors", f"cannot start the indexer: {exc}") from exc
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+        raise StoreError("index_vectors", f"indexing {shard_dir.parent.name!r} failed: {tail[0][-_STDERR_TAIL:]}")
