@@ -15,10 +15,10 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
-from cluster.index.fusion import ALSO_IN, fuse_candidates
+from cluster.index.fusion import best_places, rank_candidates, tie_end
 from cluster.index.history_store import HistoryStore
 from cluster.index.keywords import defined_names
-from cluster.index.payload import CANDIDATE_FIELDS, KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, with_source
+from cluster.index.payload import KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, with_source
 from cluster.index.query import SearchQuery
 from cluster.index.records import (
     BuildProgress,
@@ -150,6 +150,13 @@ def point_key(repo: str, chunk: Chunk, file_hash: str | None, hashed: str | None
         embed_hash=hashed if hashed is not None else embed_hash(chunk),
         file_hash=file_hash,
     )
+
+
+PAYLOAD_READ = "\0read"  # a candidate's mark once its whole payload is read (no stored key starts with NUL)
+
+
+def _without_mark(payload: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in payload.items() if key != PAYLOAD_READ}
 
 
 class IndexCatalog:
@@ -347,7 +354,7 @@ class IndexCatalog:
         """Search one index: its legs' candidates scored by `cluster.index.fusion` (DESIGN §10). A
         query vector from another encoder space is refused; so is a keyword-only query of an index
         whose chunk text is not the current version (its rows were cut differently: rebuild it)."""
-        return self._whole(fuse_candidates(self._candidates(name, query), query.fusion, query.limit))
+        return self._fused(self._candidates(name, query), query)
 
     def search_all(
         self, query: SearchQuery, names: Sequence[str] | None = None
@@ -361,7 +368,7 @@ class IndexCatalog:
                 found += self._candidates(name, query)
             except EncoderMismatch as exc:
                 refused.append(exc)
-        return self._whole(fuse_candidates(found, query.fusion, query.limit)), refused
+        return self._fused(found, query), refused
 
     def _candidates(self, name: str, query: SearchQuery) -> list[CandidateHit]:
         record = self.record(name)
@@ -371,28 +378,38 @@ class IndexCatalog:
             require_same_space(name, record.identity, query.identity)
         elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
             raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
-        candidates = self._store.query(record.build, query, CANDIDATE_FIELDS)
-        for candidate in candidates:  # where `_whole` reads its payload: the collection searched
+        candidates = self._store.query(record.build, query, ())  # payloads: the few ranked first, after
+        for candidate in candidates:  # the collection searched: its keyword scale, where its payload is
             candidate.payload["build"] = record.build
         return candidates
 
-    def _whole(self, hits: list[ScoredHit]) -> list[ScoredHit]:
-        """The fused hits with their rows' whole payloads, read once per build (a candidate carried only
-        what the fusion reads); a row gone meanwhile (its build dropped) is left out."""
-        wanted: dict[str, list[str]] = {}
-        for hit in hits:
-            wanted.setdefault(str(hit.payload.get("build", "")), []).append(hit.id)
-        whole: dict[tuple[str, str], dict[str, Any]] = {}
-        for build, ids in wanted.items():
-            for point_id, stored in self._store.payloads(build, ids).items():
-                whole[(build, point_id)] = stored
-        found = []
-        for hit in hits:
-            row = whole.get((str(hit.payload.get("build", "")), hit.id))
-            if row is not None:
-                extra = {ALSO_IN: hit.payload[ALSO_IN]} if ALSO_IN in hit.payload else {}
-                found.append(hit.model_copy(update={"payload": {**row, **extra}}))
-        return found
+    def _fused(self, candidates: list[CandidateHit], query: SearchQuery) -> list[ScoredHit]:
+        """The best `query.limit` places of the candidates (`cluster.index.fusion`). They come without
+        payloads (a search scores ~150 and returns ~10, and a payload costs more to read than a score):
+        the ranked ones get theirs from the top down, once per build, until `limit` distinct places are
+        found (one index: the first read; a place held by several indexes asks for more). A row gone
+        meanwhile (its build dropped) is left out."""
+        ranked, limit = rank_candidates(candidates, query.fusion), max(query.limit, 0)
+        read, end = 0, 0
+        hits: list[ScoredHit] = []
+        while end < len(ranked) and len(hits) < limit:
+            end = tie_end(ranked, end + limit)
+            self._read_payloads([candidate for _, candidate in ranked[read:end]])
+            read = end
+            hits = best_places([item for item in ranked[:end] if PAYLOAD_READ in item[1].payload], limit)
+        return [hit.model_copy(update={"payload": _without_mark(hit.payload)}) for hit in hits]
+
+    def _read_payloads(self, candidates: list[CandidateHit]) -> None:
+        """Each candidate's whole payload, in place, read once per build; marked as read (`PAYLOAD_READ`)."""
+        by_build: dict[str, list[CandidateHit]] = {}
+        for candidate in candidates:
+            by_build.setdefault(str(candidate.payload["build"]), []).append(candidate)
+        for build, group in by_build.items():
+            stored = self._store.payloads(build, [candidate.id for candidate in group])
+            for candidate in group:
+                if candidate.id in stored:
+                    candidate.payload.update(stored[candidate.id])
+                    candidate.payload[PAYLOAD_READ] = True
 
     def _sourced(self, hit: ScoredHit) -> ScoredHit:
         source = self.source_of(RowPayload.model_validate(hit.payload).build)

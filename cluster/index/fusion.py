@@ -28,23 +28,49 @@ from collections.abc import Iterable, Sequence
 from cluster.index.payload import RowPayload
 from cluster.types import CandidateHit, FusionParams, ScoredHit
 
-__all__ = ["ALSO_IN", "fuse_candidates"]
+__all__ = ["ALSO_IN", "Ranked", "best_places", "fuse_candidates", "rank_candidates", "tie_end"]
 
 ALSO_IN = "also_in"  # payload key of a fused hit: the other indexes holding the same place (`RowPayload.also_in`)
 
 
+Ranked = list[tuple[float, CandidateHit]]
+
+
 def fuse_candidates(candidates: Iterable[CandidateHit], params: FusionParams, limit: int) -> list[ScoredHit]:
-    """The best `limit` places, best first; ties go to the lower (repo, path, line)."""
-    pool = [(c, RowPayload.model_validate(c.payload)) for c in candidates]
+    """The best `limit` places, best first; ties go to the lower (repo, path, line). Every candidate
+    carries its payload (at least its place and build)."""
+    return best_places(rank_candidates(candidates, params), limit)
+
+
+def rank_candidates(candidates: Iterable[CandidateHit], params: FusionParams) -> Ranked:
+    """Every candidate with its score, best first: needs of the payload only the build (each build's
+    keyword scores are divided by its best). The places come after (`best_places`), so a caller may
+    read the payloads of the first few only (`tie_end` says where a cut may fall)."""
+    pool = list(candidates)
     best_keyword: dict[str, float] = {}  # per build: raw BM25 is not comparable across collections
-    for c, row in pool:
-        best_keyword[row.build] = max(best_keyword.get(row.build, 0.0), c.keyword)
-    ranked = sorted(
-        ((_score(c, params, best_keyword[row.build]), c, row) for c, row in pool),
-        key=lambda item: (-item[0], item[2].repo, item[2].path, item[2].start_line or 0),
-    )
+    for c in pool:
+        build = str(c.payload.get("build", ""))
+        best_keyword[build] = max(best_keyword.get(build, 0.0), c.keyword)
+    scored = [(_score(c, params, best_keyword[str(c.payload.get("build", ""))]), c) for c in pool]
+    return sorted(scored, key=lambda item: -item[0])
+
+
+def tie_end(ranked: Ranked, cut: int) -> int:
+    """Where a cut at `cut` may end without splitting candidates of equal score (whose order the
+    places decide)."""
+    end = min(cut, len(ranked))
+    while 0 < end < len(ranked) and ranked[end][0] == ranked[end - 1][0]:
+        end += 1
+    return end
+
+
+def best_places(ranked: Ranked, limit: int) -> list[ScoredHit]:
+    """The best `limit` places of ranked candidates that carry their payloads, best first; ties go to the
+    lower (repo, path, line); a place in several indexes once, with the others in `also_in`."""
+    rows = [(score, c, RowPayload.model_validate(c.payload)) for score, c in ranked]
+    rows.sort(key=lambda item: (-item[0], item[2].repo, item[2].path, item[2].start_line or 0))
     places: dict[tuple[str, int, int, str], tuple[float, CandidateHit, str, list[str]]] = {}
-    for score, candidate, row in ranked:
+    for score, candidate, row in rows:
         held = places.get(row.place)
         if held is None:
             places[row.place] = (score, candidate, row.repo, [])

@@ -22,7 +22,6 @@ from cluster.ingest.git_state import SourceState
 from cluster.types import Chunk, Definition, ImportBinding, Payload, Reference
 
 __all__ = [
-    "CANDIDATE_FIELDS",
     "CATEGORIES_FIELD",
     "DEFINES_FIELD",
     "HIT_FIELDS",
@@ -115,9 +114,6 @@ class RowPayload(BaseModel):
         return Chunk.model_validate(self.model_dump(include=set(Chunk.model_fields)))
 
 
-# What a search candidate carries before fusion (`cluster.index.fusion` reads these only: the place,
-# the index and the build); the ~10 hits it keeps get their whole payloads after.
-CANDIDATE_FIELDS = ("repo", "path", "start_line", "end_line", "content_hash", "build")
 HIT_FIELDS = frozenset({"commit", "ref", "also_in"})  # set on a search hit, never stored per row
 PAYLOAD_FIELDS = frozenset(RowPayload.model_fields) - HIT_FIELDS  # a row lacking one is rewritten by the next reindex
 

@@ -273,8 +273,11 @@ class EdgeStore(PagedReads):
                     pool,
                     [(leg.name, _ids_and_scores(leg, len(ids), _has_ids(ids), params)) for leg, ids in missed if ids],
                 )
-            with _engine_errors("query"):
-                pool.fill(shard.retrieve(pool.ids, with_payload=payload, with_vector=False))
+            if fields is not None and not fields:
+                pool.fill_bare()
+            else:
+                with _engine_errors("query"):
+                    pool.fill(shard.retrieve(pool.ids, with_payload=payload, with_vector=False))
             return pool.candidates(query.vector)
 
     def index_vectors(self, collection: str) -> bool:

@@ -87,7 +87,8 @@ class VectorStore(Protocol):
         nearest the vector. Each candidate carries the exact cosines of both its vectors and its
         keyword score (0 when the keyword leg did not return it), unordered: `cluster.index.fusion`
         scores them. At least one leg is required. `fields`: only these payload keys come with each
-        candidate (a search reads ~150 candidates and returns ~10: `payloads` reads the rest of those)."""
+        candidate, none when empty (a search scores ~150 candidates and returns ~10: `payloads` reads
+        those)."""
         ...
 
     def payloads(self, collection_or_alias: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -350,6 +351,11 @@ class CandidatePool:
         them there exactly)."""
         scored = self._scores[leg]
         return [raw for point_id, raw in self._order.items() if point_id not in scored]
+
+    def fill_bare(self) -> None:
+        """Every point some leg returned, with no payload (the caller reads the payloads it keeps)."""
+        for point_id in self._order:
+            self._found[point_id] = (None, {})
 
     def fill(self, records: Iterable[Any]) -> None:
         """The payload (and the vectors, where read) of the points: one read of every candidate."""

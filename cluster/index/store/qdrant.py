@@ -244,7 +244,9 @@ class QdrantServerStore(PagedReads):
         self, collection_or_alias: str, query: SearchQuery, fields: Sequence[str] | None = None
     ) -> list[CandidateHit]:
         legs = plan_legs(query)
-        payload = True if fields is None else models.PayloadSelectorInclude(include=list(fields))
+        payload: bool | models.PayloadSelectorInclude = True
+        if fields is not None:
+            payload = models.PayloadSelectorInclude(include=list(fields)) if fields else False
         if query.vector is not None:
             check_query_width(collection_or_alias, self.collection_width(collection_or_alias), query.vector)
         pool = CandidatePool()

@@ -3,7 +3,9 @@ search, one hit per place across indexes, and scores comparable between indexes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from cluster.index.fusion import ALSO_IN, fuse_candidates
 from cluster.index.keywords import chunk_keywords, query_keywords
 from cluster.index.query import SearchQuery
 from cluster.index.store.engines import open_vector_store
+from cluster.index.store.protocol import VectorStore
 from cluster.space import EncoderIdentity
 from cluster.types import CandidateHit, Chunk, FusionParams, StoredPoint
 
@@ -143,3 +146,35 @@ def test_scores_of_separate_indexes_are_comparable(tmp_path: Path) -> None:
     }
     assert fused["src/config.py"] == pytest.approx(1.0) and fused["src/app.py"] == pytest.approx(1.0)
     assert fused["src/http.py"] == 0.0
+
+
+class _CountingStore:
+    """The real store, counting the payloads a search reads."""
+
+    def __init__(self, store: VectorStore) -> None:
+        self.store, self.read = store, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def payloads(self, collection: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        self.read += len(ids)
+        return self.store.payloads(collection, ids)
+
+
+def test_only_the_payloads_of_the_places_kept_are_read_and_a_place_in_two_indexes_is_one_hit(tmp_path: Path) -> None:
+    counting = _CountingStore(open_vector_store("embedded", data_dir=tmp_path, url=None))
+    catalog = IndexCatalog(cast(VectorStore, counting), clock=lambda: 1.7e9)
+    many = [(f"src/m{i}.py", f"f{i}", f"def f{i}(config):\n    return parse(config, {i})") for i in range(30)]
+    _index(catalog, "main", many, seed=5)
+    _index(catalog, "mirror", many[:3], seed=5)  # the first three places again, the same vectors
+    query = np.random.default_rng(6).normal(size=WIDTH).tolist()
+    search = SearchQuery(vector=query, identity=IDENTITY, limit=2, keywords=query_keywords("parse config"))
+
+    one, _ = catalog.search_all(search, ["main"])
+    assert len(one) == 2 and counting.read == 2  # of ~30 candidates, the two kept
+    assert all(hit.payload["text"].startswith("def f") and "\0read" not in hit.payload for hit in one)
+    both, _ = catalog.search_all(search)
+    assert [h.payload["path"] for h in both] == [h.payload["path"] for h in one]  # each place once
+    mirrored = {path for path, _, _ in many[:3]}
+    assert all((h.payload.get(ALSO_IN) == ["mirror"]) == (h.payload["path"] in mirrored) for h in both)

@@ -1,0 +1,53 @@
+"""bench.scale's parts without Ray: synthetic rows written as a reindex writes them, and the engine-alone
+leg's recall against exact search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.scale import _engine_direct
+from bench.scale_rows import VectorDraw, row_templates, write_index
+from cluster.index.catalog import IndexCatalog
+from cluster.index.payload import RowPayload
+from cluster.index.store.engines import open_vector_store
+from cluster.settings import VectorIndexSettings
+from cluster.space import EncoderIdentity
+from cluster.types import Chunk, PayloadFilter
+
+WIDTH = 24
+IDENTITY = EncoderIdentity(model="bench/scale", weights_sha256="0" * 64, width=WIDTH, max_seq_length=256)
+CHUNKS = [
+    Chunk(path=f"pkg/m{i}.py", start_line=1, end_line=3, language="python", symbol=f"f{i}", kind="function",
+          text=f"def f{i}(value):\n    return value * {i}\n")
+    for i in range(5)
+]  # fmt: skip
+
+
+def test_draws_are_unit_vectors_around_shared_centres_and_streams_differ() -> None:
+    rows, queries = VectorDraw(WIDTH, seed=1).draw(50), VectorDraw(WIDTH, seed=1, stream=2).draw(50)
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+    assert not np.allclose(rows, queries)
+    assert np.allclose(VectorDraw(WIDTH, seed=1).draw(50), rows)  # one seed, one draw
+
+
+@pytest.mark.parametrize(("threshold", "indexed"), [(40, True), (1_000, False)])
+def test_rows_go_in_as_a_reindex_writes_them_and_the_engine_alone_finds_the_exact_top(
+    tmp_path: Path, threshold: int, indexed: bool
+) -> None:
+    tuning = VectorIndexSettings(exact_below_rows=threshold)
+    store = open_vector_store("embedded", data_dir=tmp_path, url=None, vector_index=tuning)
+    catalog = IndexCatalog(store)
+    written = write_index(catalog, "scale000", IDENTITY, row_templates(CHUNKS, IDENTITY), VectorDraw(WIDTH), 120)
+    assert (written.rows, written.indexed) == (120, indexed)
+    record = catalog.record("scale000")
+    assert record.chunks == 120 and record.build == written.build
+    rows = [RowPayload.model_validate(hit.payload) for hit in catalog.scroll("scale000", PayloadFilter(), 500)]
+    assert len({row.path for row in rows}) == 120 and {row.build for row in rows} == {written.build}
+    assert {row.symbol for row in rows} == {f"f{i}" for i in range(5)}  # payloads of the real chunks
+    store.close()
+
+    engine = _engine_direct(tmp_path, [written.build], VectorDraw(WIDTH, stream=2).draw(20), tuning)
+    assert engine["recall_at_10"] >= 0.9 and engine["ann"]["n"] == engine["exact"]["n"] == 20
