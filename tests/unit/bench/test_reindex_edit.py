@@ -12,7 +12,10 @@ from cluster.build import collect_chunks
 from cluster.settings import SamespaceSettings
 from cluster.types import content_hash
 
-GO = 'package shop\n\nfunc Total(prices []int) int {\n\tsum := 0\n\tfor _, p := range prices {\n\t\tsum += p\n\t}\n\treturn sum\n}\n'
+GO = (
+    "package shop\n\nfunc Total(prices []int) int {\n\tsum := 0\n"
+    "\tfor _, p := range prices {\n\t\tsum += p\n\t}\n\treturn sum\n}\n"
+)
 PY_A = "def area(width, height):\n    return width * height\n"
 PY_B = "class Cart:\n    def total(self):\n        return 0"  # no trailing newline
 README = "# Shop\n\nA small shop.\n"
