@@ -8,7 +8,7 @@ job, a bench, a test that has called `ray.init`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -136,12 +136,34 @@ class DispatcherEncoders:
     def sentinel(self, stored: np.ndarray) -> list[GateReport]:
         return _get(self._handle.sentinel.remote(stored))
 
-    def embed_stream(self, texts: list[str], project: str, priority: Priority) -> Iterator[LandedBatch]:
+    def embed_stream(self, texts: list[str], project: str, priority: Priority) -> _RemoteStream:
         # Started here, not at the first `next`: the encoders work while the caller does other things.
-        stream: Iterable[Any] = self._handle.embed_stream.options(num_returns="streaming").remote(
-            texts, project, priority
+        return _RemoteStream(
+            self._handle.embed_stream.options(num_returns="streaming").remote(texts, project, priority)
         )
-        return (_get(ref) for ref in stream)
+
+
+class _RemoteStream:
+    """`cluster.build.ports.LandedStream` over the dispatcher's streaming call; `close` cancels it
+    (the dispatcher's generator stops and cancels its fan-out)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._refs: Iterator[Any] = iter(stream)
+        self._closed = False
+
+    def __iter__(self) -> Iterator[LandedBatch]:
+        return self
+
+    def __next__(self) -> LandedBatch:
+        if self._closed:
+            raise StopIteration
+        return _get(next(self._refs))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            ray.cancel(self._stream)
 
 
 def build_ports(settings: SamespaceSettings) -> BuildPorts:

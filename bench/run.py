@@ -7,7 +7,12 @@
    encoder against an fp32 reference (the probe texts, as the gate runs them).
 2. job: actors.build_ports.run_reindex on a local Ray (walk + chunk + dispatch + store + commit), with
    the embedder actor and the dispatcher already started (a serving cluster has them up), in
-   the precision `--precision` asks (default: the settings' own, fp32).
+   the precision `--precision` asks (default: the settings' own, fp32). Its rate over the raw
+   encode in its own precision (`job_over_raw_same_precision`), and where its time went: the
+   build's own stage line (`cluster.build.stages`: the driver's seconds in walk, chunk, graph,
+   secret scan, plan, encode wait, rows, store writes, commit...). Then the incremental part: a
+   second run of the unchanged copy, and one after a single edit to a file of the measured
+   repository (`bench.reindex_edit`).
 3. MCP: search_code over streamable HTTP on Serve (the SDK client, one session) vs raw
    encode([q]) + EdgeStore.search on the same vectors in this process.
 Results: printed, and written to bench/results/latest.json.
@@ -48,16 +53,17 @@ QUERIES = [
 COPY_IGNORED = (".git", ".venv", ".samespace", "__pycache__", "*.egg-info", "results")
 
 
-def _incremental(settings: Any, repo: Path, first_s: float) -> dict[str, Any]:
-    """A second reindex of the unchanged copy, then one with a single edited file: time and log."""
+def _incremental(settings: Any, repo: Path, first_s: float, chunks: list[Any]) -> dict[str, Any]:
+    """A second reindex of the unchanged copy, then one with a single edited file (one of the
+    measured repository's own, `bench.reindex_edit`): time and log."""
     from actors.build_ports import run_reindex
+    from bench.reindex_edit import edit_one_file
 
     lines: list[str] = []
     t0 = time.perf_counter()
     run_reindex(settings, repo, "bench", emit=lines.append)
     unchanged_s = time.perf_counter() - t0
-    edited = repo / "cluster" / "index" / "progress_meter.py"
-    edited.write_text(edited.read_text() + "\n\ndef bench_marker(value):\n    return value * 2\n")
+    edited = edit_one_file(repo, chunks)
     t0 = time.perf_counter()
     run_reindex(settings, repo, "bench", emit=lines.append)
     edited_s = time.perf_counter() - t0
@@ -68,9 +74,17 @@ def _incremental(settings: Any, repo: Path, first_s: float) -> dict[str, Any]:
         "one_file_edited_s": round(edited_s, 2),
         "unchanged_over_first": round(unchanged_s / first_s, 4),
         "edited_over_first": round(edited_s / first_s, 4),
+        "edited_file": edited.path,
         "goal": "unchanged < 0.1 of first",
         "plans": plans,
     }
+
+
+def _raw_rate(encoder: Any, texts: list[str], chunks: int) -> tuple[float, Any]:
+    """Chunks/s of one in-process encode() of every text (two a chunk), and the vectors."""
+    t0 = time.perf_counter()
+    encoded = encoder.encode(texts)
+    return chunks / (time.perf_counter() - t0), encoded
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -95,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", choices=["fp32", "bf16"], default=None, help="the job's encoder precision")
     args = parser.parse_args(argv)
 
-    from cluster.build import collect_chunks
+    from cluster.build import collect_chunks, parse_stage_line
     from cluster.index.catalog import point_id
     from cluster.index.representations import name_text
     from cluster.index.store.engines import open_vector_store
@@ -121,9 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     for precision in ("fp32", "bf16"):
         encoders[precision] = LocalEncoder(settings.embedding.model_copy(update={"precision": precision}))
         encoders[precision].encode(texts[:8])  # warm-up
-        t0 = time.perf_counter()
-        encoded = encoders[precision].encode(texts)
-        raw_rates[precision] = len(chunks) / (time.perf_counter() - t0)
+        raw_rates[precision], encoded = _raw_rate(encoders[precision], texts, len(chunks))
         print(f"raw encode() {precision}: {raw_rates[precision]:.1f} chunks/s", flush=True)
         if precision == "fp32":
             encoder, vectors = encoders[precision], encoded[: len(chunks)]
@@ -161,12 +173,20 @@ def main(argv: list[str] | None = None) -> int:
         ray.get([e.identity.remote() for e in ensure_embedders(settings)])
         ray.get(get_index_actor(settings).names.remote())
         ray.get(get_dispatcher(settings, Role.CODE_EMBEDDING).embed.remote(texts[:16]))
+        job_lines: list[str] = []
         t0 = time.perf_counter()
-        record = run_reindex(settings, repo, "bench", emit=lambda line: None)
+        record = run_reindex(settings, repo, "bench", emit=job_lines.append)
         job_s = time.perf_counter() - t0
         job_rate = record.chunks / job_s
+        stages = next((parsed for line in job_lines if (parsed := parse_stage_line(line))), {})
         print(f"job (walk+chunk+Ray+store+commit): {job_rate:.1f} chunks/s ({job_s:.1f}s)", flush=True)
-        incremental = _incremental(settings, repo, job_s)
+        print(f"job stages (s, the driver's time in each): {stages}", flush=True)
+        # The same raw encode again, right after the job: on a shared machine the load drifts, and the
+        # job's ratio is read against both (the ratio's definition stays the one before the job).
+        job_precision = settings.embedding.precision
+        raw_after = _raw_rate(encoders[job_precision], texts, len(chunks))[0] if job_precision in encoders else None
+        print(f"raw encode() {job_precision} again, after the job: {raw_after or 0:.1f} chunks/s", flush=True)
+        incremental = _incremental(settings, repo, job_s, chunks)
         print(f"incremental: {incremental}", flush=True)
 
         mcp = asyncio.run(_mcp_latency(settings, args.queries))
@@ -183,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         raw_store.close()
 
     raw_summary, mcp_summary = latency_summary(raw_lat), latency_summary(mcp)
+    same = raw_rates.get(job_precision)
     results: dict[str, Any] = {
         "corpus": {"repo": str(args.repo), "files": files, "chunks": len(chunks)},
         "reindex": {
@@ -193,7 +214,12 @@ def main(argv: list[str] | None = None) -> int:
             "raw_bf16_over_raw": round(raw_rates["bf16"] / raw_rate, 3),
             "job_chunks_per_s": round(job_rate, 2),
             "job_over_raw": round(job_rate / raw_rate, 3),
-            "goal": ">= 0.9 in fp32; >= 1.6 in bf16 (both against the raw fp32 encode)",
+            "job_over_raw_same_precision": round(job_rate / same, 3) if same else None,
+            "raw_same_precision_after_job_chunks_per_s": round(raw_after, 2) if raw_after else None,
+            "job_over_raw_same_precision_after_job": round(job_rate / raw_after, 3) if raw_after else None,
+            "goal": ">= 0.9 in fp32; >= 1.6 in bf16 (both against the raw fp32 encode); "
+            ">= 0.8 of the raw encode in the job's own precision",
+            "job_stages_s": stages,
             "gate_bf16_vs_fp32": gate,
         },
         "incremental": incremental,

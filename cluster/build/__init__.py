@@ -10,6 +10,7 @@ from cluster.build.ports import BUILD_ROLE, BuildEncoders, BuildIndex, BuildPort
 from cluster.build.reindexing import Reindex
 from cluster.build.request import BuildRequest, BuildTarget
 from cluster.build.shrink import check_shrink
+from cluster.build.stages import Stage, StageTimes, parse_stage_line
 
 __all__ = [
     "BUILD_ROLE",
@@ -21,9 +22,12 @@ __all__ = [
     "Emit",
     "Reindex",
     "RepoChunks",
+    "Stage",
+    "StageTimes",
     "await_reference",
     "check_shrink",
     "collect_chunks",
     "collect_repository",
+    "parse_stage_line",
     "report_skips",
 ]

@@ -49,6 +49,28 @@ def read_point_keys(index: BuildIndex, build: str) -> list[PointKey | None]:
             return keys
 
 
+def plan_base(
+    index: BuildIndex,
+    encoders: BuildEncoders,
+    target: BuildTarget,
+    serving: tuple[IndexRecord | None, bool],
+    *,
+    full: bool,
+    emit: Emit,
+) -> tuple[IndexRecord | None, bool]:
+    """The build a plan reuses vectors from and whether the reference drifted from it: the serving
+    one, or for a new index (unless `full`) a donor of the same folder and space. Known before the walk."""
+    if serving[0] is not None or full:
+        return serving
+    return find_donor(index, encoders, target.name, str(target.folder), target.reference, emit)
+
+
+def embeds_everything(target: BuildTarget, base: tuple[IndexRecord | None, bool], *, full: bool) -> bool:
+    """Whether a build against `base` embeds every chunk it will find, whatever they are (no vector
+    may be reused): then its texts may go to the encoders before the walk ends (`cluster.build.feed`)."""
+    return full_reason(base[0], target.reference, full=full, reference_drifted=base[1]) is not None
+
+
 def plan_build(
     index: BuildIndex,
     encoders: BuildEncoders,
@@ -58,9 +80,11 @@ def plan_build(
     *,
     full: bool,
     emit: Emit,
+    reuse_from: tuple[IndexRecord | None, bool] | None = None,
 ) -> BuildPlan:
     """Plan the build of `found` against `serving` (the serving record and whether the reference
-    drifted from it); a new index plans against a donor instead, unless `full`."""
+    drifted from it); a new index plans against a donor instead, unless `full`. `reuse_from`: the
+    `plan_base` found before the walk."""
     name, reference = target.name, target.reference
     hashes = [embed_hash(chunk) for chunk in found.chunks]
     keys = [
@@ -68,9 +92,7 @@ def plan_build(
         for chunk, owner, hashed in zip(found.chunks, found.owners, hashes, strict=True)
     ]
     current = serving[0]
-    base, base_drifted = serving
-    if current is None and not full:
-        base, base_drifted = find_donor(index, encoders, name, str(target.folder), reference, emit)
+    base, base_drifted = reuse_from or plan_base(index, encoders, target, serving, full=full, emit=emit)
     base_keys = None
     if base is not None and full_reason(base, reference, full=full, reference_drifted=base_drifted) is None:
         base_keys = read_point_keys(index, base.build)

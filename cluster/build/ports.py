@@ -29,6 +29,17 @@ BUILD_ROLE = Role.CODE_EMBEDDING  # one index space per repo; prose shares it wh
 Emit = Callable[[str], None]  # one line of the job's log
 
 
+class LandedStream(Protocol):
+    """The batches of one embed call, as they land (a generator is one); `close` gives up on the
+    rest: the encoders stop on them when they can."""
+
+    def __iter__(self) -> Iterator[LandedBatch]: ...
+
+    def __next__(self) -> LandedBatch: ...
+
+    def close(self) -> None: ...
+
+
 class BuildIndex(Protocol):
     """The index as a build sees it (`actors.index_actor.IndexActor`)."""
 
@@ -118,7 +129,7 @@ class BuildEncoders(Protocol):
         """One drift-sentinel round against an index's stored probe vectors (DESIGN §12)."""
         ...
 
-    def embed_stream(self, texts: list[str], project: str, priority: Priority) -> Iterator[LandedBatch]:
+    def embed_stream(self, texts: list[str], project: str, priority: Priority) -> LandedStream:
         """Start embedding `texts` at once; the batches come as they land, from any admitted provider."""
         ...
 

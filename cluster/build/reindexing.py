@@ -9,17 +9,19 @@ build keeps serving; killed midway, the next run drops it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from cluster.build.baseline import await_reference, check_drift
 from cluster.build.collect import RepoChunks, collect_repository, report_skips
 from cluster.build.exports import drop_export, drop_other_exports, export_ref
+from cluster.build.feed import EarlyFeed, Segment
 from cluster.build.history_build import HistoryStep
-from cluster.build.planning import BuildPlan, plan_build
+from cluster.build.planning import BuildPlan, embeds_everything, plan_base, plan_build
 from cluster.build.ports import BUILD_ROLE, BuildPorts, Emit
 from cluster.build.request import BuildRequest, BuildTarget
 from cluster.build.shrink import check_shrink
+from cluster.build.stages import Stage, StageTimes
 from cluster.build.writer import BuildWriter
 from cluster.cloud import wait_for_key
 from cluster.errors import CloudKeyMissing, ScanError
@@ -54,6 +56,7 @@ class Reindex:
         clock: Clock = time.monotonic,
         wall_clock: Clock = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        timer: Clock = time.perf_counter,
     ) -> None:
         self._ports = ports
         self._settings = settings
@@ -61,6 +64,8 @@ class Reindex:
         self._clock = clock
         self._wall_clock = wall_clock
         self._sleep = sleep
+        self._timer = timer
+        self._stages = StageTimes(timer)
 
     def run(self, request: BuildRequest) -> IndexRecord:
         """Reindex `request.repo` as `request.name`; incremental unless `full`. Returns the serving
@@ -69,24 +74,28 @@ class Reindex:
 
         With `ref`, the files are those of that branch, tag or commit, exported from the repository's
         objects into the store's folder and served from there. A new index reuses the vectors of
-        another index of the same folder and encoder space (a feature branch after its base)."""
+        another index of the same folder and encoder space (a feature branch after its base).
+
+        A build's last line says where its time went (`cluster.build.stages`)."""
         settings, emit, ports = self._settings, self._emit, self._ports
         name, ref = request.name, request.ref
         validate_index_name(name)
         repo = request.repo.resolve()
         if not repo.is_dir():
             raise ScanError(str(repo), "not a folder (missing, unmounted, or a file)")
-        self._require_key()
-        source = source_state(repo, ref)
-        emit(f"source: {source_line(source)}")
-        reference = await_reference(
-            ports.encoders.reference, settings.embedding.startup_timeout_s, emit, self._clock, self._sleep
-        )
-        policy = settings.policy(BUILD_ROLE)
-        emit(f"reindex {name!r} from {repo} in space {reference.space_id} ({BUILD_ROLE.value}, policy {policy.value})")
-        current, drifted = check_drift(ports.index, ports.encoders, name, reference, emit)
-        # Before planning: with no provider left a reindex fails here, even one with nothing to embed.
-        probe_vectors = ports.encoders.reference_probe()
+        self._stages = stages = StageTimes(self._timer)
+        with stages.timing(Stage.PREPARE):
+            self._require_key()
+            source = source_state(repo, ref)
+            emit(f"source: {source_line(source)}")
+            reference = await_reference(
+                ports.encoders.reference, settings.embedding.startup_timeout_s, emit, self._clock, self._sleep
+            )
+            policy = f"{BUILD_ROLE.value}, policy {settings.policy(BUILD_ROLE).value}"
+            emit(f"reindex {name!r} from {repo} in space {reference.space_id} ({policy})")
+            current, drifted = check_drift(ports.index, ports.encoders, name, reference, emit)
+            # Before planning: with no provider left a reindex fails here, even one with nothing to embed.
+            probe_vectors = ports.encoders.reference_probe()
         if ref is not None and not request.full and current is not None and current.source == source:
             emit(f"up to date: {ref} is still at {source.commit}")
             self._history(name, repo, source, reference)
@@ -102,7 +111,9 @@ class Reindex:
             raise
         if files_root != repo:
             drop_other_exports(settings, name, keep=Path(record.repo_root))
-        self._history(name, repo, source, reference)
+        with stages.timing(Stage.HISTORY):
+            self._history(name, repo, source, reference)
+        emit(stages.line())
         return record
 
     def _history(self, name: str, repo: Path, source: SourceState, reference: EncoderIdentity) -> None:
@@ -136,21 +147,45 @@ class Reindex:
         serving: tuple[IndexRecord | None, bool],
     ) -> IndexRecord:
         """Walk the files, plan against the serving build (or a donor), and build and commit; or,
-        when nothing changed, keep the serving build (its source state brought up to date)."""
-        emit, index = self._emit, self._ports.index
-        found = collect_repository(target.files_root, self._settings, emit)
-        emit(f"walked {found.files} files, {len(found.chunks)} chunks")
-        report_skips(found.skipped, emit)
-        if not request.allow_shrink:
-            check_shrink(target.name, serving[0], found, self._settings.ingest.max_shrink_share)
-        plan = plan_build(index, self._ports.encoders, target, found, serving, full=request.full, emit=emit)
-        emit(plan.plan.line())
-        if plan.plan.mode is PlanMode.UP_TO_DATE:
-            assert serving[0] is not None  # an up-to-date plan was made against a serving build
-            return self._keep_serving(serving[0], source, len(found.chunks))
-        index.begin_build(target, probe_vectors, source)
+        when nothing changed, keep the serving build (its source state brought up to date). A build
+        that embeds every chunk starts the encoders during the walk (`cluster.build.feed`)."""
+        emit, index, stages = self._emit, self._ports.index, self._stages
+        with stages.timing(Stage.PLAN):
+            base = plan_base(index, self._ports.encoders, target, serving, full=request.full, emit=emit)
+        early = (
+            EarlyFeed(self._ports.encoders, target, stages)
+            if embeds_everything(target, base, full=request.full)
+            else None
+        )
+        try:
+            found = collect_repository(
+                target.files_root, self._settings, emit, stages, early.collected if early is not None else None
+            )
+            emit(f"walked {found.files} files, {len(found.chunks)} chunks")
+            if early is not None and early.segments:
+                emit(early.line(len(found.chunks)))
+            report_skips(found.skipped, emit)
+            with stages.timing(Stage.PLAN):
+                if not request.allow_shrink:
+                    check_shrink(target.name, serving[0], found, self._settings.ingest.max_shrink_share)
+                plan = plan_build(
+                    index, self._ports.encoders, target, found, serving, full=request.full, emit=emit, reuse_from=base
+                )
+            emit(plan.plan.line())
+            if plan.plan.mode is not PlanMode.FULL and early is not None:  # not expected: it was planned as full
+                early.close()
+                early = None
+            if plan.plan.mode is PlanMode.UP_TO_DATE:
+                assert serving[0] is not None  # an up-to-date plan was made against a serving build
+                return self._keep_serving(serving[0], source, len(found.chunks))
+            with stages.timing(Stage.BEGIN):
+                index.begin_build(target, probe_vectors, source)
+        except BaseException:
+            if early is not None:
+                early.close()
+            raise
         emit(f"building {target.build}")
-        return self._write_and_commit(target, found, plan)
+        return self._write_and_commit(target, found, plan, early.segments if early is not None else [])
 
     def _keep_serving(self, current: IndexRecord, source: SourceState, chunks: int) -> IndexRecord:
         index, emit = self._ports.index, self._emit
@@ -162,22 +197,30 @@ class Reindex:
             emit(f"recorded source {source_line(source)}")
         return current
 
-    def _write_and_commit(self, target: BuildTarget, found: RepoChunks, plan: BuildPlan) -> IndexRecord:
-        """Write the build's rows and commit it; on any failure drop it and re-raise."""
+    def _write_and_commit(
+        self, target: BuildTarget, found: RepoChunks, plan: BuildPlan, early: Sequence[Segment]
+    ) -> IndexRecord:
+        """Write the build's rows (`early`: segments sent during the walk) and commit it; on any
+        failure drop it and re-raise."""
         index, emit = self._ports.index, self._emit
         try:
-            tally = BuildWriter(index, self._ports.encoders, target, found, plan, emit, self._clock).write()
-            started = self._clock()
-            if index.index_vectors(target.build):
-                emit(f"vector index built in {self._clock() - started:.1f}s")
-            record = index.commit_build(
-                target.build,
-                found.files,
-                sorted(set(tally.embedded) | set(tally.kept)),
-                found.skipped,
-                embedded=tally.embedded.total(),
-                reused=tally.kept.total(),
+            writer = BuildWriter(
+                index, self._ports.encoders, target, found, plan, emit, self._clock, self._stages, early
             )
+            tally = writer.write()
+            with self._stages.timing(Stage.VECTOR_INDEX):
+                started = self._clock()
+                if index.index_vectors(target.build):
+                    emit(f"vector index built in {self._clock() - started:.1f}s")
+            with self._stages.timing(Stage.COMMIT):
+                record = index.commit_build(
+                    target.build,
+                    found.files,
+                    sorted(set(tally.embedded) | set(tally.kept)),
+                    found.skipped,
+                    embedded=tally.embedded.total(),
+                    reused=tally.kept.total(),
+                )
         except BaseException as exc:
             try:
                 index.fail_build(target.build, f"{type(exc).__name__}: {exc}")

@@ -1,25 +1,26 @@
 """Write: one build's rows, reused and embedded, with the job's progress lines.
 
-The encoders start first and work while the reused rows are carried inside the index
-(`cluster.index.carry_rows`, a page per call). Each chunk whose two vectors have landed is written
-with its provenance; at most `WRITES_IN_FLIGHT` writes are outstanding. A reused row whose source
-vanished since the plan read its key (another build replaced its base) is embedded after the rest.
+The encoders start first (rows may have gone during the walk, `cluster.build.feed`) and work while
+the reused rows are carried inside the index (`cluster.index.carry_rows`, a page per call). Each
+chunk whose two vectors have landed is written with its provenance; at most `WRITES_IN_FLIGHT`
+writes are outstanding. A reused row whose source vanished since the plan read its key (another
+build replaced its base) is embedded after the rest.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cluster.build.collect import RepoChunks
-from cluster.build.pairing import PairedRow, VectorPairs, embedding_slots, slot_texts
+from cluster.build.feed import Segment, close_all, send_segment
+from cluster.build.pairing import PairedRow
 from cluster.build.planning import BuildPlan
 from cluster.build.ports import BuildEncoders, BuildIndex, Emit
 from cluster.build.request import BuildTarget
-from cluster.cloud import Priority
+from cluster.build.stages import Stage, StageTimes
 from cluster.index import CarriedRow, ProgressMeter, chunk_point
-from cluster.routing import LandedBatch
 from cluster.types import Clock
 
 WRITES_IN_FLIGHT = 4
@@ -47,6 +48,8 @@ class BuildWriter:
         plan: BuildPlan,
         emit: Emit,
         clock: Clock,
+        stages: StageTimes,
+        early: Sequence[Segment] = (),
     ) -> None:
         self._index = index
         self._encoders = encoders
@@ -55,6 +58,8 @@ class BuildWriter:
         self._plan = plan
         self._emit = emit
         self._clock = clock
+        self._stages = stages
+        self._segments = list(early)  # sent before the plan (`cluster.build.feed`); the writer's own follow
         self._meter = ProgressMeter(found.files, len(found.chunks), clock)
         self._remaining = [0] * found.files  # per file: its rows not written yet
         for owner in found.owners:
@@ -65,31 +70,39 @@ class BuildWriter:
         self.tally = WriteTally()
 
     def write(self) -> WriteTally:
-        """Write the rows the plan reuses and embeds; returns the rows per provider."""
+        """Write the rows the plan reuses and embeds; returns the rows per provider. On failure the
+        segments still landing are closed."""
+        try:
+            self._write()
+        except BaseException:
+            close_all(self._segments)
+            raise
+        return self.tally
+
+    def _write(self) -> None:
         plan = self._plan
-        stream = self._start(plan.plan.embed)
+        sent = {row for segment in self._segments for row in segment.rows}
+        self._start([row for row in plan.plan.embed if row not in sent])
         vanished = self._carry()
-        self._drain(*stream)
+        for segment in list(self._segments):
+            self._drain(segment)
         if vanished:
             base = plan.base.build if plan.base is not None else "-"
             embedding = len(plan.plan.embed) + len(vanished)
             self._emit(
                 f"{len(vanished)} rows vanished from {base}: reused {self.tally.kept.total()}, embedding {embedding}"
             )
-            self._drain(*self._start(vanished))
+            self._drain(self._start(vanished))
         self._settle()
         if self._meter.chunks_done == 0 or self._meter.chunks_done != self._meter.chunks_total:
             self._emit(self._meter.line())
-        return self.tally
 
-    def _start(self, rows: Sequence[int]) -> tuple[VectorPairs, Iterable[LandedBatch]]:
+    def _start(self, rows: Sequence[int]) -> Segment:
         """Send the texts of `rows` to the encoders now; their batches are read by `_drain`."""
-        slots = embedding_slots(self._found.chunks, rows)
-        pairs = VectorPairs(slots, self._target.reference)
-        if not slots:
-            return pairs, ()
-        texts = slot_texts(self._found.chunks, slots)
-        return pairs, self._encoders.embed_stream(texts, self._target.name, Priority.BULK)
+        with self._stages.timing(Stage.SEND):
+            segment = send_segment(self._encoders, self._target, self._found.chunks, rows)
+        self._segments.append(segment)
+        return segment
 
     def _carry(self) -> list[int]:
         """Carry the reused rows inside the index, a page per call; returns the rows it could not."""
@@ -105,38 +118,41 @@ class BuildWriter:
                 )
                 for row in rows
             ]
-            result = self._index.carry_rows(base, self._target.build, carried)
+            with self._stages.timing(Stage.CARRY):
+                result = self._index.carry_rows(base, self._target.build, carried)
             missing = set(result.missing)
             vanished += [row for at, row in enumerate(rows) if at in missing]
             self.tally.kept.update(result.providers)
             self._landed([row for at, row in enumerate(rows) if at not in missing], reused=True)
         return vanished
 
-    def _drain(self, pairs: VectorPairs, stream: Iterable[LandedBatch]) -> None:
-        """Write each row of the stream once both its vectors landed (NoProviderLeft surfaces here)."""
-        for batch in stream:
-            done = pairs.land(batch)
+    def _drain(self, segment: Segment) -> None:
+        """Write each row of the segment once both its vectors landed (NoProviderLeft surfaces here)."""
+        for batch in self._stages.timed(Stage.ENCODE, segment.stream):
+            with self._stages.timing(Stage.ROWS):
+                done = segment.pairs.land(batch)
             if done:
                 self._write_embedded(done)
 
     def _write_embedded(self, done: list[PairedRow]) -> None:
         target, found = self._target, self._found
-        points = []
-        for paired in done:
-            row = paired.row
-            point = chunk_point(
-                target.name,
-                target.build,
-                target.reference,
-                found.chunks[row],
-                paired.vectors,
-                (paired.provider, paired.writer),
-                file_hash=found.file_hashes[found.owners[row]],
-                hashed=self._plan.hashes[row],
-            )
-            points.append(point)
-            self.tally.embedded[paired.provider] += 1
-        self._writes.append(self._index.write(target.build, points))
+        with self._stages.timing(Stage.ROWS):
+            points = [
+                chunk_point(
+                    target.name,
+                    target.build,
+                    target.reference,
+                    found.chunks[paired.row],
+                    paired.vectors,
+                    (paired.provider, paired.writer),
+                    file_hash=found.file_hashes[found.owners[paired.row]],
+                    hashed=self._plan.hashes[paired.row],
+                )
+                for paired in done
+            ]
+        self.tally.embedded.update(paired.provider for paired in done)
+        with self._stages.timing(Stage.WRITE):
+            self._writes.append(self._index.write(target.build, points))
         self._landed([paired.row for paired in done], reused=False)
 
     def _landed(self, rows: list[int], *, reused: bool) -> None:
@@ -161,4 +177,5 @@ class BuildWriter:
     def _settle(self) -> None:
         writes, self._writes = self._writes, []
         if writes:
-            self._index.wait(writes)
+            with self._stages.timing(Stage.WRITE):
+                self._index.wait(writes)

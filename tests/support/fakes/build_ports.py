@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,12 +163,12 @@ class HashEncoders:
     def sentinel(self, stored: np.ndarray) -> list[GateReport]:
         return self.reports
 
-    def embed_stream(self, texts: list[str], project: str, priority: Priority) -> Iterator[LandedBatch]:
+    def embed_stream(self, texts: list[str], project: str, priority: Priority) -> Generator[LandedBatch, None, None]:
         self.streams += 1
         self.embedded += texts  # started at once, as the dispatcher's stream is
         return self._land(list(texts))
 
-    def _land(self, texts: list[str]) -> Iterator[LandedBatch]:
+    def _land(self, texts: list[str]) -> Generator[LandedBatch, None, None]:
         starts = range(0, len(texts), self.batch)
         for n, start in enumerate(starts):
             if self.fail_after is not None and n >= self.fail_after:

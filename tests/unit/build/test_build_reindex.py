@@ -40,7 +40,8 @@ def test_a_first_build_embeds_every_chunk_and_commits_after_its_last_write(run: 
     assert "plan: full (no serving index): reused 0, embedding 24; 4 files to embed" in run.lines
     assert f"committed 'shop': 24 chunks from 4 files, build {record.build}" in run.lines
     assert "embedded 24, reused 0; served by: p0=24" in run.lines
-    assert run.lines[-3].startswith("progress: files 4/4 chunks 24/24 (100.0%)")
+    assert run.lines[-4].startswith("progress: files 4/4 chunks 24/24 (100.0%)")
+    assert run.lines[-1].startswith("stages: total ")  # where the time went, last
     assert run.index.progress[-1].chunks_done == 24
 
 
