@@ -53,7 +53,7 @@ def _settings(data_dir: Path, quantization: str) -> Any:
     from cluster.settings import SamespaceSettings
 
     return SamespaceSettings(
-        store={"data_dir": data_dir, "vector_index": {"quantization": quantization}},
+        store={"data_dir": data_dir, "vector_index": {"quantization": quantization, "write_ahead_log": False}},
         ray={"address": "local", "namespace": NAMESPACE},
     )
 
@@ -115,6 +115,7 @@ def _through_ray(settings: Any, identity: Any, queries: np.ndarray, mcp_queries:
     env = {
         "SAMESPACE_STORE__DATA_DIR": str(settings.store.data_dir),
         "SAMESPACE_STORE__VECTOR_INDEX__QUANTIZATION": settings.store.vector_index.quantization,
+        "SAMESPACE_STORE__VECTOR_INDEX__WRITE_AHEAD_LOG": "false",
     }
     ray.init(
         address="local",
@@ -204,6 +205,8 @@ def run_case(
             "indexes": indexes,
             "quantized": quantization != "none",
             "quantization": quantization,
+            "write_ahead_log": False,
+            "payload_on_disk": settings.store.vector_index.payload_on_disk,
             "write_rows_per_s": round(rows / write_s, 1),
             "vector_index_build_s": round(index_s, 1),
             "indexes_with_graph": sum(w.indexed for w in written),

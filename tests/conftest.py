@@ -72,7 +72,10 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
-    with environment(env):  # the processes ray.init starts inherit it; this one is left as it was
+    # The dashboard lists at most 10,000 tasks by default (read as it starts); a whole suite's session
+    # runs more, and the canary test reads every task's arguments.
+    listing = {"RAY_MAX_LIMIT_FROM_API_SERVER": "200000", "RAY_MAX_LIMIT_FROM_DATA_SOURCE": "200000"}
+    with environment({**env, **listing}):  # the processes ray.init starts inherit it; this one is left as it was
         context = ray.init(
             address="local",
             num_cpus=4,  # logical: room for a second namespace's embedder beside the default one

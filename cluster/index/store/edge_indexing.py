@@ -37,7 +37,7 @@ _STDERR_TAIL = 400
 
 def edge_collection_config(width: int, tuning: VectorIndexSettings) -> qe.EdgeConfig:
     """The code and name vectors (cosine, `width`), the keyword vector (IDF), how they are indexed, and
-    no write-ahead log."""
+    whether a write-ahead log keeps each write."""
     quantized = tuning.quantization == "int8"
     dense = qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine, on_disk=True if quantized else None)
     threshold = threshold_kb(tuning.exact_below_rows, width)
@@ -52,10 +52,10 @@ def edge_collection_config(width: int, tuning: VectorIndexSettings) -> qe.EdgeCo
         ),
         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=threshold),
         on_disk_payload=tuning.payload_on_disk,
-        # No write-ahead log: every writer flushes at its durability point (a build at its commit, a
-        # history at each write), and a crash before it loses only a build the next run drops. A WAL
-        # costs each open shard ~160 MB of RAM as it loads: a hundred indexes would not fit.
-        wal_enabled=False,
+        # Every writer flushes at its durability point (a build at its commit, a history at each write),
+        # so a crash without a WAL loses only a build the next run drops; a WAL costs each open shard
+        # ~160 MB of RAM as it loads.
+        wal_enabled=tuning.write_ahead_log,
     )
 
 

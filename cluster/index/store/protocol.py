@@ -61,7 +61,8 @@ class VectorStore(Protocol):
 
     def upsert(self, collection: str, points: Sequence[StoredPoint]) -> None:
         """Insert or replace points; WidthMismatch (nothing written) if any vector has the wrong width.
-        Durable at the next `flush` (or `close`): the embedded engine keeps no write-ahead log."""
+        Durable at the next `flush` (or `close`) when the embedded engine keeps no write-ahead log
+        (`store.vector_index.write_ahead_log`)."""
         ...
 
     def search(
