@@ -1,5 +1,5 @@
 """Both engines alike: candidates with only the payload fields asked for, whole payloads by id, exact search, and a
-small collection's vector index left alone (`VectorStore.query(fields=)`, `payloads`, `index_vectors`)."""
+small collection's vector index left alone (`VectorStore.query(payloads=False)`, `payloads`, `index_vectors`)."""
 
 from __future__ import annotations
 
@@ -58,16 +58,18 @@ def _search(vector: list[float]) -> SearchQuery:
     )
 
 
-def test_candidates_carry_only_the_fields_asked_for_and_score_the_same(store: VectorStore) -> None:
+def test_candidates_without_payloads_are_the_same_candidates_scored_the_same(store: VectorStore) -> None:
     points = _filled(store)
     query = _search(points[0].vector)
+    by_id = {point.id: point for point in points}
 
     whole = {c.id: c for c in store.query("chunks", query)}
-    thin = {c.id: c for c in store.query("chunks", query, ("path", "build"))}
+    thin = {c.id: c for c in store.query("chunks", query, payloads=False)}
 
     assert thin.keys() == whole.keys() and len(thin) >= TOP_K
     for point_id, candidate in thin.items():
-        assert candidate.payload == {"path": whole[point_id].payload["path"], "build": "chunks"}
+        assert candidate.payload == {}
+        assert whole[point_id].payload == by_id[point_id].payload
         assert candidate.dense == pytest.approx(whole[point_id].dense, abs=1e-6)
         assert candidate.name == pytest.approx(whole[point_id].name, abs=1e-6)
         assert candidate.keyword == pytest.approx(whole[point_id].keyword, abs=1e-6)

@@ -251,11 +251,8 @@ class EdgeStore(PagedReads):
                 found = self._shard(name).query(request)
             return [hit(point.id, point.score, point.payload) for point in found]
 
-    def query(
-        self, collection_or_alias: str, query: SearchQuery, fields: Sequence[str] | None = None
-    ) -> list[CandidateHit]:
+    def query(self, collection_or_alias: str, query: SearchQuery, *, payloads: bool = True) -> list[CandidateHit]:
         legs, limit = plan_legs(query), query.leg_limit
-        payload = True if fields is None else qe.PayloadSelector.Include(list(fields))
         with self._lock:
             self._check_open()
             name = self._resolve(collection_or_alias)
@@ -273,11 +270,11 @@ class EdgeStore(PagedReads):
                     pool,
                     [(leg.name, _ids_and_scores(leg, len(ids), _has_ids(ids), params)) for leg, ids in missed if ids],
                 )
-            if fields is not None and not fields:
+            if not payloads:
                 pool.fill_bare()
             else:
                 with _engine_errors("query"):
-                    pool.fill(shard.retrieve(pool.ids, with_payload=payload, with_vector=False))
+                    pool.fill(shard.retrieve(pool.ids, with_payload=True, with_vector=False))
             return pool.candidates(query.vector)
 
     def index_vectors(self, collection: str) -> bool:
@@ -326,12 +323,12 @@ class EdgeStore(PagedReads):
                 records, next_offset = self._shard(name).scroll(request)
             return records, next_offset
 
-    def _read_points(self, collection_or_alias: str, ids: list[str]) -> Iterable[Any]:
+    def _read_points(self, collection_or_alias: str, ids: list[str], *, with_vectors: bool) -> Iterable[Any]:
         with self._lock:
             self._check_open()
             shard, wanted = self._shard(self._resolve(collection_or_alias)), list[int | uuid.UUID | str](ids)
             with _engine_errors("retrieve_points"):
-                return shard.retrieve(wanted, with_payload=True, with_vector=True)
+                return shard.retrieve(wanted, with_payload=True, with_vector=with_vectors)
 
     # --- aliases ----------------------------------------------------------------
 

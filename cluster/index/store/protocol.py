@@ -78,18 +78,15 @@ class VectorStore(Protocol):
         scan, never the approximate index (the truth an approximate search is scored against)."""
         ...
 
-    def query(
-        self, collection_or_alias: str, query: SearchQuery, fields: Sequence[str] | None = None
-    ) -> list[CandidateHit]:
+    def query(self, collection_or_alias: str, query: SearchQuery, *, payloads: bool = True) -> list[CandidateHit]:
         """The candidates of a search (`reads.plan_legs`), every leg under the query's filter: the top
         `query.leg_limit` points by cosine with the code vector and with the name vector (when the
         query has a vector), the top `query.leg_limit` by keyword score (IDF-weighted dot product, when
         it has keyword terms), and the points matching its `definitions` (e.g. `defines == name`)
         nearest the vector. Each candidate carries the exact cosines of both its vectors and its
         keyword score (0 when the keyword leg did not return it), unordered: `cluster.index.fusion`
-        scores them. At least one leg is required. `fields`: only these payload keys come with each
-        candidate, none when empty (a search scores ~150 candidates and returns ~10: `payloads` reads
-        those)."""
+        scores them. At least one leg is required. `payloads=False`: the candidates come with empty
+        payloads (a search scores ~150 candidates and returns ~10: `payloads` reads those)."""
         ...
 
     def payloads(self, collection_or_alias: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -240,13 +240,8 @@ class QdrantServerStore(PagedReads):
             raise
         return [hit(point.id, point.score, point.payload) for point in found]
 
-    def query(
-        self, collection_or_alias: str, query: SearchQuery, fields: Sequence[str] | None = None
-    ) -> list[CandidateHit]:
+    def query(self, collection_or_alias: str, query: SearchQuery, *, payloads: bool = True) -> list[CandidateHit]:
         legs = plan_legs(query)
-        payload: bool | models.PayloadSelectorInclude = True
-        if fields is not None:
-            payload = models.PayloadSelectorInclude(include=list(fields)) if fields else False
         if query.vector is not None:
             check_query_width(collection_or_alias, self.collection_width(collection_or_alias), query.vector)
         pool = CandidatePool()
@@ -266,7 +261,7 @@ class QdrantServerStore(PagedReads):
             if pool.ids:
                 pool.fill(
                     self._client.retrieve(
-                        collection_or_alias, pool.ids, with_payload=payload, with_vectors=[CODE_VECTOR, NAME_VECTOR]
+                        collection_or_alias, pool.ids, with_payload=payloads, with_vectors=[CODE_VECTOR, NAME_VECTOR]
                     )
                 )
         return pool.candidates(query.vector)
@@ -287,9 +282,9 @@ class QdrantServerStore(PagedReads):
                 with_vectors=page.with_vectors,
             )
 
-    def _read_points(self, collection_or_alias: str, ids: list[str]) -> Iterable[Any]:
+    def _read_points(self, collection_or_alias: str, ids: list[str], *, with_vectors: bool) -> Iterable[Any]:
         with self._call("retrieve_points", collection_or_alias):
-            return self._client.retrieve(collection_or_alias, ids, with_payload=True, with_vectors=True)
+            return self._client.retrieve(collection_or_alias, ids, with_payload=True, with_vectors=with_vectors)
 
     # --- aliases ----------------------------------------------------------------
 

@@ -95,12 +95,12 @@ class PagedReads(ABC):
 
     def retrieve_points(self, collection_or_alias: str, ids: Sequence[str]) -> list[StoredPoint]:
         wanted = [canonical_id(point_id) for point_id in ids]
-        records = self._read_points(collection_or_alias, wanted) if wanted else []
+        records = self._read_points(collection_or_alias, wanted, with_vectors=True) if wanted else []
         return [stored_point(record.id, record.vector, record.payload) for record in records]
 
     def payloads(self, collection_or_alias: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         wanted = [canonical_id(point_id) for point_id in ids]
-        records = self._read_points(collection_or_alias, wanted) if wanted else []
+        records = self._read_points(collection_or_alias, wanted, with_vectors=False) if wanted else []
         return {str(record.id): dict(record.payload or {}) for record in records}
 
     def _page(self, collection_or_alias: str, page: Page) -> tuple[list[Any], str | None]:
@@ -115,5 +115,6 @@ class PagedReads(ABC):
         """One page of records (id, vector, payload) and the engine's next offset (None: the end)."""
 
     @abstractmethod
-    def _read_points(self, collection_or_alias: str, ids: list[str]) -> Iterable[Any]:
-        """The records (id, vector, payload) of these canonical ids; one the collection lacks is left out."""
+    def _read_points(self, collection_or_alias: str, ids: list[str], *, with_vectors: bool) -> Iterable[Any]:
+        """The records (id, payload, and the vectors when `with_vectors`) of these canonical ids; one the
+        collection lacks is left out."""
