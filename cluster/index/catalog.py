@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, SamespaceError, StoreError
-from cluster.index.fusion import best_places, rank_candidates, tie_end
+from cluster.index.fusion import Ranked, best_places, rank_candidates, tie_end
 from cluster.index.history_store import HistoryStore
 from cluster.index.keywords import defined_names
 from cluster.index.payload import KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, with_source
@@ -150,13 +150,6 @@ def point_key(repo: str, chunk: Chunk, file_hash: str | None, hashed: str | None
         embed_hash=hashed if hashed is not None else embed_hash(chunk),
         file_hash=file_hash,
     )
-
-
-PAYLOAD_READ = "\0read"  # a candidate's mark once its whole payload is read (no stored key starts with NUL)
-
-
-def _without_mark(payload: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in payload.items() if key != PAYLOAD_READ}
 
 
 class IndexCatalog:
@@ -378,7 +371,7 @@ class IndexCatalog:
             require_same_space(name, record.identity, query.identity)
         elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
             raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
-        candidates = self._store.query(record.build, query, ())  # payloads: the few ranked first, after
+        candidates = self._store.query(record.build, query, payloads=False)  # the few ranked first get theirs, after
         for candidate in candidates:  # the collection searched: its keyword scale, where its payload is
             candidate.payload["build"] = record.build
         return candidates
@@ -391,25 +384,30 @@ class IndexCatalog:
         meanwhile (its build dropped) is left out."""
         ranked, limit = rank_candidates(candidates, query.fusion), max(query.limit, 0)
         read, end = 0, 0
+        found: set[int] = set()  # the ranks whose payloads were read (a row gone meanwhile has none)
         hits: list[ScoredHit] = []
         while end < len(ranked) and len(hits) < limit:
             end = tie_end(ranked, end + limit)
-            self._read_payloads([candidate for _, candidate in ranked[read:end]])
+            found |= self._read_payloads(ranked, read, end)
             read = end
-            hits = best_places([item for item in ranked[:end] if PAYLOAD_READ in item[1].payload], limit)
-        return [hit.model_copy(update={"payload": _without_mark(hit.payload)}) for hit in hits]
+            hits = best_places([item for rank, item in enumerate(ranked[:end]) if rank in found], limit)
+        return hits
 
-    def _read_payloads(self, candidates: list[CandidateHit]) -> None:
-        """Each candidate's whole payload, in place, read once per build; marked as read (`PAYLOAD_READ`)."""
-        by_build: dict[str, list[CandidateHit]] = {}
-        for candidate in candidates:
-            by_build.setdefault(str(candidate.payload["build"]), []).append(candidate)
-        for build, group in by_build.items():
-            stored = self._store.payloads(build, [candidate.id for candidate in group])
-            for candidate in group:
+    def _read_payloads(self, ranked: Ranked, start: int, end: int) -> set[int]:
+        """The whole payloads of the candidates ranked `start` to `end`, in place, read once per build;
+        the ranks read."""
+        by_build: dict[str, list[int]] = {}
+        for rank in range(start, end):
+            by_build.setdefault(str(ranked[rank][1].payload["build"]), []).append(rank)
+        read: set[int] = set()
+        for build, ranks in by_build.items():
+            stored = self._store.payloads(build, [ranked[rank][1].id for rank in ranks])
+            for rank in ranks:
+                candidate = ranked[rank][1]
                 if candidate.id in stored:
                     candidate.payload.update(stored[candidate.id])
-                    candidate.payload[PAYLOAD_READ] = True
+                    read.add(rank)
+        return read
 
     def _sourced(self, hit: ScoredHit) -> ScoredHit:
         source = self.source_of(RowPayload.model_validate(hit.payload).build)
