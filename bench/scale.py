@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.run import QUERIES, ROOT, _mcp_latency, percentile
+from bench.run import QUERIES, ROOT, _mcp_latency, latency_summary
 from bench.scale_rows import VectorDraw, Written, row_templates, write_index
 from cluster.environment import set_local_env_defaults
 
@@ -56,11 +56,6 @@ def _settings(data_dir: Path, quantization: str) -> Any:
         store={"data_dir": data_dir, "vector_index": {"quantization": quantization, "write_ahead_log": False}},
         ray={"address": "local", "namespace": NAMESPACE},
     )
-
-
-def latency_summary(samples_s: list[float]) -> dict[str, float]:
-    ms = [s * 1000 for s in samples_s]
-    return {"p50_ms": round(percentile(ms, 50), 2), "p99_ms": round(percentile(ms, 99), 2), "n": len(ms)}
 
 
 def _disk_bytes(folder: Path) -> int:
