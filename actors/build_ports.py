@@ -63,7 +63,7 @@ class ActorIndex:
     def update_source(self, name: str, source: SourceState) -> IndexRecord:
         return _get(self._handle.update_source.remote(name, source))
 
-    def begin_build(self, target: BuildTarget, probe_vectors: list[list[float]], source: SourceState) -> str:
+    def begin_build(self, target: BuildTarget, probe_vectors: list[list[float]], source: SourceState, rows: int) -> str:
         job_id = ray.get_runtime_context().get_job_id()
         call: Any = self._handle.begin_build.remote(
             target.name,
@@ -74,6 +74,7 @@ class ActorIndex:
             build=target.build,
             origin=str(target.folder),
             source=source,
+            rows=rows,
         )
         return _get(call)
 

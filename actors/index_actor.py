@@ -74,9 +74,10 @@ class IndexActor:
         build: str | None = None,
         origin: str | None = None,
         source: SourceState | None = None,
+        rows: int | None = None,
     ) -> str:
         return self._catalog.begin_build(
-            name, identity, repo_root, job_id, probe_vectors, build=build, origin=origin, source=source
+            name, identity, repo_root, job_id, probe_vectors, build=build, origin=origin, source=source, rows=rows
         )
 
     def record(self, name: str) -> IndexRecord | None:

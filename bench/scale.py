@@ -1,15 +1,18 @@
 """A million chunks and a hundred indexes: the store at scale, against the engine alone, same run.
 
     python -m bench.scale [--sizes 100000,300000,1000000] [--indexes 1,100] [--quantization none,int8]
+                          [--pool-below-rows 0,10000]
 
 No model writes the rows: synthetic ones (`bench/scale_rows.py`: clustered unit vectors of the packaged
 model's width, payloads and keyword terms of this repository's real chunks) go in through the project's
 own catalog and store, as a reindex writes them (begin, batches, the vector index, commit). For each
-case (rows x indexes x quantisation), on a fresh data folder:
+case (rows x indexes x quantisation x `store.vector_index.pool_below_rows`: 0 gives every index its own
+collection, the default pools the small ones), on a fresh data folder:
 
 1. write: rows/s, the vector index's build time, the store's size on disk;
-2. the engine alone (the 100-line alternative): each collection's Qdrant Edge shard opened directly,
-   one nearest-neighbour query per shard with the store's own search parameters, merged, top 10; the
+2. the engine alone (the 100-line alternative): the Qdrant Edge shards holding the indexes opened
+   directly (an index's own, or the pool the small ones share), one nearest-neighbour query per shard
+   with the store's own search parameters (in a pool, filtered to its indexes), merged, top 10; the
    same with `exact=True`, the truth recall@10 is scored against;
 3. the index actor on a local Ray: the search a `search_code` sends it (every leg: code, name, keyword,
    definitions; the default scope, every index), p50/p99, and the RSS of its process against the
@@ -49,11 +52,12 @@ TOP_K = 10
 FLOAT32 = 4
 
 
-def _settings(data_dir: Path, quantization: str) -> Any:
+def _settings(data_dir: Path, quantization: str, pool_below_rows: int) -> Any:
     from cluster.settings import SamespaceSettings
 
+    tuning = {"quantization": quantization, "write_ahead_log": False, "pool_below_rows": pool_below_rows}
     return SamespaceSettings(
-        store={"data_dir": data_dir, "vector_index": {"quantization": quantization, "write_ahead_log": False}},
+        store={"data_dir": data_dir, "vector_index": tuning},
         ray={"address": "local", "namespace": NAMESPACE},
     )
 
@@ -63,30 +67,52 @@ def _disk_bytes(folder: Path) -> int:
 
 
 def _engine_direct(data_dir: Path, builds: list[str], queries: np.ndarray, tuning: Any) -> dict[str, Any]:
-    """The store's plainest call, one nearest-neighbour query per build (the store's search
-    parameters) merged to the top 10, beside the same with `exact`: the truth recall@10 is scored on."""
-    from cluster.index.store.engines import open_vector_store
+    """The engine alone: each shard holding the builds (a build's own, or a pool of small ones) opened
+    directly, one nearest-neighbour query per shard (the store's search parameters; in a pool, filtered
+    to the builds) merged to the top 10, beside the same with `exact`: the truth recall@10 is scored on."""
+    import qdrant_edge as qe
 
-    store = open_vector_store("embedded", data_dir=data_dir, url=None, vector_index=tuning)
+    from cluster.index import edge_search_params, edge_shards
+
+    placed = edge_shards(data_dir, builds)
+    shards = [(qe.EdgeShard.load(str(folder)), where) for folder, where in placed]
+    params = edge_search_params(tuning)
     try:
 
         def top(vector: list[float], exact: bool) -> list[Any]:
-            found = [hit for build in builds for hit in store.search(build, vector, TOP_K, exact=exact)]
-            return sorted(found, key=lambda hit: -hit.score)[:TOP_K]
+            found = [
+                point
+                for shard, where in shards
+                for point in shard.query(
+                    qe.QueryRequest(
+                        limit=TOP_K,
+                        query=qe.Query.Nearest(vector),
+                        filter=where,
+                        with_payload=False,
+                        params=qe.SearchParams(exact=True) if exact else params,
+                    )
+                )
+            ]
+            return sorted(found, key=lambda point: -point.score)[:TOP_K]
 
-        for build in builds:  # open every shard before the clock starts
-            store.count(build)
         timed: dict[str, list[float]] = {"ann": [], "exact": []}
         answers: dict[str, list[set[str]]] = {"ann": [], "exact": []}
         for vector in queries.tolist():
             for kind, exact in (("ann", False), ("exact", True)):
                 started = time.perf_counter()
-                answers[kind].append({hit.id for hit in top(vector, exact)})
+                answers[kind].append({str(point.id) for point in top(vector, exact)})
                 timed[kind].append(time.perf_counter() - started)
     finally:
-        store.close()
+        for shard, _ in shards:
+            shard.close()
     recall = float(np.mean([len(a & e) / TOP_K for a, e in zip(answers["ann"], answers["exact"], strict=True)]))
-    return {"ann": latency_summary(timed["ann"]), "exact": latency_summary(timed["exact"]), "recall_at_10": recall}
+    return {
+        "ann": latency_summary(timed["ann"]),
+        "exact": latency_summary(timed["exact"]),
+        "recall_at_10": recall,
+        "shards": len(shards),
+        "pooled_indexes": len(builds) - sum(where is None for _, where in placed),
+    }
 
 
 def _index_actor_pid() -> int | None:
@@ -164,7 +190,7 @@ def _through_ray(settings: Any, identity: Any, queries: np.ndarray, mcp_queries:
 
 
 def run_case(
-    rows: int, indexes: int, quantization: str, args: argparse.Namespace, shared: dict[str, Any]
+    rows: int, indexes: int, quantization: str, pool_below_rows: int, args: argparse.Namespace, shared: dict[str, Any]
 ) -> dict[str, Any]:
     """One case on a fresh data folder: write, the engine alone, the actor and MCP."""
     from cluster.index.catalog import IndexCatalog
@@ -173,8 +199,9 @@ def run_case(
     identity, templates = shared["identity"], shared["templates"]
     work = Path(tempfile.mkdtemp(prefix="samespace-scale-"))
     data_dir = work / "data"
-    settings = _settings(data_dir, quantization)
+    settings = _settings(data_dir, quantization, pool_below_rows)
     label = f"{rows} rows in {indexes} index{'es' if indexes > 1 else ''}, quantization {quantization}"
+    label += f", pool below {pool_below_rows} rows"
     print(f"--- {label}", flush=True)
     try:
         store = open_vector_store("embedded", data_dir=data_dir, url=None, vector_index=settings.store.vector_index)
@@ -202,6 +229,9 @@ def run_case(
             "quantization": quantization,
             "write_ahead_log": False,
             "payload_on_disk": settings.store.vector_index.payload_on_disk,
+            "pool_below_rows": pool_below_rows,
+            "pooled_indexes": engine["pooled_indexes"],
+            "engine_shards": engine["shards"],
             "write_rows_per_s": round(rows / write_s, 1),
             "vector_index_build_s": round(index_s, 1),
             "indexes_with_graph": sum(w.indexed for w in written),
@@ -229,12 +259,20 @@ def _ints(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cluster.settings import SamespaceSettings, VectorIndexSettings
+
     parser = argparse.ArgumentParser(prog="python -m bench.scale")
     parser.add_argument("--sizes", type=_ints, default=[100_000, 300_000, 1_000_000], help="rows per case")
     parser.add_argument("--indexes", type=_ints, default=[1, 100], help="indexes the rows are spread over")
     parser.add_argument("--quantization", default="none,int8", help="store.vector_index.quantization values")
     parser.add_argument("--queries", type=int, default=200, help="store and engine queries per case")
     parser.add_argument("--mcp-queries", type=int, default=50, help="MCP search_code calls per case")
+    parser.add_argument(
+        "--pool-below-rows",
+        type=_ints,
+        default=[VectorIndexSettings().pool_below_rows],
+        help="store.vector_index.pool_below_rows values (0: every index in its own collection)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep each case's data folder")
     parser.add_argument("--out", type=Path, default=RESULTS / "scale.json")
@@ -242,7 +280,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from cluster.build import collect_chunks
     from cluster.local.encoder import LocalEncoder
-    from cluster.settings import SamespaceSettings
 
     settings = SamespaceSettings()
     identity = LocalEncoder(settings.embedding).identity
@@ -250,19 +287,20 @@ def main(argv: list[str] | None = None) -> int:
     shared = {"identity": identity, "templates": row_templates(chunks, identity)}
     print(f"payload templates: {len(chunks)} chunks of {ROOT}; width {identity.width}", flush=True)
     cases = []
-    for rows, indexes, quantization in itertools.product(args.sizes, args.indexes, args.quantization.split(",")):
-        cases.append(run_case(rows, indexes, quantization, args, shared))
+    layouts = itertools.product(args.sizes, args.indexes, args.quantization.split(","), args.pool_below_rows)
+    for rows, indexes, quantization, pool_below_rows in layouts:
+        cases.append(run_case(rows, indexes, quantization, pool_below_rows, args, shared))
         _write(args.out, cases)
     print(json.dumps(_summary(cases), indent=2))
     return 0
 
 
 def _summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every case, and the largest of each layout (quantised first when both ran) under its own key."""
+    """Every case, and the largest of each layout (quantised, then pooled, first when both ran) under its own key."""
 
     def largest(many: bool) -> dict[str, Any] | None:
         layout = [case for case in cases if (case["indexes"] > 1) == many]
-        return max(layout, key=lambda case: (case["rows"], case["quantized"]), default=None)
+        return max(layout, key=lambda case: (case["rows"], case["quantized"], case["pool_below_rows"]), default=None)
 
     return {
         "one_index": largest(False),

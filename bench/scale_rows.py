@@ -124,7 +124,7 @@ def write_index(
 ) -> Written:
     """One index of `rows` synthetic rows through the catalog, as a reindex writes one: begin, write in
     batches, build the vector index, commit."""
-    build = catalog.begin_build(name, identity, str(Path("/bench") / name))
+    build = catalog.begin_build(name, identity, str(Path("/bench") / name), rows=rows)
     started, done = clock(), 0
     for batch in _rows(name, build, templates, vectors, rows, 0):
         catalog.write(build, batch)

@@ -63,8 +63,9 @@ class BuildIndex(Protocol):
         """Record that the serving build's files are those of `source`."""
         ...
 
-    def begin_build(self, target: BuildTarget, probe_vectors: list[list[float]], source: SourceState) -> str:
-        """Create the build's empty collection, recording its space, its folders and the source state."""
+    def begin_build(self, target: BuildTarget, probe_vectors: list[list[float]], source: SourceState, rows: int) -> str:
+        """Create the build's empty collection, recording its space, its folders and the source state;
+        `rows`: how many rows it will hold (a small build may share a collection with others)."""
         ...
 
     def carry_rows(self, base: str, build: str, rows: Sequence[CarriedRow]) -> CarryResult:

@@ -179,7 +179,7 @@ class Reindex:
                 assert serving[0] is not None  # an up-to-date plan was made against a serving build
                 return self._keep_serving(serving[0], source, len(found.chunks))
             with stages.timing(Stage.BEGIN):
-                index.begin_build(target, probe_vectors, source)
+                index.begin_build(target, probe_vectors, source, len(found.chunks))
         except BaseException:
             if early is not None:
                 early.close()

@@ -36,6 +36,8 @@ from cluster.index.records import (
 )
 from cluster.index.representations import name_text
 from cluster.index.scope import GROUP_PREFIX, resolve_scope
+from cluster.index.store.edge_indexing import edge_search_params
+from cluster.index.store.edge_pool import edge_shards
 from cluster.index.store.engines import open_vector_store
 from cluster.index.store.protocol import VectorStore
 from cluster.index.tokens import IDENTIFIER, identifier_tokens
@@ -77,6 +79,8 @@ __all__ = [
     "commit_text",
     "compile_glob",
     "controls_filter",
+    "edge_search_params",
+    "edge_shards",
     "embed_hash",
     "export_folder",
     "exports_root",

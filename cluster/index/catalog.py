@@ -174,9 +174,11 @@ class IndexCatalog:
         build: str | None = None,
         origin: str | None = None,
         source: SourceState | None = None,
+        rows: int | None = None,
     ) -> str:
         """Create a fresh build collection (named `build` when the caller chose it: `new_build_id`);
-        drop leftovers of earlier killed or failed builds.
+        drop leftovers of earlier killed or failed builds. `rows`: how many rows the build will write,
+        when known (a small build may share a collection with others: `VectorStore.create_collection`).
 
         Last writer wins: a build of the same name still running elsewhere loses its
         collection here and fails on its next write ("not in progress").
@@ -187,7 +189,7 @@ class IndexCatalog:
         self.cleanup_partial(name)
         started = self._clock()
         build = build or new_build_id(name, started)
-        self._store.create_collection(build, identity.width, KEYWORD_FIELDS)
+        self._store.create_collection(build, identity.width, KEYWORD_FIELDS, rows=rows)
         record = IndexRecord(
             name=name,
             build=build,
@@ -347,23 +349,25 @@ class IndexCatalog:
         """Search one index: its legs' candidates scored by `cluster.index.fusion` (DESIGN §10). A
         query vector from another encoder space is refused; so is a keyword-only query of an index
         whose chunk text is not the current version (its rows were cut differently: rebuild it)."""
-        return self._fused(self._candidates(name, query), query)
+        return self._fused(self._candidates([self._searchable(name, query)], query), query)
 
     def search_all(
         self, query: SearchQuery, names: Sequence[str] | None = None
     ) -> tuple[list[ScoredHit], list[EncoderMismatch]]:
         """Search every index (or those `names`) in the query's space, scored together (comparable
         scores, one hit per place); indexes in another space are refused, listed."""
-        found: list[CandidateHit] = []
+        searched: list[IndexRecord] = []
         refused: list[EncoderMismatch] = []
         for name in self.names() if names is None else names:
             try:
-                found += self._candidates(name, query)
+                searched.append(self._searchable(name, query))
             except EncoderMismatch as exc:
                 refused.append(exc)
-        return self._fused(found, query), refused
+        return self._fused(self._candidates(searched, query), query), refused
 
-    def _candidates(self, name: str, query: SearchQuery) -> list[CandidateHit]:
+    def _searchable(self, name: str, query: SearchQuery) -> IndexRecord:
+        """The serving record of an index `query` may search; EncoderMismatch when its vector is of
+        another space, or it has keywords only and the index's chunk text is not the current version."""
         record = self.record(name)
         if query.vector is not None:
             if query.identity is None:
@@ -371,9 +375,20 @@ class IndexCatalog:
             require_same_space(name, record.identity, query.identity)
         elif record.identity.chunk_text_version != CHUNK_TEXT_VERSION:
             raise EncoderMismatch(name, record.identity.space_id, f"chunk text version {CHUNK_TEXT_VERSION}")
-        candidates = self._store.query(record.build, query, payloads=False)  # the few ranked first get theirs, after
-        for candidate in candidates:  # the collection searched: its keyword scale, where its payload is
-            candidate.payload["build"] = record.build
+        return record
+
+    def _candidates(self, records: Sequence[IndexRecord], query: SearchQuery) -> list[CandidateHit]:
+        """The candidates of the serving builds of `records`, without payloads (the few ranked first get
+        theirs, after), in as few engine calls as the store can (`VectorStore.query_each`), each marked
+        with its build: its keyword scale, and where its payload is."""
+        if not records:
+            return []
+        found = self._store.query_each([record.build for record in records], query)
+        candidates: list[CandidateHit] = []
+        for build, hits in found.items():
+            for candidate in hits:
+                candidate.payload["build"] = build
+            candidates += hits
         return candidates
 
     def _fused(self, candidates: list[CandidateHit], query: SearchQuery) -> list[ScoredHit]:

@@ -5,6 +5,9 @@ collection is searched exactly and no graph is built (a full scan of a few thous
 few milliseconds, a graph costs its build); above, an HNSW graph per dense vector, built before the
 build serves, optionally over int8 copies of the vectors kept in RAM while the float32 originals stay
 on disk for rescoring. Stored vectors never change with these settings, so the gate is unaffected.
+A build expected under `pool_below_rows` rows shares one collection with the other small builds of
+its width (a pool, its rows keyed by the build: Qdrant's multitenancy), so a search of every index is
+one engine call and a hundred small indexes cost one collection's memory, not a hundred.
 A setting applies to collections created after it changes: the next reindex of an index.
 """
 
@@ -17,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 DEFAULT_DATA_DIR = Path("~/.samespace/data").expanduser()
 DEFAULT_EXACT_BELOW_ROWS = 20_000
+DEFAULT_POOL_BELOW_ROWS = 10_000
 DEFAULT_HNSW_M = 16
 DEFAULT_HNSW_EF_CONSTRUCT = 100
 DEFAULT_HNSW_EF = 128
@@ -30,6 +34,12 @@ class VectorIndexSettings(BaseModel):
         default=DEFAULT_EXACT_BELOW_ROWS,
         ge=0,
         description="A collection (a segment of one) with fewer rows is searched exactly and gets no HNSW graph.",
+    )
+    pool_below_rows: int = Field(
+        default=DEFAULT_POOL_BELOW_ROWS,
+        ge=0,
+        description="Embedded engine: a build expected to hold fewer rows is written into its width's shared pool "
+        "(searched exactly, with the other small builds, in one engine call); 0 gives every build its own.",
     )
     hnsw_m: int = Field(default=DEFAULT_HNSW_M, ge=4, le=128, description="Edges per node of the HNSW graph.")
     hnsw_ef_construct: int = Field(

@@ -1,4 +1,5 @@
-"""One contract, two engines: every VectorStore behaves the same on Qdrant Edge and qdrant-client."""
+"""One contract, two engines: every VectorStore behaves the same on Qdrant Edge (a collection's own shard,
+or its width's pool) and qdrant-client."""
 
 from __future__ import annotations
 
@@ -15,13 +16,12 @@ from cluster.index.query import SearchQuery
 from cluster.index.store.engines import open_vector_store
 from cluster.index.store.protocol import VectorStore
 from cluster.types import FusionParams, PayloadFilter, SparseTerms, StoredPoint
+from tests.support.store_engines import ENGINES, REOPENABLE, Opener, store_opener
 
 WIDTH = 16
 POINT_COUNT = 200
 TOP_K = 10
 KEYWORDS = ("path", "language", "path_prefixes")
-
-Opener = Callable[[], VectorStore]
 
 
 def legs(
@@ -43,24 +43,16 @@ def legs(
     )
 
 
-def _opener(engine: str, tmp_path: Path) -> Opener:
-    if engine == "embedded":
-        return lambda: open_vector_store("embedded", data_dir=tmp_path / "edge", url=None)
-    if engine == "memory":
-        return lambda: open_vector_store("server", data_dir=None, url=":memory:")
-    return lambda: open_vector_store("server", data_dir=None, url=f"path:{tmp_path / 'local'}")
-
-
-@pytest.fixture(params=["embedded", "memory"])
+@pytest.fixture(params=ENGINES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    opened = _opener(request.param, tmp_path)()
+    opened = store_opener(request.param, tmp_path)()
     yield opened
     opened.close()
 
 
-@pytest.fixture(params=["embedded", "path"])
+@pytest.fixture(params=REOPENABLE)
 def reopenable(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
-    return _opener(request.param, tmp_path)
+    return store_opener(request.param, tmp_path)
 
 
 def _vectors(count: int, seed: int = 7) -> np.ndarray:

@@ -12,21 +12,18 @@ import pytest
 
 from cluster.errors import CollectionNotFound
 from cluster.index.query import SearchQuery
-from cluster.index.store.engines import open_vector_store
 from cluster.index.store.protocol import VectorStore
 from cluster.types import FusionParams, SparseTerms, StoredPoint
+from tests.support.store_engines import ENGINES, store_opener
 
 WIDTH = 16
 ROWS = 120
 TOP_K = 10
 
 
-@pytest.fixture(params=["embedded", "memory"])
+@pytest.fixture(params=ENGINES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    if request.param == "embedded":
-        opened = open_vector_store("embedded", data_dir=tmp_path / "edge", url=None)
-    else:
-        opened = open_vector_store("server", data_dir=None, url=":memory:")
+    opened = store_opener(request.param, tmp_path)()
     yield opened
     opened.close()
 

@@ -1,11 +1,14 @@
-"""`EdgeStore`: the embedded engine, one Qdrant Edge shard per collection.
+"""`EdgeStore`: the embedded engine, one Qdrant Edge shard per collection, or one per pool of small ones.
 
 Layout under `data_dir`:
 
     aliases.json                          {"alias": "collection", ...}
     collections/<name>/collection.json    {"width": 16, "keyword_fields": [...]}, written last
+                                          (+ "pool": "pool-16" for a pooled collection)
     collections/<name>/meta.json          the caller's metadata dict
-    collections/<name>/shard/             the EdgeShard
+    collections/<name>/shard/             the EdgeShard (a pooled collection has none)
+    pools/pool-<width>/pool.json          the pool's width and keyword fields, written last
+    pools/pool-<width>/shard/             the rows of the pooled collections (`edge_pool`)
 
 `collection.json` is the commit marker: a directory without it (or without `shard/`) is a
 torn create, treated as absent and removed by the next create or drop of that name. Every
@@ -23,8 +26,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,103 +35,36 @@ import qdrant_edge as qe
 from cluster.config.atomic_file import fsync_dir
 from cluster.errors import CollectionNotFound, StoreError
 from cluster.index.query import SearchQuery
-from cluster.index.store.edge_files import PRIVATE_DIR_MODE, make_private, read_json, write_json_atomic
+from cluster.index.store.edge_calls import edge_filter, edge_vectors, engine_errors, query_shard
+from cluster.index.store.edge_files import (
+    ALIASES_FILE,
+    COLLECTIONS_DIR,
+    CONFIG_FILE,
+    METADATA_FILE,
+    POOL_FILE,
+    PRIVATE_DIR_MODE,
+    SHARD_DIR,
+    TOMBSTONE_PREFIX,
+    make_private,
+    read_json,
+    write_json_atomic,
+)
 from cluster.index.store.edge_indexing import edge_collection_config, edge_search_params, index_shard_apart
+from cluster.index.store.edge_pool import POOLS_DIR, TENANT_KEY, Tenant, own_payload, pool_name
+
+__all__ = ["COLLECTIONS_DIR", "SHARD_DIR", "EdgeStore"]
 from cluster.index.store.protocol import (
-    CandidatePool,
     canonical_id,
     check_limit,
     check_name,
     check_query_width,
     check_vector_widths,
     check_width,
-    engine_filter,
     hit,
-    point_vectors,
 )
-from cluster.index.store.reads import VECTOR_LEGS, Leg, Page, PagedReads, plan_legs
+from cluster.index.store.reads import Page, PagedReads
 from cluster.settings import VectorIndexSettings
 from cluster.types import CandidateHit, PayloadFilter, ScoredHit, StoredPoint
-
-COLLECTIONS_DIR = "collections"
-ALIASES_FILE = "aliases.json"
-CONFIG_FILE = "collection.json"
-METADATA_FILE = "meta.json"
-SHARD_DIR = "shard"
-TOMBSTONE_PREFIX = ".dropping-"
-
-
-class _EdgeFilters:
-    """Qdrant Edge's filter types (`engine_filter`)."""
-
-    @staticmethod
-    def match(key: str, value: str) -> Any:
-        return qe.FieldCondition(key=key, match=qe.MatchValue(value))
-
-    @staticmethod
-    def match_any(key: str, values: list[str]) -> Any:
-        return qe.FieldCondition(key=key, match=qe.MatchAny(values))
-
-    @staticmethod
-    def combine(must: list[Any], should: list[Any], must_not: list[Any]) -> Any:
-        return qe.Filter(must=must or None, should=should or None, must_not=must_not or None)
-
-
-def _edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
-    built: qe.Filter | None = engine_filter(filter, _EdgeFilters())
-    return built
-
-
-def _edge_query(leg: Leg) -> qe.Query:
-    """A leg as Qdrant Edge's query: nearest to its dense vector or its sparse keyword terms."""
-    if isinstance(leg.vector, list):
-        return qe.Query.Nearest(leg.vector, using=leg.using or None)
-    return qe.Query.Nearest(qe.SparseVector(list(leg.vector.indices), list(leg.vector.values)), using=leg.using)
-
-
-def _ids_and_scores(leg: Leg, limit: int, where: qe.Filter | None, params: qe.SearchParams | None) -> qe.QueryRequest:
-    """One leg of a search: ids and scores only (payloads are read once, for the union); a dense leg
-    searches with the store's parameters (the graph's ef, rescoring of quantised vectors)."""
-    dense = isinstance(leg.vector, list)
-    return qe.QueryRequest(
-        limit=limit,
-        query=_edge_query(leg),
-        with_payload=False,
-        with_vector=False,
-        filter=where,
-        params=params if dense else None,
-    )
-
-
-def _run_legs(shard: Any, pool: CandidatePool, requests: list[tuple[str, qe.QueryRequest]]) -> None:
-    """Legs in one engine call; each leg's ids and scores go into the pool."""
-    if not requests:
-        return
-    with _engine_errors("query"):
-        found = shard.query_batch(qe.QueryBatchRequest([request for _, request in requests]))
-    for (leg, _), points in zip(requests, found, strict=True):
-        pool.add(leg, points)
-
-
-def _has_ids(ids: Sequence[Any]) -> qe.Filter:
-    """Only these points (ids as the engine returned them)."""
-    return qe.Filter(must=[qe.HasIdCondition(set(ids))])
-
-
-def _edge_vectors(point: StoredPoint) -> Any:
-    """The code vector, the name vector and the keyword vector a point has, by name."""
-    return point_vectors(point, qe.SparseVector)
-
-
-@contextmanager
-def _engine_errors(operation: str) -> Iterator[None]:
-    """Translate the bare Exceptions qdrant_edge raises into StoreError."""
-    try:
-        yield
-    except StoreError:
-        raise
-    except Exception as exc:
-        raise StoreError(operation, f"qdrant edge: {exc}") from exc
 
 
 class EdgeStore(PagedReads):
@@ -143,7 +78,8 @@ class EdgeStore(PagedReads):
         self._collections = self._root / COLLECTIONS_DIR
         self._lock = threading.RLock()
         self._shards: dict[str, qe.EdgeShard] = {}
-        self._widths: dict[str, int] = {}
+        self._pools: dict[str, qe.EdgeShard] = {}  # open pool shards by pool name (`edge_pool`)
+        self._configs: dict[str, dict[str, Any]] = {}  # collection.json of each collection seen
         self._closed = False
         make_private(self._root)
         try:
@@ -155,7 +91,9 @@ class EdgeStore(PagedReads):
 
     # --- collections ------------------------------------------------------------
 
-    def create_collection(self, name: str, width: int, keyword_fields: Sequence[str]) -> None:
+    def create_collection(
+        self, name: str, width: int, keyword_fields: Sequence[str], *, rows: int | None = None
+    ) -> None:
         check_name(name, "create_collection")
         check_width(width)
         with self._lock:
@@ -167,35 +105,67 @@ class EdgeStore(PagedReads):
             directory = self._collections / name
             if directory.exists():
                 self._remove_dir(directory)
-            config = edge_collection_config(width, self._tuning)
-            with _engine_errors("create_collection"):
+            config: dict[str, Any] = {"width": width, "keyword_fields": list(keyword_fields)}
+            with engine_errors("create_collection"):
                 directory.mkdir(parents=True)
-                shard = qe.EdgeShard.create(str(directory / SHARD_DIR), config)
-                try:
-                    for field in keyword_fields:
-                        shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
-                    shard.flush()
-                    # The commit marker goes last: until it exists the directory is a torn create.
-                    write_json_atomic(
-                        directory / CONFIG_FILE,
-                        {"width": width, "keyword_fields": list(keyword_fields)},
-                        "create_collection",
-                    )
-                except BaseException:
-                    shard.close()
-                    raise
-            self._shards[name] = shard
-            self._widths[name] = width
+                if rows is not None and rows < self._tuning.pool_below_rows:
+                    config["pool"] = self._pool_for(width, keyword_fields)
+                else:
+                    self._shards[name] = self._new_shard(directory / SHARD_DIR, width, keyword_fields)
+                # The commit marker goes last: until it exists the directory is a torn create.
+                write_json_atomic(directory / CONFIG_FILE, config, "create_collection")
+            self._configs[name] = config
+
+    def _new_shard(self, shard_dir: Path, width: int, fields: Sequence[str], tenant: bool = False) -> qe.EdgeShard:
+        """A new shard with keyword indexes on `fields` (and on the tenant key of a pool), flushed."""
+        shard = qe.EdgeShard.create(str(shard_dir), edge_collection_config(width, self._tuning))
+        try:
+            if tenant:
+                shard.update(qe.UpdateOperation.create_field_index(TENANT_KEY, qe.KeywordIndexParams(is_tenant=True)))
+            for field in fields:
+                shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+            shard.flush()
+        except BaseException:
+            shard.close()
+            raise
+        return shard
+
+    def _pool_for(self, width: int, fields: Sequence[str]) -> str:
+        """The pool of `width`, created on first use, with keyword indexes on `fields` too."""
+        name = pool_name(width)
+        shard = self._pool(name)
+        marker = self._root / POOLS_DIR / name / POOL_FILE
+        if shard is None:
+            directory = marker.parent
+            if directory.exists():
+                shutil.rmtree(directory)  # a torn create of the pool: it never held a row
+            directory.mkdir(parents=True, mode=PRIVATE_DIR_MODE)
+            self._pools[name] = self._new_shard(directory / SHARD_DIR, width, fields, tenant=True)
+            write_json_atomic(marker, {"width": width, "keyword_fields": list(fields)}, "create_collection")
+            return name
+        indexed = list((read_json(marker) or {}).get("keyword_fields", []))
+        added = [field for field in fields if field not in indexed]
+        for field in added:
+            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+        if added:
+            write_json_atomic(marker, {"width": width, "keyword_fields": indexed + added}, "create_collection")
+        return name
 
     def drop_collection(self, name: str) -> None:
         check_name(name, "drop_collection")
         with self._lock:
             self._check_open()
             shard = self._shards.pop(name, None)
-            self._widths.pop(name, None)
-            if shard is not None:
-                with _engine_errors("drop_collection"):
+            config = self._configs.pop(name, None) or read_json(self._collections / name / CONFIG_FILE)
+            with engine_errors("drop_collection"):
+                if shard is not None:
                     shard.close()
+                pool = config.get("pool") if isinstance(config, dict) else None
+                if isinstance(pool, str) and self._pool(pool) is not None:  # its rows first, then its folder
+                    pooled = self._pools[pool]
+                    rows = qe.Filter(must=[qe.FieldCondition(key=TENANT_KEY, match=qe.MatchValue(name))])
+                    pooled.update(qe.UpdateOperation.delete_points_by_filter(rows))
+                    pooled.flush()
             remaining = {alias: target for alias, target in self._aliases.items() if target != name}
             if remaining != self._aliases:
                 self._write_aliases(remaining)
@@ -222,9 +192,16 @@ class EdgeStore(PagedReads):
             check_vector_widths(collection, self._width(name), points)
             if not points:
                 return
-            edge_points = [qe.Point(canonical_id(p.id), _edge_vectors(p), dict(p.payload)) for p in points]
-            with _engine_errors("upsert"):
-                self._shard(name).update(qe.UpdateOperation.upsert_points(edge_points))
+            shard, tenant = self._place(name)
+            if tenant is None:
+                edge_points = [qe.Point(canonical_id(p.id), edge_vectors(p), dict(p.payload)) for p in points]
+            else:
+                edge_points = [
+                    qe.Point(tenant.engine_id(canonical_id(p.id)), edge_vectors(p), tenant.stored(dict(p.payload)))
+                    for p in points
+                ]
+            with engine_errors("upsert"):
+                shard.update(qe.UpdateOperation.upsert_points(edge_points))
 
     def search(
         self,
@@ -240,42 +217,46 @@ class EdgeStore(PagedReads):
             self._check_open()
             name = self._resolve(collection_or_alias)
             check_query_width(collection_or_alias, self._width(name), vector)
+            shard, tenant = self._place(name)
             request = qe.QueryRequest(
                 limit=limit,
                 query=qe.Query.Nearest([float(x) for x in vector]),
                 with_payload=True,
-                filter=_edge_filter(filter),
+                filter=edge_filter(filter if tenant is None else tenant.where(filter)),
                 params=qe.SearchParams(exact=True) if exact else self._search_params,
             )
-            with _engine_errors("search"):
-                found = self._shard(name).query(request)
-            return [hit(point.id, point.score, point.payload) for point in found]
+            with engine_errors("search"):
+                found = shard.query(request)
+            if tenant is None:
+                return [hit(point.id, point.score, point.payload) for point in found]
+            return [hit(tenant.own_id(point.id), point.score, own_payload(point.payload)) for point in found]
 
     def query(self, collection_or_alias: str, query: SearchQuery, *, payloads: bool = True) -> list[CandidateHit]:
-        legs, limit = plan_legs(query), query.leg_limit
         with self._lock:
             self._check_open()
             name = self._resolve(collection_or_alias)
             if query.vector is not None:
                 check_query_width(collection_or_alias, self._width(name), query.vector)
-            pool, shard = CandidatePool(), self._shard(name)
-            params = self._search_params
-            _run_legs(
-                shard, pool, [(leg.name, _ids_and_scores(leg, limit, _edge_filter(leg.filter), params)) for leg in legs]
-            )
-            if query.vector is not None:  # a candidate one vector leg missed gets its exact cosine there
-                missed = [(leg, pool.missing(leg.name)) for leg in legs if leg.name in VECTOR_LEGS]
-                _run_legs(
-                    shard,
-                    pool,
-                    [(leg.name, _ids_and_scores(leg, len(ids), _has_ids(ids), params)) for leg, ids in missed if ids],
-                )
-            if not payloads:
-                pool.fill_bare()
-            else:
-                with _engine_errors("query"):
-                    pool.fill(shard.retrieve(pool.ids, with_payload=True, with_vector=False))
-            return pool.candidates(query.vector)
+            shard, tenant = self._place(name)
+            found = query_shard(shard, query, self._search_params, [(name, tenant)], payloads=payloads)
+            return found[name]
+
+    def query_each(self, collections: Sequence[str], query: SearchQuery) -> dict[str, list[CandidateHit]]:
+        """The pooled collections of one pool are searched in one engine call (`edge_pool`)."""
+        with self._lock:
+            self._check_open()
+            groups: dict[tuple[str, str], tuple[qe.EdgeShard, list[tuple[str, Tenant | None]]]] = {}
+            for collection in dict.fromkeys(collections):
+                name = self._resolve(collection)
+                if query.vector is not None:
+                    check_query_width(collection, self._width(name), query.vector)
+                shard, tenant = self._place(name)
+                key = ("collection", name) if tenant is None else ("pool", str(self._configs[name]["pool"]))
+                groups.setdefault(key, (shard, []))[1].append((collection, tenant))
+            found: dict[str, list[CandidateHit]] = {}
+            for shard, members in groups.values():
+                found.update(query_shard(shard, query, self._search_params, members, payloads=False))
+            return found
 
     def index_vectors(self, collection: str) -> bool:
         """Build the collection's HNSW graphs (and quantised copies) now, in a child process, when it
@@ -285,12 +266,15 @@ class EdgeStore(PagedReads):
         with self._lock:
             self._check_open()
             name = self._resolve(collection)
-            with _engine_errors("index_vectors"):
-                rows = int(self._shard(name).count(qe.CountRequest(exact=True)))
+            shard, tenant = self._place(name)
+            if tenant is not None:
+                return False  # a pool is searched exactly: its collections are small
+            with engine_errors("index_vectors"):
+                rows = int(shard.count(qe.CountRequest(exact=True)))
             if rows < max(1, self._tuning.exact_below_rows):
                 return False
             shard = self._shards.pop(name)
-            with _engine_errors("index_vectors"):
+            with engine_errors("index_vectors"):
                 shard.flush()
                 shard.close()
             self._indexing.add(name)
@@ -304,31 +288,34 @@ class EdgeStore(PagedReads):
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         with self._lock:
             self._check_open()
-            name = self._resolve(collection_or_alias)
-            with _engine_errors("count"):
-                return int(self._shard(name).count(qe.CountRequest(exact=True, filter=_edge_filter(filter))))
+            shard, tenant = self._place(self._resolve(collection_or_alias))
+            where = edge_filter(filter if tenant is None else tenant.where(filter))
+            with engine_errors("count"):
+                return int(shard.count(qe.CountRequest(exact=True, filter=where)))
 
     def _read_page(self, collection_or_alias: str, page: Page) -> tuple[Iterable[Any], Any]:
         with self._lock:
             self._check_open()
-            name = self._resolve(collection_or_alias)
+            shard, tenant = self._place(self._resolve(collection_or_alias))
             request = qe.ScrollRequest(
-                offset=page.start,
+                offset=page.start,  # in a pool: the pool's id, as the previous page said it
                 limit=page.limit,
-                filter=_edge_filter(page.filter),
+                filter=edge_filter(page.filter if tenant is None else tenant.where(page.filter)),
                 with_payload=True,
                 with_vector=page.with_vectors,
             )
-            with _engine_errors(page.operation):
-                records, next_offset = self._shard(name).scroll(request)
-            return records, next_offset
+            with engine_errors(page.operation):
+                records, next_offset = shard.scroll(request)
+            return (records if tenant is None else [tenant.row(record) for record in records]), next_offset
 
     def _read_points(self, collection_or_alias: str, ids: list[str], *, with_vectors: bool) -> Iterable[Any]:
         with self._lock:
             self._check_open()
-            shard, wanted = self._shard(self._resolve(collection_or_alias)), list[int | uuid.UUID | str](ids)
-            with _engine_errors("retrieve_points"):
-                return shard.retrieve(wanted, with_payload=True, with_vector=with_vectors)
+            shard, tenant = self._place(self._resolve(collection_or_alias))
+            wanted = list[int | uuid.UUID | str](ids if tenant is None else [tenant.engine_id(i) for i in ids])
+            with engine_errors("retrieve_points"):
+                records = shard.retrieve(wanted, with_payload=True, with_vector=with_vectors)
+            return records if tenant is None else [tenant.row(record) for record in records]
 
     # --- aliases ----------------------------------------------------------------
 
@@ -387,8 +374,8 @@ class EdgeStore(PagedReads):
     def flush(self) -> None:
         with self._lock:
             self._check_open()
-            with _engine_errors("flush"):
-                for shard in self._shards.values():
+            with engine_errors("flush"):
+                for shard in [*self._shards.values(), *self._pools.values()]:
                     shard.flush()
 
     def close(self) -> None:
@@ -396,7 +383,8 @@ class EdgeStore(PagedReads):
             if self._closed:
                 return
             self._closed = True
-            shards, self._shards = self._shards, {}
+            shards = {**self._shards, **{f"{POOLS_DIR}/{name}": pool for name, pool in self._pools.items()}}
+            self._shards, self._pools = {}, {}
             failures: list[str] = []
             for name, shard in shards.items():
                 try:
@@ -414,13 +402,15 @@ class EdgeStore(PagedReads):
             raise StoreError("use", "the embedded vector store is closed")
 
     def _is_valid(self, directory: Path) -> bool:
-        if directory.name.startswith(".") or not (directory / SHARD_DIR).is_dir():
+        if directory.name.startswith("."):
             return False
         config = read_json(directory / CONFIG_FILE)
-        return isinstance(config, dict) and isinstance(config.get("width"), int)
+        if not isinstance(config, dict) or not isinstance(config.get("width"), int):
+            return False
+        return isinstance(config.get("pool"), str) or (directory / SHARD_DIR).is_dir()
 
     def _exists(self, name: str) -> bool:
-        return name in self._shards or self._is_valid(self._collections / name)
+        return name in self._shards or name in self._configs or self._is_valid(self._collections / name)
 
     def _resolve(self, collection_or_alias: str) -> str:
         """The collection behind a name or alias; CollectionNotFound if there is none."""
@@ -431,12 +421,35 @@ class EdgeStore(PagedReads):
         return name
 
     def _width(self, name: str) -> int:
-        if name not in self._widths:
+        return int(self._config(name)["width"])
+
+    def _config(self, name: str) -> dict[str, Any]:
+        if name not in self._configs:
             config = read_json(self._collections / name / CONFIG_FILE)
             if not isinstance(config, dict) or not isinstance(config.get("width"), int):
                 raise CollectionNotFound(name)
-            self._widths[name] = config["width"]
-        return self._widths[name]
+            self._configs[name] = config
+        return self._configs[name]
+
+    def _place(self, name: str) -> tuple[qe.EdgeShard, Tenant | None]:
+        """Where a collection's rows are: its own shard, or its pool's with it as the tenant."""
+        pool = self._config(name).get("pool")
+        if not isinstance(pool, str):
+            return self._shard(name), None
+        shard = self._pool(pool)
+        if shard is None:
+            raise StoreError("open_collection", f"the pool {pool!r} of collection {name!r} is missing")
+        return shard, Tenant(name)
+
+    def _pool(self, name: str) -> qe.EdgeShard | None:
+        """An open pool shard, loaded on first use; None when the pool was never (fully) created."""
+        shard = self._pools.get(name)
+        directory = self._root / POOLS_DIR / name
+        if shard is None and (directory / POOL_FILE).exists():
+            with engine_errors("open_collection"):
+                shard = qe.EdgeShard.load(str(directory / SHARD_DIR))
+            self._pools[name] = shard
+        return shard
 
     def _shard(self, name: str) -> qe.EdgeShard:
         """The open shard of a collection, loaded on first use and kept open."""
@@ -444,7 +457,7 @@ class EdgeStore(PagedReads):
         if shard is None:
             if name in self._indexing:
                 raise StoreError("open_collection", f"collection {name!r} is being indexed; try again when it is done")
-            with _engine_errors("open_collection"):
+            with engine_errors("open_collection"):
                 shard = qe.EdgeShard.load(str(self._collections / name / SHARD_DIR))
             self._shards[name] = shard
         return shard

@@ -16,6 +16,15 @@ from typing import Any
 from cluster.config.atomic_file import write_bytes_atomic
 from cluster.errors import StoreError
 
+# The layout under the data folder (cluster/index/store/edge.py says what each holds).
+COLLECTIONS_DIR = "collections"
+ALIASES_FILE = "aliases.json"
+CONFIG_FILE = "collection.json"
+METADATA_FILE = "meta.json"
+POOL_FILE = "pool.json"
+SHARD_DIR = "shard"
+TOMBSTONE_PREFIX = ".dropping-"
+
 PRIVATE_DIR_MODE = 0o700
 NOT_OWNER = 0o077  # group and other permission bits
 

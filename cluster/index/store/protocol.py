@@ -42,9 +42,14 @@ class VectorStore(Protocol):
     Unknown names raise `CollectionNotFound`; other refusals raise `StoreError`.
     """
 
-    def create_collection(self, name: str, width: int, keyword_fields: Sequence[str]) -> None:
+    def create_collection(
+        self, name: str, width: int, keyword_fields: Sequence[str], *, rows: int | None = None
+    ) -> None:
         """Create an empty collection: a cosine vector of `width`, the sparse `keywords` vector with
-        the IDF modifier, and keyword payload indexes; StoreError if the name is taken."""
+        the IDF modifier, and keyword payload indexes; StoreError if the name is taken. `rows`: how
+        many rows the caller expects to write (None: unknown); the embedded engine keeps a collection
+        expected under `store.vector_index.pool_below_rows` in a pool shared with other small ones
+        (`edge_pool`), which changes nothing a caller sees but the cost of searching many at once."""
         ...
 
     def drop_collection(self, name: str) -> None:
@@ -87,6 +92,13 @@ class VectorStore(Protocol):
         keyword score (0 when the keyword leg did not return it), unordered: `cluster.index.fusion`
         scores them. At least one leg is required. `payloads=False`: the candidates come with empty
         payloads (a search scores ~150 candidates and returns ~10: `payloads` reads those)."""
+        ...
+
+    def query_each(self, collections: Sequence[str], query: SearchQuery) -> dict[str, list[CandidateHit]]:
+        """The candidates of `query` (as `query(..., payloads=False)`) in each of these collections or
+        aliases, by the name given. Collections an engine holds together (a pool) are searched in one
+        call: each leg's top `query.leg_limit` is then over all of them, and a keyword score is weighed
+        by the IDF of the terms over all of them."""
         ...
 
     def payloads(self, collection_or_alias: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:

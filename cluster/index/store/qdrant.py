@@ -153,7 +153,11 @@ class QdrantServerStore(PagedReads):
 
     # --- collections ------------------------------------------------------------
 
-    def create_collection(self, name: str, width: int, keyword_fields: Sequence[str]) -> None:
+    def create_collection(
+        self, name: str, width: int, keyword_fields: Sequence[str], *, rows: int | None = None
+    ) -> None:
+        """`rows` is not used: the server holds each collection on its own, however small."""
+        del rows
         check_name(name, "create_collection")
         check_width(width)
         with self._call("create_collection", name):

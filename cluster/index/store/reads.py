@@ -30,7 +30,7 @@ from cluster.index.store.protocol import (
     stored_point,
     with_condition,
 )
-from cluster.types import PayloadFilter, ScoredHit, SparseTerms, StoredPoint
+from cluster.types import CandidateHit, PayloadFilter, ScoredHit, SparseTerms, StoredPoint
 
 __all__ = ["VECTOR_LEGS", "Leg", "Page", "PagedReads", "plan_legs"]
 
@@ -78,8 +78,8 @@ class Page:
 
 
 class PagedReads(ABC):
-    """`scroll` and `scroll_points` of the `VectorStore` protocol over one engine call, `_read_page`, and
-    `retrieve_points` and `payloads` over another, `_read_points`."""
+    """`scroll` and `scroll_points` of the `VectorStore` protocol over one engine call, `_read_page`,
+    `retrieve_points` and `payloads` over another, `_read_points`, and `query_each` over `query`."""
 
     def scroll(
         self, collection_or_alias: str, filter: PayloadFilter | None, limit: int, offset: str | None
@@ -97,6 +97,14 @@ class PagedReads(ABC):
         wanted = [canonical_id(point_id) for point_id in ids]
         records = self._read_points(collection_or_alias, wanted, with_vectors=True) if wanted else []
         return [stored_point(record.id, record.vector, record.payload) for record in records]
+
+    def query_each(self, collections: Sequence[str], query: SearchQuery) -> dict[str, list[CandidateHit]]:
+        """One `query` per collection (an engine that holds collections together overrides it)."""
+        return {name: self.query(name, query, payloads=False) for name in dict.fromkeys(collections)}
+
+    @abstractmethod
+    def query(self, collection_or_alias: str, query: SearchQuery, *, payloads: bool = True) -> list[CandidateHit]:
+        """The candidates of a search in one collection (`VectorStore.query`)."""
 
     def payloads(self, collection_or_alias: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         wanted = [canonical_id(point_id) for point_id in ids]

@@ -82,11 +82,19 @@ class CatalogIndex:
     def update_source(self, name: str, source: SourceState) -> IndexRecord:
         return self.catalog.update_source(name, source)
 
-    def begin_build(self, target: BuildTarget, probe_vectors: list[list[float]], source: SourceState) -> str:
-        self.calls.append(("begin_build", 0))
+    def begin_build(self, target: BuildTarget, probe_vectors: list[list[float]], source: SourceState, rows: int) -> str:
+        self.calls.append(("begin_build", rows))
         root, folder = str(target.files_root), str(target.folder)
         return self.catalog.begin_build(
-            target.name, target.reference, root, None, probe_vectors, build=target.build, origin=folder, source=source
+            target.name,
+            target.reference,
+            root,
+            None,
+            probe_vectors,
+            build=target.build,
+            origin=folder,
+            source=source,
+            rows=rows,
         )
 
     def carry_rows(self, base: str, build: str, rows: Sequence[CarriedRow]) -> CarryResult:

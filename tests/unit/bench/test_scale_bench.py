@@ -37,7 +37,7 @@ def test_draws_are_unit_vectors_around_shared_centres_and_streams_differ() -> No
 def test_rows_go_in_as_a_reindex_writes_them_and_the_engine_alone_finds_the_exact_top(
     tmp_path: Path, threshold: int, indexed: bool
 ) -> None:
-    tuning = VectorIndexSettings(exact_below_rows=threshold)
+    tuning = VectorIndexSettings(exact_below_rows=threshold, pool_below_rows=0)  # each index its own collection
     store = open_vector_store("embedded", data_dir=tmp_path, url=None, vector_index=tuning)
     catalog = IndexCatalog(store)
     written = write_index(catalog, "scale000", IDENTITY, row_templates(CHUNKS, IDENTITY), VectorDraw(WIDTH), 120)
@@ -51,3 +51,18 @@ def test_rows_go_in_as_a_reindex_writes_them_and_the_engine_alone_finds_the_exac
 
     engine = _engine_direct(tmp_path, [written.build], VectorDraw(WIDTH, stream=2).draw(20), tuning)
     assert engine["recall_at_10"] >= 0.9 and engine["ann"]["n"] == engine["exact"]["n"] == 20
+
+
+def test_small_indexes_go_into_one_pool_and_the_engine_alone_searches_it_in_one_query(tmp_path: Path) -> None:
+    tuning = VectorIndexSettings()  # pool_below_rows well above these indexes
+    store = open_vector_store("embedded", data_dir=tmp_path, url=None, vector_index=tuning)
+    catalog, draw = IndexCatalog(store), VectorDraw(WIDTH)
+    templates = row_templates(CHUNKS, IDENTITY)
+    written = [write_index(catalog, f"scale{k:03d}", IDENTITY, templates, draw, 40) for k in range(3)]
+    assert [catalog.record(w.name).chunks for w in written] == [40, 40, 40]
+    store.close()
+
+    engine = _engine_direct(tmp_path, [w.build for w in written], VectorDraw(WIDTH, stream=2).draw(20), tuning)
+
+    assert (engine["shards"], engine["pooled_indexes"]) == (1, 3)
+    assert engine["recall_at_10"] == 1.0  # a pool is searched exactly

@@ -37,6 +37,7 @@ def test_a_first_build_embeds_every_chunk_and_commits_after_its_last_write(run: 
     assert len(run.encoders.embedded) == 2 * FILES * FUNCTIONS  # a code text and a name text per chunk
     methods = run.methods()
     assert methods[0] == "begin_build" and methods[-3:] == ["wait", "index_vectors", "commit_build"]
+    assert run.index.calls[0] == ("begin_build", 24)  # the rows it will write: a small build is pooled
     assert "plan: full (no serving index): reused 0, embedding 24; 4 files to embed" in run.lines
     assert f"committed 'shop': 24 chunks from 4 files, build {record.build}" in run.lines
     assert "embedded 24, reused 0; served by: p0=24" in run.lines

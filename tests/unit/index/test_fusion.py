@@ -85,9 +85,10 @@ DOCS = [
 ]
 
 
-def _index(catalog: IndexCatalog, repo: str, docs: list[tuple[str, str, str]], seed: int) -> None:
+def _index(catalog: IndexCatalog, repo: str, docs: list[tuple[str, str, str]], seed: int, pooled: bool = False) -> None:
+    """A committed index of `docs`; `pooled`: its rows in the store's shared pool, as a small build's are."""
     rng = np.random.default_rng(seed)
-    build = catalog.begin_build(repo, IDENTITY, f"/{repo}")
+    build = catalog.begin_build(repo, IDENTITY, f"/{repo}", rows=len(docs) if pooled else None)
     rows = []
     for path, symbol, text in docs:
         chunk = Chunk(path=path, start_line=1, end_line=2, language="python", kind="function", symbol=symbol, text=text)
@@ -110,9 +111,12 @@ def catalog(tmp_path: Path) -> IndexCatalog:
     return IndexCatalog(open_vector_store("embedded", data_dir=tmp_path, url=None), clock=lambda: 1.7e9)
 
 
-def test_a_search_over_two_indexes_of_the_same_code_returns_each_place_once(catalog: IndexCatalog) -> None:
-    _index(catalog, "main", DOCS, seed=1)
-    _index(catalog, "mirror", DOCS, seed=1)  # the same code, the same vectors
+@pytest.mark.parametrize("pooled", [False, True], ids=["own", "pooled"])
+def test_a_search_over_two_indexes_of_the_same_code_returns_each_place_once(
+    catalog: IndexCatalog, pooled: bool
+) -> None:
+    _index(catalog, "main", DOCS, seed=1, pooled=pooled)
+    _index(catalog, "mirror", DOCS, seed=1, pooled=pooled)  # the same code, the same vectors
     query = np.random.default_rng(9).normal(size=WIDTH).tolist()
     search = SearchQuery(vector=query, identity=IDENTITY, limit=10, keywords=query_keywords("parse config"))
     hits, refused = catalog.search_all(search)
