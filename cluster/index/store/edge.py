@@ -41,7 +41,6 @@ from cluster.index.store.edge_files import (
     COLLECTIONS_DIR,
     CONFIG_FILE,
     METADATA_FILE,
-    POOL_FILE,
     PRIVATE_DIR_MODE,
     SHARD_DIR,
     TOMBSTONE_PREFIX,
@@ -50,7 +49,7 @@ from cluster.index.store.edge_files import (
     write_json_atomic,
 )
 from cluster.index.store.edge_indexing import edge_collection_config, edge_search_params, index_shard_apart
-from cluster.index.store.edge_pool import POOLS_DIR, TENANT_KEY, Tenant, own_payload, pool_name
+from cluster.index.store.edge_pool import POOLS_DIR, TENANT_KEY, TENANT_VECTOR, Pools, Tenant, own_payload
 
 __all__ = ["COLLECTIONS_DIR", "SHARD_DIR", "EdgeStore"]
 from cluster.index.store.protocol import (
@@ -78,7 +77,7 @@ class EdgeStore(PagedReads):
         self._collections = self._root / COLLECTIONS_DIR
         self._lock = threading.RLock()
         self._shards: dict[str, qe.EdgeShard] = {}
-        self._pools: dict[str, qe.EdgeShard] = {}  # open pool shards by pool name (`edge_pool`)
+        self._pools = Pools(self._root / POOLS_DIR, self._collections, self._new_shard)  # small collections
         self._configs: dict[str, dict[str, Any]] = {}  # collection.json of each collection seen
         self._closed = False
         make_private(self._root)
@@ -109,18 +108,19 @@ class EdgeStore(PagedReads):
             with engine_errors("create_collection"):
                 directory.mkdir(parents=True)
                 if rows is not None and rows < self._tuning.pool_below_rows:
-                    config["pool"] = self._pool_for(width, keyword_fields)
+                    config["pool"], config["slot"] = self._pools.admit(name, width, keyword_fields)
                 else:
                     self._shards[name] = self._new_shard(directory / SHARD_DIR, width, keyword_fields)
                 # The commit marker goes last: until it exists the directory is a torn create.
                 write_json_atomic(directory / CONFIG_FILE, config, "create_collection")
             self._configs[name] = config
 
-    def _new_shard(self, shard_dir: Path, width: int, fields: Sequence[str], tenant: bool = False) -> qe.EdgeShard:
-        """A new shard with keyword indexes on `fields` (and on the tenant key of a pool), flushed."""
-        shard = qe.EdgeShard.create(str(shard_dir), edge_collection_config(width, self._tuning))
+    def _new_shard(self, shard_dir: Path, width: int, fields: Sequence[str], pool: bool = False) -> qe.EdgeShard:
+        """A new shard with keyword indexes on `fields` (a pool's: and its tenant key and vector), flushed."""
+        config = edge_collection_config(width, self._tuning, TENANT_VECTOR if pool else None)
+        shard = qe.EdgeShard.create(str(shard_dir), config)
         try:
-            if tenant:
+            if pool:
                 shard.update(qe.UpdateOperation.create_field_index(TENANT_KEY, qe.KeywordIndexParams(is_tenant=True)))
             for field in fields:
                 shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
@@ -129,27 +129,6 @@ class EdgeStore(PagedReads):
             shard.close()
             raise
         return shard
-
-    def _pool_for(self, width: int, fields: Sequence[str]) -> str:
-        """The pool of `width`, created on first use, with keyword indexes on `fields` too."""
-        name = pool_name(width)
-        shard = self._pool(name)
-        marker = self._root / POOLS_DIR / name / POOL_FILE
-        if shard is None:
-            directory = marker.parent
-            if directory.exists():
-                shutil.rmtree(directory)  # a torn create of the pool: it never held a row
-            directory.mkdir(parents=True, mode=PRIVATE_DIR_MODE)
-            self._pools[name] = self._new_shard(directory / SHARD_DIR, width, fields, tenant=True)
-            write_json_atomic(marker, {"width": width, "keyword_fields": list(fields)}, "create_collection")
-            return name
-        indexed = list((read_json(marker) or {}).get("keyword_fields", []))
-        added = [field for field in fields if field not in indexed]
-        for field in added:
-            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
-        if added:
-            write_json_atomic(marker, {"width": width, "keyword_fields": indexed + added}, "create_collection")
-        return name
 
     def drop_collection(self, name: str) -> None:
         check_name(name, "drop_collection")
@@ -161,11 +140,8 @@ class EdgeStore(PagedReads):
                 if shard is not None:
                     shard.close()
                 pool = config.get("pool") if isinstance(config, dict) else None
-                if isinstance(pool, str) and self._pool(pool) is not None:  # its rows first, then its folder
-                    pooled = self._pools[pool]
-                    rows = qe.Filter(must=[qe.FieldCondition(key=TENANT_KEY, match=qe.MatchValue(name))])
-                    pooled.update(qe.UpdateOperation.delete_points_by_filter(rows))
-                    pooled.flush()
+                if isinstance(pool, str):  # its rows first, then its folder
+                    self._pools.drop(pool, name)
             remaining = {alias: target for alias, target in self._aliases.items() if target != name}
             if remaining != self._aliases:
                 self._write_aliases(remaining)
@@ -197,7 +173,11 @@ class EdgeStore(PagedReads):
                 edge_points = [qe.Point(canonical_id(p.id), edge_vectors(p), dict(p.payload)) for p in points]
             else:
                 edge_points = [
-                    qe.Point(tenant.engine_id(canonical_id(p.id)), edge_vectors(p), tenant.stored(dict(p.payload)))
+                    qe.Point(
+                        tenant.engine_id(canonical_id(p.id)),
+                        tenant.vectors(edge_vectors(p)),
+                        tenant.stored(dict(p.payload)),
+                    )
                     for p in points
                 ]
             with engine_errors("upsert"):
@@ -254,8 +234,9 @@ class EdgeStore(PagedReads):
                 key = ("collection", name) if tenant is None else ("pool", str(self._configs[name]["pool"]))
                 groups.setdefault(key, (shard, []))[1].append((collection, tenant))
             found: dict[str, list[CandidateHit]] = {}
-            for shard, members in groups.values():
-                found.update(query_shard(shard, query, self._search_params, members, payloads=False))
+            for (kind, pool), (shard, members) in groups.items():
+                every = kind == "pool" and self._pools.holds_only({t.name for _, t in members if t is not None}, pool)
+                found.update(query_shard(shard, query, self._search_params, members, payloads=False, every=every))
             return found
 
     def index_vectors(self, collection: str) -> bool:
@@ -375,16 +356,17 @@ class EdgeStore(PagedReads):
         with self._lock:
             self._check_open()
             with engine_errors("flush"):
-                for shard in [*self._shards.values(), *self._pools.values()]:
+                for shard in self._shards.values():
                     shard.flush()
+                self._pools.flush()
 
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            shards = {**self._shards, **{f"{POOLS_DIR}/{name}": pool for name, pool in self._pools.items()}}
-            self._shards, self._pools = {}, {}
+            shards = {**self._shards, **self._pools.take_open()}
+            self._shards = {}
             failures: list[str] = []
             for name, shard in shards.items():
                 try:
@@ -436,20 +418,7 @@ class EdgeStore(PagedReads):
         pool = self._config(name).get("pool")
         if not isinstance(pool, str):
             return self._shard(name), None
-        shard = self._pool(pool)
-        if shard is None:
-            raise StoreError("open_collection", f"the pool {pool!r} of collection {name!r} is missing")
-        return shard, Tenant(name)
-
-    def _pool(self, name: str) -> qe.EdgeShard | None:
-        """An open pool shard, loaded on first use; None when the pool was never (fully) created."""
-        shard = self._pools.get(name)
-        directory = self._root / POOLS_DIR / name
-        if shard is None and (directory / POOL_FILE).exists():
-            with engine_errors("open_collection"):
-                shard = qe.EdgeShard.load(str(directory / SHARD_DIR))
-            self._pools[name] = shard
-        return shard
+        return self._pools.shard(pool), Tenant(name, int(self._config(name)["slot"]))
 
     def _shard(self, name: str) -> qe.EdgeShard:
         """The open shard of a collection, loaded on first use and kept open."""

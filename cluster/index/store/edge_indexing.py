@@ -35,15 +35,19 @@ _INDEXER = (
 _STDERR_TAIL = 400
 
 
-def edge_collection_config(width: int, tuning: VectorIndexSettings) -> qe.EdgeConfig:
+def edge_collection_config(width: int, tuning: VectorIndexSettings, pool_vector: str | None = None) -> qe.EdgeConfig:
     """The code and name vectors (cosine, `width`), the keyword vector (IDF), how they are indexed, and
-    whether a write-ahead log keeps each write."""
+    whether a write-ahead log keeps each write; a pool's shard has the sparse vector `pool_vector` too
+    (each row's collection: `edge_pool`)."""
     quantized = tuning.quantization == "int8"
     dense = qe.EdgeVectorParams(size=width, distance=qe.Distance.Cosine, on_disk=True if quantized else None)
     threshold = threshold_kb(tuning.exact_below_rows, width)
     return qe.EdgeConfig(
         vectors={CODE_VECTOR: dense, NAME_VECTOR: dense},
-        sparse_vectors={KEYWORD_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        sparse_vectors={
+            KEYWORD_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf),
+            **({pool_vector: qe.EdgeSparseVectorParams()} if pool_vector is not None else {}),
+        },
         hnsw_config=qe.HnswIndexConfig(
             m=tuning.hnsw_m, ef_construct=tuning.hnsw_ef_construct, full_scan_threshold=threshold
         ),

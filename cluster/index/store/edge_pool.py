@@ -10,7 +10,10 @@ and one scan, not a hundred (bench.scale, `many_indexes`).
 
 A row's id in the pool is its own id with the bytes of a digest of the collection's name xored in
 (`Tenant.engine_id`): the same row in two builds of an index (the serving one and its successor) is
-two rows, and the own id comes back by xoring again. The pool is never graph-indexed (its
+two rows, and the own id comes back by xoring again. Each pooled collection has a slot, a number
+the pool gives it once, which every row of it carries as a one-term sparse vector (`TENANT_VECTOR`):
+a search of several learns each candidate's collection from that vector, read ~10x faster than a
+payload field (1.8 ms against 19 ms for 300 rows, measured). The pool is never graph-indexed (its
 collections are small; a full scan filtered by tenant reads only theirs), and a dropped collection's
 rows are deleted by filter.
 """
@@ -18,8 +21,9 @@ rows are deleted by filter.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,13 +31,32 @@ from typing import Any
 import qdrant_edge as qe
 
 from cluster.errors import StoreError
-from cluster.index.store.edge_files import COLLECTIONS_DIR, CONFIG_FILE, SHARD_DIR, read_json
+from cluster.index.store.edge_files import (
+    COLLECTIONS_DIR,
+    CONFIG_FILE,
+    POOL_FILE,
+    PRIVATE_DIR_MODE,
+    SHARD_DIR,
+    read_json,
+    write_json_atomic,
+)
 from cluster.types import PayloadFilter
 
-__all__ = ["POOLS_DIR", "TENANT_KEY", "PooledRow", "Tenant", "edge_shards", "pool_name", "tenants_filter"]
+__all__ = [
+    "POOLS_DIR",
+    "TENANT_KEY",
+    "TENANT_VECTOR",
+    "PooledRow",
+    "Pools",
+    "Tenant",
+    "edge_shards",
+    "pool_name",
+    "tenants_filter",
+]
 
 POOLS_DIR = "pools"
 TENANT_KEY = "_collection"  # a pooled row's collection; reserved: no caller's payload may carry it
+TENANT_VECTOR = "_collection"  # a pooled row's collection's slot: the one index of this sparse vector
 
 
 def pool_name(width: int) -> str:
@@ -57,9 +80,10 @@ class PooledRow:
 
 @dataclass(frozen=True)
 class Tenant:
-    """One pooled collection: how its ids, payloads and filters look in the pool."""
+    """One pooled collection: how its ids, payloads, vectors and filters look in the pool."""
 
     name: str
+    slot: int  # the pool's number for it, carried by each of its rows (`TENANT_VECTOR`)
 
     def engine_id(self, own_id: str) -> str:
         """The pool's id of a row (its own id with the collection's digest xored in)."""
@@ -68,6 +92,10 @@ class Tenant:
     def own_id(self, engine_id: Any) -> str:
         """The collection's id of a pool row (the inverse of `engine_id`)."""
         return _xor(str(engine_id), self._mask)
+
+    def vectors(self, named: dict[str, Any]) -> dict[str, Any]:
+        """A row's named vectors as the pool keeps them: with its collection's slot."""
+        return {**named, TENANT_VECTOR: qe.SparseVector([self.slot], [1.0])}
 
     def stored(self, payload: dict[str, Any]) -> dict[str, Any]:
         """A row's payload as the pool keeps it; StoreError if the caller used the reserved key."""
@@ -84,8 +112,8 @@ class Tenant:
         return PooledRow(self.own_id(record.id), getattr(record, "vector", None), own_payload(record.payload))
 
     @property
-    def _mask(self) -> bytes:
-        return hashlib.sha256(self.name.encode()).digest()[:16]
+    def _mask(self) -> int:
+        return int.from_bytes(hashlib.sha256(self.name.encode()).digest()[:16], "big")
 
 
 def own_payload(payload: dict[str, Any] | None) -> dict[str, Any]:
@@ -93,9 +121,13 @@ def own_payload(payload: dict[str, Any] | None) -> dict[str, Any]:
     return {key: value for key, value in (payload or {}).items() if key != TENANT_KEY}
 
 
-def _xor(point_id: str, mask: bytes) -> str:
-    raw = uuid.UUID(point_id).bytes
-    return str(uuid.UUID(bytes=bytes(a ^ b for a, b in zip(raw, mask, strict=True))))
+def slot_of(vectors: Any) -> int:
+    """The slot a pooled row carries (its `TENANT_VECTOR`, as the engine returned its vectors)."""
+    return int(vectors[TENANT_VECTOR].indices[0])
+
+
+def _xor(point_id: str, mask: int) -> str:
+    return str(uuid.UUID(int=uuid.UUID(point_id).int ^ mask))
 
 
 def edge_shards(data_dir: Path, collections: Sequence[str]) -> list[tuple[Path, qe.Filter | None]]:
@@ -113,3 +145,90 @@ def edge_shards(data_dir: Path, collections: Sequence[str]) -> list[tuple[Path, 
         tenants = qe.Filter(must=[qe.FieldCondition(key=TENANT_KEY, match=qe.MatchAny(names))])
         found.append((data_dir / POOLS_DIR / pool / SHARD_DIR, tenants))
     return found
+
+
+class Pools:
+    """The pools of one store folder (`pools/<pool>/shard`, `pool.json` written last): each opened on
+    first use, created with the first collection it holds, and which collections it holds.
+    `new_shard(folder, width, keyword fields, pool=True)` creates a pool's shard. Call with the store's
+    lock held."""
+
+    def __init__(self, root: Path, collections: Path, new_shard: Callable[..., qe.EdgeShard]) -> None:
+        self._root, self._collections, self._new_shard = root, collections, new_shard
+        self._open: dict[str, qe.EdgeShard] = {}
+        self._members: dict[str, set[str]] = {}  # the collections each pool holds, once read
+
+    def shard(self, pool: str) -> qe.EdgeShard:
+        """A pool's open shard; StoreError when the pool was never (fully) created."""
+        found = self._load(pool)
+        if found is None:
+            raise StoreError("open_collection", f"the pool {pool!r} is missing")
+        return found
+
+    def admit(self, collection: str, width: int, fields: Sequence[str]) -> tuple[str, int]:
+        """Take in a new collection: its width's pool (created on first use, with keyword indexes on
+        `fields` too) and the slot it gives it, never given before (no stale row can carry it)."""
+        pool = pool_name(width)
+        marker = self._root / pool / POOL_FILE
+        shard = self._load(pool)
+        if shard is None:
+            if marker.parent.exists():
+                shutil.rmtree(marker.parent)  # a torn create of the pool: it never held a row
+            marker.parent.mkdir(parents=True, mode=PRIVATE_DIR_MODE)
+            shard = self._open[pool] = self._new_shard(marker.parent / SHARD_DIR, width, [], pool=True)
+        config = read_json(marker) if marker.exists() else None
+        indexed = list(config.get("keyword_fields", [])) if isinstance(config, dict) else []
+        slot = int(config.get("next_slot", 0)) if isinstance(config, dict) else 0
+        for field in fields:
+            if field not in indexed:
+                shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+                indexed.append(field)
+        shard.flush()
+        write_json_atomic(
+            marker, {"width": width, "keyword_fields": indexed, "next_slot": slot + 1}, "create_collection"
+        )
+        self.members(pool).add(collection)
+        return pool, slot
+
+    def drop(self, pool: str, collection: str) -> None:
+        """Delete a collection's rows from its pool (flushed: its folder goes next)."""
+        shard = self._load(pool)
+        if shard is not None:
+            rows = qe.Filter(must=[qe.FieldCondition(key=TENANT_KEY, match=qe.MatchValue(collection))])
+            shard.update(qe.UpdateOperation.delete_points_by_filter(rows))
+            shard.flush()
+        self.members(pool).discard(collection)
+
+    def members(self, pool: str) -> set[str]:
+        """The collections a pool holds (read from their configs once, then kept up to date)."""
+        if pool not in self._members:
+            held = set()
+            for entry in self._collections.iterdir():
+                config = read_json(entry / CONFIG_FILE) if not entry.name.startswith(".") else None
+                if isinstance(config, dict) and config.get("pool") == pool:
+                    held.add(entry.name)
+            self._members[pool] = held
+        return self._members[pool]
+
+    def holds_only(self, collections: set[str], pool: str) -> bool:
+        """True when the pool holds no collection but these (a search of them needs no tenant filter)."""
+        return self.members(pool) <= collections
+
+    def flush(self) -> None:
+        for shard in self._open.values():
+            shard.flush()
+
+    def take_open(self) -> dict[str, qe.EdgeShard]:
+        """The open pool shards by folder name, handed over to be closed; none stays open here."""
+        taken, self._open = {f"{self._root.name}/{pool}": shard for pool, shard in self._open.items()}, {}
+        return taken
+
+    def _load(self, pool: str) -> qe.EdgeShard | None:
+        shard = self._open.get(pool)
+        if shard is None and (self._root / pool / POOL_FILE).exists():
+            try:
+                shard = qe.EdgeShard.load(str(self._root / pool / SHARD_DIR))
+            except Exception as exc:
+                raise StoreError("open_collection", f"qdrant edge: {exc}") from exc
+            self._open[pool] = shard
+        return shard

@@ -201,3 +201,20 @@ def test_a_search_of_pooled_indexes_finds_what_it_finds_in_their_own_collections
         for h in catalogs[True].search(repo, keyworded)
     }
     assert merged == pytest.approx({place: alone[place] for place in merged})  # as in its own index
+
+
+def test_a_search_of_some_pooled_collections_never_returns_rows_of_the_others(store: EdgeStore) -> None:
+    for name in ("a", "b", "building"):
+        store.create_collection(name, WIDTH, ["path"], rows=ROWS)
+        store.upsert(name, _points(6, name))  # the same vectors in all three
+    query = _search(_points(6, "q")[0].vector, SparseTerms(indices=[1], values=[1.0]), leg_limit=5 * ROWS)
+
+    some = store.query_each(["a", "b"], query)  # the pool holds another: its rows are filtered out
+    assert {name: len(found) for name, found in some.items()} == {"a": ROWS, "b": ROWS}
+    store.drop_collection("building")
+    every = store.query_each(["a", "b"], query)  # all the pool holds: searched without a filter
+
+    for name in ("a", "b"):
+        assert sorted((c.id, round(c.dense or 0, 5)) for c in every[name]) == sorted(
+            (c.id, round(c.dense or 0, 5)) for c in some[name]
+        )
