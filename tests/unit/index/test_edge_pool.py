@@ -218,3 +218,24 @@ def test_a_search_of_some_pooled_collections_never_returns_rows_of_the_others(st
         assert sorted((c.id, round(c.dense or 0, 5)) for c in every[name]) == sorted(
             (c.id, round(c.dense or 0, 5)) for c in some[name]
         )
+
+
+def test_a_collection_pooled_after_a_reopen_gets_a_slot_of_its_own(tmp_path: Path) -> None:
+    first = EdgeStore(tmp_path / "edge")
+    first.create_collection("before", WIDTH, ["path"], rows=ROWS)
+    first.upsert("before", _points(7, "before"))
+    first.close()
+    store = EdgeStore(tmp_path / "edge")
+    try:
+        store.create_collection("after", WIDTH, ["path"], rows=ROWS)
+        store.upsert("after", _points(8, "after"))
+        query = _search(_points(9, "q")[0].vector, None, leg_limit=4 * ROWS)
+
+        each = store.query_each(["before", "after"], query)
+
+        for name in ("before", "after"):
+            read = store.payloads(name, [c.id for c in each[name]])
+            assert len(read) == len(each[name]) > 0
+            assert {payload["marker"] for payload in read.values()} == {name}
+    finally:
+        store.close()
