@@ -84,7 +84,10 @@ def test_hundreds_of_heartbeats_with_the_writer_killed_at_random_keep_the_config
         # somewhere inside a later write, whatever the machine's speed.
         seen = [child.stdout.readline() for _ in range(rng.randint(5, 30))]
         child.send_signal(signal.SIGKILL)
-        output, _ = child.communicate(timeout=30)
+        # Through the text wrapper: readline may have read lines ahead into it, which `communicate`
+        # (reading the bare pipe) would lose, making an applied heartbeat look unapplied.
+        output = child.stdout.read()
+        child.wait(timeout=30)
         lines = "".join(seen) + output
         applied = [int(line) for line in lines.split("\n")[:-1] if line]  # a last line without "\n" is torn
         heartbeats += len(applied)
