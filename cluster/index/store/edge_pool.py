@@ -25,6 +25,7 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +112,9 @@ class Tenant:
         """A record the pool returned (id, vector, payload) as the collection has it."""
         return PooledRow(self.own_id(record.id), getattr(record, "vector", None), own_payload(record.payload))
 
-    @property
+    @cached_property
     def _mask(self) -> int:
+        """The digest xored into its rows' ids: once per tenant, not once per id (a search maps ~150)."""
         return int.from_bytes(hashlib.sha256(self.name.encode()).digest()[:16], "big")
 
 
