@@ -1,7 +1,8 @@
 """A million chunks and a hundred indexes: the store at scale, against the engine alone, same run.
 
     python -m bench.scale [--sizes 100000,300000,1000000] [--indexes 1,100] [--quantization none,int8]
-                          [--pool-below-rows 0,10000]
+                          [--pool-below-rows 0,10000] [--keep]
+    python -m bench.scale --reuse <a folder --keep left> [--reuse ...]
 
 No model writes the rows: synthetic ones (`bench/scale_rows.py`: clustered unit vectors of the packaged
 model's width, payloads and keyword terms of this repository's real chunks) go in through the project's
@@ -19,6 +20,10 @@ collection, the default pools the small ones), on a fresh data folder:
    vectors' raw float32 size (both dense vectors of every row);
 4. MCP `search_code` over streamable HTTP on Serve (the SDK client; the query encoded by the packaged
    model), p50/p99.
+
+`--keep` leaves each case's folder (its store, and `case.json`: how it was written); `--reuse` measures
+such a folder again with the code as it is now (steps 2-4), without the hour and a half a million
+rows take to write and index on two cores.
 
 Results: printed, and written to bench/results/scale.json (`cases`, and `one_index` / `many_indexes`:
 the largest case of each layout).
@@ -50,6 +55,7 @@ RESULTS = ROOT / "bench" / "results"
 NAMESPACE = "bench-scale"
 TOP_K = 10
 FLOAT32 = 4
+CASE_FILE = "case.json"  # what a kept case's folder says of how it was written (`--keep`, `--reuse`)
 
 
 def _settings(data_dir: Path, quantization: str, pool_below_rows: int) -> Any:
@@ -192,7 +198,8 @@ def _through_ray(settings: Any, identity: Any, queries: np.ndarray, mcp_queries:
 def run_case(
     rows: int, indexes: int, quantization: str, pool_below_rows: int, args: argparse.Namespace, shared: dict[str, Any]
 ) -> dict[str, Any]:
-    """One case on a fresh data folder: write, the engine alone, the actor and MCP."""
+    """One case on a fresh data folder: write, then measure (`measure_case`). With `--keep` the folder
+    stays, with the write's figures in its `case.json`, for `--reuse`."""
     from cluster.index.catalog import IndexCatalog
     from cluster.index.store.engines import open_vector_store
 
@@ -215,14 +222,7 @@ def run_case(
         write_s = sum(w.write_s for w in written)
         index_s = sum(w.index_s for w in written)
         print(f"written: {rows / write_s:.0f} rows/s; vector indexes built in {index_s:.1f}s", flush=True)
-        queries = VectorDraw(identity.width, seed=args.seed, stream=2).draw(args.queries)
-        engine = _engine_direct(data_dir, [w.build for w in written], queries, settings.store.vector_index)
-        print(f"engine alone: {engine}", flush=True)
-        ray_side = _through_ray(settings, identity, queries, args.mcp_queries)
-        print(f"through Ray: {ray_side}", flush=True)
-        raw = rows * 2 * identity.width * FLOAT32
-        rss = ray_side["rss_bytes"]
-        return {
+        case = {
             "rows": rows,
             "indexes": indexes,
             "quantized": quantization != "none",
@@ -230,28 +230,78 @@ def run_case(
             "write_ahead_log": False,
             "payload_on_disk": settings.store.vector_index.payload_on_disk,
             "pool_below_rows": pool_below_rows,
-            "pooled_indexes": engine["pooled_indexes"],
-            "engine_shards": engine["shards"],
             "write_rows_per_s": round(rows / write_s, 1),
             "vector_index_build_s": round(index_s, 1),
             "indexes_with_graph": sum(w.indexed for w in written),
             "disk_bytes": _disk_bytes(data_dir),
-            "raw_vectors_bytes": raw,
-            "rss_bytes": rss,
-            "rss_ratio": round(rss / raw, 3) if rss is not None else None,
-            "recall_at_10": round(engine["recall_at_10"], 4),
-            "engine_p50_ms": engine["ann"]["p50_ms"],
-            "engine_p99_ms": engine["ann"]["p99_ms"],
-            "engine_exact_p50_ms": engine["exact"]["p50_ms"],
-            "store_p50_ms": ray_side["store"]["p50_ms"],
-            "store_p99_ms": ray_side["store"]["p99_ms"],
-            "store_over_engine_p50": round(ray_side["store"]["p50_ms"] / engine["ann"]["p50_ms"], 2),
-            "mcp_p50_ms": ray_side["mcp"]["p50_ms"],
-            "mcp_p99_ms": ray_side["mcp"]["p99_ms"],
+            "seed": args.seed,
         }
+        if args.keep:
+            (work / CASE_FILE).write_text(json.dumps(case, indent=2))
+            print(f"kept: {work}", flush=True)
+        return measure_case(case, data_dir, args, shared)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def reuse_case(work: Path, args: argparse.Namespace, shared: dict[str, Any]) -> dict[str, Any]:
+    """Measure again a case a `--keep` run left in `work` (its rows as written then, the code as it is
+    now): a million rows take an hour and a half to write and index on two cores, a measurement minutes."""
+    written = work / CASE_FILE
+    if not written.is_file():
+        raise SystemExit(f"{work} holds no {CASE_FILE}: not a folder `python -m bench.scale --keep` left")
+    case = json.loads(written.read_text())
+    print(f"--- reusing {work}: {case['rows']} rows in {case['indexes']} indexes, written then", flush=True)
+    return {**measure_case(case, work / "data", args, shared), "reused": str(work)}
+
+
+def serving_builds(data_dir: Path, tuning: Any) -> list[str]:
+    """The serving build of every index a closed store holds."""
+    from cluster.index.catalog import IndexCatalog
+    from cluster.index.store.engines import open_vector_store
+
+    store = open_vector_store("embedded", data_dir=data_dir, url=None, vector_index=tuning)
+    try:
+        catalog = IndexCatalog(store)
+        return [catalog.record(name).build for name in catalog.names()]
+    finally:
+        store.close()
+
+
+def measure_case(
+    case: dict[str, Any], data_dir: Path, args: argparse.Namespace, shared: dict[str, Any]
+) -> dict[str, Any]:
+    """The engine alone, the index actor and MCP over the indexes of a written case's store."""
+    identity = shared["identity"]
+    settings = _settings(data_dir, case["quantization"], case["pool_below_rows"])
+    builds = serving_builds(data_dir, settings.store.vector_index)
+    if len(builds) != case["indexes"]:
+        raise RuntimeError(f"the store serves {len(builds)} indexes, the case wrote {case['indexes']}")
+    queries = VectorDraw(identity.width, seed=case.get("seed", args.seed), stream=2).draw(args.queries)
+    engine = _engine_direct(data_dir, builds, queries, settings.store.vector_index)
+    print(f"engine alone: {engine}", flush=True)
+    ray_side = _through_ray(settings, identity, queries, args.mcp_queries)
+    print(f"through Ray: {ray_side}", flush=True)
+    raw = case["rows"] * 2 * identity.width * FLOAT32
+    rss = ray_side["rss_bytes"]
+    return {
+        **{key: value for key, value in case.items() if key != "seed"},
+        "pooled_indexes": engine["pooled_indexes"],
+        "engine_shards": engine["shards"],
+        "raw_vectors_bytes": raw,
+        "rss_bytes": rss,
+        "rss_ratio": round(rss / raw, 3) if rss is not None else None,
+        "recall_at_10": round(engine["recall_at_10"], 4),
+        "engine_p50_ms": engine["ann"]["p50_ms"],
+        "engine_p99_ms": engine["ann"]["p99_ms"],
+        "engine_exact_p50_ms": engine["exact"]["p50_ms"],
+        "store_p50_ms": ray_side["store"]["p50_ms"],
+        "store_p99_ms": ray_side["store"]["p99_ms"],
+        "store_over_engine_p50": round(ray_side["store"]["p50_ms"] / engine["ann"]["p50_ms"], 2),
+        "mcp_p50_ms": ray_side["mcp"]["p50_ms"],
+        "mcp_p99_ms": ray_side["mcp"]["p99_ms"],
+    }
 
 
 def _ints(text: str) -> list[int]:
@@ -274,7 +324,10 @@ def main(argv: list[str] | None = None) -> int:
         help="store.vector_index.pool_below_rows values (0: every index in its own collection)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--keep", action="store_true", help="keep each case's data folder")
+    parser.add_argument("--keep", action="store_true", help="keep each case's folder (its data and case.json)")
+    parser.add_argument(
+        "--reuse", type=Path, action="append", default=[], help="measure a kept case's folder again (repeatable)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "scale.json")
     args = parser.parse_args(argv)
 
@@ -283,14 +336,19 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = SamespaceSettings()
     identity = LocalEncoder(settings.embedding).identity
-    chunks, _, _ = collect_chunks(ROOT, settings)
-    shared = {"identity": identity, "templates": row_templates(chunks, identity)}
-    print(f"payload templates: {len(chunks)} chunks of {ROOT}; width {identity.width}", flush=True)
+    shared: dict[str, Any] = {"identity": identity}
     cases = []
-    layouts = itertools.product(args.sizes, args.indexes, args.quantization.split(","), args.pool_below_rows)
-    for rows, indexes, quantization, pool_below_rows in layouts:
-        cases.append(run_case(rows, indexes, quantization, pool_below_rows, args, shared))
+    for work in args.reuse:  # measure kept cases again; nothing is written
+        cases.append(reuse_case(work, args, shared))
         _write(args.out, cases)
+    if not args.reuse:
+        chunks, _, _ = collect_chunks(ROOT, settings)
+        shared["templates"] = row_templates(chunks, identity)
+        print(f"payload templates: {len(chunks)} chunks of {ROOT}; width {identity.width}", flush=True)
+        layouts = itertools.product(args.sizes, args.indexes, args.quantization.split(","), args.pool_below_rows)
+        for rows, indexes, quantization, pool_below_rows in layouts:
+            cases.append(run_case(rows, indexes, quantization, pool_below_rows, args, shared))
+            _write(args.out, cases)
     print(json.dumps(_summary(cases), indent=2))
     return 0
 

@@ -3,12 +3,13 @@ leg's recall against exact search."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bench.scale import _engine_direct
+from bench.scale import CASE_FILE, _engine_direct, reuse_case, serving_builds
 from bench.scale_rows import VectorDraw, row_templates, write_index
 from cluster.index.catalog import IndexCatalog
 from cluster.index.payload import RowPayload
@@ -65,4 +66,11 @@ def test_small_indexes_go_into_one_pool_and_the_engine_alone_searches_it_in_one_
     engine = _engine_direct(tmp_path, [w.build for w in written], VectorDraw(WIDTH, stream=2).draw(20), tuning)
 
     assert (engine["shards"], engine["pooled_indexes"]) == (1, 3)
+    assert sorted(serving_builds(tmp_path, tuning)) == sorted(w.build for w in written)  # what --reuse measures
     assert engine["recall_at_10"] == 1.0  # a pool is searched exactly
+
+
+def test_reuse_refuses_a_folder_no_kept_case_left(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    with pytest.raises(SystemExit, match=CASE_FILE):
+        reuse_case(tmp_path, argparse.Namespace(seed=0, queries=1, mcp_queries=1), {})
