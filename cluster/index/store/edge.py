@@ -35,7 +35,7 @@ import qdrant_edge as qe
 from cluster.config.atomic_file import fsync_dir
 from cluster.errors import CollectionNotFound, StoreError
 from cluster.index.query import SearchQuery
-from cluster.index.store.edge_calls import edge_filter, edge_vectors, engine_errors, query_shard
+from cluster.index.store.edge_calls import edge_filter, edge_vectors, query_shard
 from cluster.index.store.edge_files import (
     ALIASES_FILE,
     COLLECTIONS_DIR,
@@ -44,12 +44,14 @@ from cluster.index.store.edge_files import (
     PRIVATE_DIR_MODE,
     SHARD_DIR,
     TOMBSTONE_PREFIX,
+    engine_errors,
     make_private,
     read_json,
     write_json_atomic,
 )
 from cluster.index.store.edge_indexing import edge_collection_config, edge_search_params, index_shard_apart
 from cluster.index.store.edge_pool import POOLS_DIR, TENANT_KEY, TENANT_VECTOR, Pools, Tenant, own_payload
+from cluster.index.store.edge_pool_graph import PoolGraphs, recover_pool_folders
 
 __all__ = ["COLLECTIONS_DIR", "SHARD_DIR", "EdgeStore"]
 from cluster.index.store.protocol import (
@@ -78,6 +80,7 @@ class EdgeStore(PagedReads):
         self._lock = threading.RLock()
         self._shards: dict[str, qe.EdgeShard] = {}
         self._pools = Pools(self._root / POOLS_DIR, self._collections, self._new_shard)  # small collections
+        self._graphs = PoolGraphs(self._pools, self._lock, lambda: self._tuning.exact_below_rows)
         self._configs: dict[str, dict[str, Any]] = {}  # collection.json of each collection seen
         self._closed = False
         make_private(self._root)
@@ -86,6 +89,7 @@ class EdgeStore(PagedReads):
         except OSError as exc:
             raise StoreError("open", f"cannot create {self._collections}: {exc}") from exc
         self._remove_tombstones()
+        recover_pool_folders(self._root / POOLS_DIR)
         self._aliases = self._load_aliases()
 
     # --- collections ------------------------------------------------------------
@@ -109,6 +113,8 @@ class EdgeStore(PagedReads):
                 directory.mkdir(parents=True)
                 if rows is not None and rows < self._tuning.pool_below_rows:
                     config["pool"], config["slot"] = self._pools.admit(name, width, keyword_fields)
+                    for field in keyword_fields:
+                        self._graphs.indexed_field(config["pool"], field)
                 else:
                     self._shards[name] = self._new_shard(directory / SHARD_DIR, width, keyword_fields)
                 # The commit marker goes last: until it exists the directory is a torn create.
@@ -141,7 +147,7 @@ class EdgeStore(PagedReads):
                     shard.close()
                 pool = config.get("pool") if isinstance(config, dict) else None
                 if isinstance(pool, str):  # its rows first, then its folder
-                    self._pools.drop(pool, name)
+                    self._graphs.dropped(pool, name, self._pools.drop(pool, name))
             remaining = {alias: target for alias, target in self._aliases.items() if target != name}
             if remaining != self._aliases:
                 self._write_aliases(remaining)
@@ -182,6 +188,8 @@ class EdgeStore(PagedReads):
                 ]
             with engine_errors("upsert"):
                 shard.update(qe.UpdateOperation.upsert_points(edge_points))
+            if tenant is not None:
+                self._graphs.written(self._config(name)["pool"], [str(point.id) for point in edge_points])
 
     def search(
         self,
@@ -248,8 +256,11 @@ class EdgeStore(PagedReads):
             self._check_open()
             name = self._resolve(collection)
             shard, tenant = self._place(name)
-            if tenant is not None:
-                return False  # a pool is searched exactly: its collections are small
+            if tenant is not None:  # its pool gets graphs in the background once it is large enough
+                pool = str(self._config(name)["pool"])
+                if self._graphs.needs_pass(pool):
+                    self._graphs.start(pool)
+                return False
             with engine_errors("index_vectors"):
                 rows = int(shard.count(qe.CountRequest(exact=True)))
             if rows < max(1, self._tuning.exact_below_rows):
@@ -265,6 +276,15 @@ class EdgeStore(PagedReads):
             with self._lock:
                 self._indexing.discard(name)
         return True
+
+    def index_pools(self) -> list[str]:
+        """Give every pool that needs them its graphs now, on this thread (`edge_pool_graph`; a pass
+        running in the background is waited for first); the pools indexed. Only the embedded engine has
+        pools: a benchmark or a test waits here for what `index_vectors` starts in the background."""
+        with self._lock:
+            self._check_open()
+            pools = self._pools.names()
+        return [pool for pool in pools if self._graphs.run(pool)]
 
     def count(self, collection_or_alias: str, filter: PayloadFilter | None = None) -> int:
         with self._lock:
@@ -361,6 +381,7 @@ class EdgeStore(PagedReads):
                 self._pools.flush()
 
     def close(self) -> None:
+        self._graphs.stop()  # a pool's graph pass: its child killed, its copy removed
         with self._lock:
             if self._closed:
                 return

@@ -6,14 +6,13 @@ small collections (`edge_pool`), whose candidates come back by collection with t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import qdrant_edge as qe
 
-from cluster.errors import StoreError
 from cluster.index.query import SearchQuery
+from cluster.index.store.edge_files import engine_errors
 from cluster.index.store.edge_pool import TENANT_VECTOR, Tenant, own_payload, slot_of, tenants_filter
 from cluster.index.store.protocol import CandidatePool, engine_filter, point_vectors
 from cluster.index.store.reads import VECTOR_LEGS, Leg, plan_legs
@@ -46,17 +45,6 @@ def edge_filter(filter: PayloadFilter | None) -> qe.Filter | None:
 def edge_vectors(point: StoredPoint) -> Any:
     """The code vector, the name vector and the keyword vector a point has, by name."""
     return point_vectors(point, qe.SparseVector)
-
-
-@contextmanager
-def engine_errors(operation: str) -> Iterator[None]:
-    """Translate the bare Exceptions qdrant_edge raises into StoreError."""
-    try:
-        yield
-    except StoreError:
-        raise
-    except Exception as exc:
-        raise StoreError(operation, f"qdrant edge: {exc}") from exc
 
 
 def _edge_query(leg: Leg) -> qe.Query:

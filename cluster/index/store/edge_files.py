@@ -1,4 +1,4 @@
-"""The Edge engine's own files: a private data folder and JSON written atomically.
+"""The Edge engine's own files: a private data folder and JSON written atomically; its errors as ours.
 
 `EdgeStore` keeps its alias map, each collection's config and metadata as small JSON files beside
 the shards. They hold names and source provenance, so the folder is private (0700, nothing of it
@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,17 @@ def write_json_atomic(path: Path, value: Any, operation: str) -> None:
         write_bytes_atomic(path, data)
     except OSError as exc:
         raise StoreError(operation, f"cannot write {path}: {exc}") from exc
+
+
+@contextmanager
+def engine_errors(operation: str) -> Iterator[None]:
+    """Translate the bare Exceptions qdrant_edge raises into StoreError."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(operation, f"qdrant edge: {exc}") from exc
 
 
 def read_json(path: Path) -> Any | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import qdrant_edge as qe
@@ -33,6 +34,7 @@ _INDEXER = (
     "shard.close()\n"
 )
 _STDERR_TAIL = 400
+_CANCEL_POLL_S = 0.2  # how soon a cancelled build's child is killed
 
 
 def edge_collection_config(width: int, tuning: VectorIndexSettings, pool_vector: str | None = None) -> qe.EdgeConfig:
@@ -73,20 +75,33 @@ def edge_search_params(tuning: VectorIndexSettings) -> qe.SearchParams:
     return qe.SearchParams(hnsw_ef=tuning.hnsw_ef, quantization=quantization)
 
 
-def index_shard_apart(shard_dir: Path) -> None:
-    """Build a closed shard's vector indexes in a child process; StoreError when the child fails.
+def index_shard_apart(shard_dir: Path, cancel: threading.Event | None = None) -> None:
+    """Build a closed shard's vector indexes in a child process; StoreError when the child fails, or
+    when `cancel` is set meanwhile (the child is killed: the store is closing).
 
     The child inherits the caller's umask (the index actor's 077): the files it writes stay private."""
+    if cancel is not None and cancel.is_set():
+        raise StoreError("index_vectors", f"indexing {shard_dir.parent.name!r} cancelled")
     try:
-        done = subprocess.run(
+        child = subprocess.Popen(
             [sys.executable, "-c", _INDEXER, str(shard_dir)],
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
-            check=False,
         )
     except OSError as exc:
         raise StoreError("index_vectors", f"cannot start the indexer: {exc}") from exc
-    if done.returncode != 0:
-        tail = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+    with child:
+        while True:
+            try:
+                _, stderr = child.communicate(timeout=_CANCEL_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if cancel is not None and cancel.is_set():
+                    child.kill()
+                    child.communicate()
+                    raise StoreError("index_vectors", f"indexing {shard_dir.parent.name!r} cancelled") from None
+    if child.returncode != 0:
+        tail = stderr.strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
         raise StoreError("index_vectors", f"indexing {shard_dir.parent.name!r} failed: {tail[0][-_STDERR_TAIL:]}")
