@@ -7,6 +7,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Self
 
@@ -210,11 +211,14 @@ class FusionParams(Strict):
     )
 
 
-class CandidateHit(Strict):
+@dataclass(frozen=True, slots=True)
+class CandidateHit:
     """A point one or more legs of a search returned, with every leg's score (before fusion).
 
     `dense` and `name` are exact cosines (None: the search had no query vector); `keyword` is the
-    BM25 score when the keyword leg returned the point, else 0."""
+    BM25 score when the keyword leg returned the point, else 0. A value inside the index's process,
+    built from the engine's checked answer ~150 times a search: a plain dataclass, not a validated
+    model (a model's construction was ~1.3 ms of a search, measured)."""
 
     id: str
     payload: Payload

@@ -18,7 +18,7 @@ from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, S
 from cluster.index.fusion import Ranked, best_places, rank_candidates, tie_end
 from cluster.index.history_store import HistoryStore
 from cluster.index.keywords import defined_names
-from cluster.index.payload import KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, with_source
+from cluster.index.payload import KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, RowPlace, with_source
 from cluster.index.query import SearchQuery
 from cluster.index.records import (
     BuildProgress,
@@ -425,7 +425,7 @@ class IndexCatalog:
         return read
 
     def _sourced(self, hit: ScoredHit) -> ScoredHit:
-        source = self.source_of(RowPayload.model_validate(hit.payload).build)
+        source = self.source_of(RowPlace.model_validate(hit.payload).build)
         return hit if source is None else hit.model_copy(update={"payload": with_source(hit.payload, source)})
 
     def has_path(self, name: str, path: str) -> bool:

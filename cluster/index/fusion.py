@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from cluster.index.payload import RowPayload
+from cluster.index.payload import RowPlace
 from cluster.types import CandidateHit, FusionParams, ScoredHit
 
 __all__ = ["ALSO_IN", "Ranked", "best_places", "fuse_candidates", "rank_candidates", "tie_end"]
@@ -67,7 +67,7 @@ def tie_end(ranked: Ranked, cut: int) -> int:
 def best_places(ranked: Ranked, limit: int) -> list[ScoredHit]:
     """The best `limit` places of ranked candidates that carry their payloads, best first; ties go to the
     lower (repo, path, line); a place in several indexes once, with the others in `also_in`."""
-    rows = [(score, c, RowPayload.model_validate(c.payload)) for score, c in ranked]
+    rows = [(score, c, RowPlace.model_validate(c.payload)) for score, c in ranked]
     rows.sort(key=lambda item: (-item[0], item[2].repo, item[2].path, item[2].start_line or 0))
     places: dict[tuple[str, int, int, str], tuple[float, CandidateHit, str, list[str]]] = {}
     for score, candidate, row in rows:

@@ -29,6 +29,7 @@ __all__ = [
     "PAYLOAD_FIELDS",
     "REFS_FIELD",
     "RowPayload",
+    "RowPlace",
     "with_source",
 ]
 
@@ -60,26 +61,38 @@ def _whole_number(value: object) -> object:
 Line = Annotated[int, BeforeValidator(_whole_number)]
 
 
-class RowPayload(BaseModel):
-    """The payload of one row. Unknown keys are ignored (a newer build's row still loads); a key a
-    row lacks reads as its default: empty text, None for what may be absent (lines, text, hashes)."""
+class RowPlace(BaseModel):
+    """Where a row points and which build holds it: what a search's fusion and sourcing read of each
+    hit, without validating the rest of its payload (a hit's code-graph facts alone are dozens of
+    models). The same keys, defaults and checks as `RowPayload`, which extends it."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     repo: str = Field(default="", description="The index the row belongs to.")
     path: str = Field(default="", description="Repository-relative POSIX path of the chunk.")
-    path_prefixes: list[str] = Field(default_factory=list, description="Every folder above the path, and the path.")
     start_line: Line | None = None
     end_line: Line | None = None
+    content_hash: str = Field(default="", description="sha256 of the chunk's text.")
+    build: str = Field(default="", description="The build collection holding the row.")
+
+    @property
+    def place(self) -> tuple[str, int, int, str]:
+        """Where a row points: path, lines and the hash of its text (the same in every index of that code)."""
+        return (self.path, self.start_line or 0, self.end_line or 0, self.content_hash)
+
+
+class RowPayload(RowPlace):
+    """The payload of one row. Unknown keys are ignored (a newer build's row still loads); a key a
+    row lacks reads as its default: empty text, None for what may be absent (lines, text, hashes)."""
+
+    path_prefixes: list[str] = Field(default_factory=list, description="Every folder above the path, and the path.")
     language: str = ""
     symbol: str | None = None
     kind: str = ""
-    content_hash: str = Field(default="", description="sha256 of the chunk's text.")
     text: str | None = Field(default=None, description="The chunk's exact source text.")
     space: str = Field(default="", description="The encoder space the vectors live in.")
     encoder: dict[str, Any] = Field(default_factory=dict, description="The identity of the encoder that wrote them.")
     provider: str = Field(default="", description="The provider that embedded them.")
-    build: str = Field(default="", description="The build collection holding the row.")
     embed_hash: str | None = Field(default=None, description="sha256 of the texts embedded (None: an older row).")
     file_hash: str | None = Field(default=None, description="sha256 of the file the chunk was cut from.")
     defines: list[str] = Field(default_factory=list, description="The names the chunk defines.")
@@ -103,11 +116,6 @@ class RowPayload(BaseModel):
     def lacks(self, fields: frozenset[str]) -> bool:
         """True when the payload this was read from lacked any of `fields` (an older row)."""
         return not fields <= self.model_fields_set
-
-    @property
-    def place(self) -> tuple[str, int, int, str]:
-        """Where a row points: path, lines and the hash of its text (the same in every index of that code)."""
-        return (self.path, self.start_line or 0, self.end_line or 0, self.content_hash)
 
     def chunk(self) -> Chunk:
         """The chunk the row was cut from (ValidationError when the row lacks its place or text)."""

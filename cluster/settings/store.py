@@ -7,7 +7,8 @@ build serves, optionally over int8 copies of the vectors kept in RAM while the f
 on disk for rescoring. Stored vectors never change with these settings, so the gate is unaffected.
 A build expected under `pool_below_rows` rows shares one collection with the other small builds of
 its width (a pool, its rows keyed by the build: Qdrant's multitenancy), so a search of every index is
-one engine call and a hundred small indexes cost one collection's memory, not a hundred.
+one engine call and a hundred small indexes cost one collection's memory, not a hundred; a pool that
+grows past `exact_below_rows` gets graphs as a large collection does.
 A setting applies to collections created after it changes: the next reindex of an index.
 """
 
@@ -39,7 +40,8 @@ class VectorIndexSettings(BaseModel):
         default=DEFAULT_POOL_BELOW_ROWS,
         ge=0,
         description="Embedded engine: a build expected to hold fewer rows is written into its width's shared pool "
-        "(searched exactly, with the other small builds, in one engine call); 0 gives every build its own.",
+        "(searched with the other small builds in one engine call; a pool past exact_below_rows gets HNSW graphs, "
+        "built on a copy while it serves); 0 gives every build its own.",
     )
     hnsw_m: int = Field(default=DEFAULT_HNSW_M, ge=4, le=128, description="Edges per node of the HNSW graph.")
     hnsw_ef_construct: int = Field(

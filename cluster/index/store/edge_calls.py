@@ -7,6 +7,7 @@ small collections (`edge_pool`), whose candidates come back by collection with t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import qdrant_edge as qe
@@ -134,7 +135,7 @@ def query_shard(
     for candidate in found:
         name, tenant = by_slot[slots[candidate.id]] if several else (members[0][0], tenants[0])
         own = own_payload(candidate.payload) if payloads else {}
-        by_collection[name].append(candidate.model_copy(update={"id": tenant.own_id(candidate.id), "payload": own}))
+        by_collection[name].append(replace(candidate, id=tenant.own_id(candidate.id), payload=own))
     return by_collection
 
 
