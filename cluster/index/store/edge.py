@@ -50,7 +50,7 @@ from cluster.index.store.edge_files import (
     write_json_atomic,
 )
 from cluster.index.store.edge_indexing import edge_collection_config, edge_search_params, index_shard_apart
-from cluster.index.store.edge_pool import POOLS_DIR, TENANT_KEY, TENANT_VECTOR, Pools, Tenant, own_payload
+from cluster.index.store.edge_pool import POOLS_DIR, TENANT_KEY, TENANT_VECTOR, Pools, Tenant, own_payload, pool_name
 from cluster.index.store.edge_pool_graph import PoolGraphs, recover_pool_folders
 
 __all__ = ["COLLECTIONS_DIR", "SHARD_DIR", "EdgeStore"]
@@ -101,6 +101,9 @@ class EdgeStore(PagedReads):
         check_width(width)
         with self._lock:
             self._check_open()
+            if rows is not None and rows < self._tuning.pool_below_rows:
+                self._graphs.hold_writes(pool_name(width))  # its pool's files may be being copied
+                self._check_open()
             if self._exists(name):
                 raise StoreError("create_collection", f"collection {name!r} already exists")
             if name in self._aliases:
@@ -140,6 +143,8 @@ class EdgeStore(PagedReads):
         check_name(name, "drop_collection")
         with self._lock:
             self._check_open()
+            if self._exists(name):
+                self._hold_pool_writes(name)
             shard = self._shards.pop(name, None)
             config = self._configs.pop(name, None) or read_json(self._collections / name / CONFIG_FILE)
             with engine_errors("drop_collection"):
@@ -174,6 +179,7 @@ class EdgeStore(PagedReads):
             check_vector_widths(collection, self._width(name), points)
             if not points:
                 return
+            self._hold_pool_writes(name)
             shard, tenant = self._place(name)
             if tenant is None:
                 edge_points = [qe.Point(canonical_id(p.id), edge_vectors(p), dict(p.payload)) for p in points]
@@ -399,6 +405,14 @@ class EdgeStore(PagedReads):
                 raise StoreError("close", "qdrant edge: " + "; ".join(failures))
 
     # --- internals (call with the lock held) ------------------------------------
+
+    def _hold_pool_writes(self, name: str) -> None:
+        """Before a pooled collection's rows change: wait while its pool's files are copied (reads go on
+        meanwhile), then check the store is still open."""
+        pool = self._config(name).get("pool")
+        if isinstance(pool, str):
+            self._graphs.hold_writes(pool)
+            self._check_open()
 
     def _check_open(self) -> None:
         if self._closed:

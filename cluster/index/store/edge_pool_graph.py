@@ -6,8 +6,8 @@ It gets the graphs a large collection gets. But a pool's shard serves every pool
 every small build's writes, so it cannot close for the hour the graphs of a million rows take on two
 cores, as a large collection's own shard does (`EdgeStore.index_vectors`). So, per pool:
 
-1. **copy** (the store's lock held: its writes and reads wait): the shard flushed and copied to
-   `pools/<pool>/shard.graph`;
+1. **copy**: the shard flushed and copied to `pools/<pool>/shard.graph`. Its reads go on; its
+   writes wait until the files are copied (`hold_writes`; every other collection's go on);
 2. **index** (no lock): Qdrant's optimizer builds the copy's graphs in a child process
    (`index_shard_apart`). The pool serves and takes writes meanwhile; a journal notes what changed
    (`PoolJournal`: the rows upserted, the collections dropped, the keyword fields indexed);
@@ -79,14 +79,17 @@ def recover_pool_folders(pools_root: Path) -> None:
 
 
 class PoolGraphs:
-    """The graph passes of one store's pools. The store calls `written`, `dropped` and `indexed_field`
-    with its lock held, for every change to a pool; `start` runs a pass on a thread of its own, `run`
-    on the caller's; `stop` (at close) kills a pass's child and waits for its thread."""
+    """The graph passes of one store's pools. The store calls `hold_writes` before it changes a pool,
+    then `written`, `dropped` and `indexed_field`, its lock held throughout; `start` runs a pass on a
+    thread of its own, `run` on the caller's; `stop` (at close) kills a pass's child and waits for its
+    thread."""
 
     def __init__(self, pools: Pools, lock: threading.RLock, threshold_rows: Callable[[], int]) -> None:
         self._pools, self._lock, self._threshold = pools, lock, threshold_rows
         self._changed: dict[str, int] = {}  # rows changed since the last pass, by pool
         self._journals: dict[str, PoolJournal] = {}  # the pools a pass is indexing a copy of
+        self._copying: set[str] = set()  # the pools whose files are being copied: their writes wait
+        self._copied = threading.Condition(lock)
         self._cancel = threading.Event()
         self._worker: threading.Thread | None = None
 
@@ -151,6 +154,12 @@ class PoolGraphs:
             self._swap(pool, copy, journal)
         return True
 
+    def hold_writes(self, pool: str) -> None:
+        """Wait while the pool's files are being copied (the store's lock held: it is let go meanwhile,
+        so reads go on; the caller checks what may have changed, the store closed)."""
+        while pool in self._copying:
+            self._copied.wait()
+
     def join(self) -> None:
         worker = self._worker
         if worker is not None and worker is not threading.current_thread():
@@ -183,19 +192,37 @@ class PoolGraphs:
         return self._changed[pool]
 
     def _copy(self, pool: str) -> Path:
-        shard, copy = self._pools.shard(pool), self._pools.folder(pool) / GRAPH_COPY_DIR
+        """The pool's shard flushed and copied, its writes held meanwhile (`hold_writes`) but not its
+        reads: the lock is let go while the files are copied, then the journal starts. Called with the
+        lock held; returns with it held."""
+        shard, folder = self._pools.shard(pool), self._pools.folder(pool)
+        copy = folder / GRAPH_COPY_DIR
         if copy.exists():
             shutil.rmtree(copy)
         with engine_errors("index_vectors"):
             shard.flush()
+        self._copying.add(pool)
+        failure: OSError | None = None
+        self._lock.release()
         try:
-            shutil.copytree(self._pools.folder(pool) / SHARD_DIR, copy)
+            shutil.copytree(folder / SHARD_DIR, copy, copy_function=self._copy_file)
         except OSError as exc:
+            failure = exc
+        finally:
+            self._lock.acquire()
+            self._copying.discard(pool)
+            self._copied.notify_all()
+        if failure is not None or self._cancel.is_set():
             shutil.rmtree(copy, ignore_errors=True)
-            raise StoreError("index_vectors", f"cannot copy the pool {pool!r}: {exc}") from exc
+            raise StoreError("index_vectors", f"cannot copy the pool {pool!r}: {failure or 'the store is closing'}")
         self._journals[pool] = PoolJournal()
         self._changed[pool] = 0
         return copy
+
+    def _copy_file(self, source: str, target: str) -> object:
+        if self._cancel.is_set():
+            raise OSError("the store is closing")
+        return shutil.copy2(source, target)
 
     def _swap(self, pool: str, copy: Path, journal: PoolJournal) -> None:
         """The journal replayed onto the indexed copy, then the copy in the shard's place."""

@@ -19,7 +19,7 @@ from cluster.index.store.edge import SHARD_DIR, EdgeStore
 from cluster.index.store.edge_files import POOL_FILE, read_json
 from cluster.index.store.edge_indexing import index_shard_apart
 from cluster.index.store.edge_pool import POOLS_DIR, pool_name
-from cluster.index.store.edge_pool_graph import GRAPH_COPY_DIR, recover_pool_folders
+from cluster.index.store.edge_pool_graph import GRAPH_COPY_DIR, PoolGraphs, recover_pool_folders
 from cluster.settings import VectorIndexSettings
 from cluster.types import FusionParams, SparseTerms, StoredPoint
 
@@ -178,3 +178,35 @@ def test_a_pass_cut_by_a_crash_is_undone_at_the_next_open(tmp_path: Path) -> Non
     assert (mid_swap / SHARD_DIR / "marker").read_text() == "shard.old"  # the shard the swap had moved aside
     assert (swapped / SHARD_DIR / "marker").read_text() == SHARD_DIR
     assert (torn_copy / SHARD_DIR / "marker").read_text() == SHARD_DIR
+
+
+def test_while_a_pool_is_copied_its_reads_go_on_and_its_writes_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = EdgeStore(tmp_path, TUNING)
+    for name, seed in (("a", 1), ("b", 2), ("c", 3)):
+        _fill(store, name, seed)
+    copy_file = PoolGraphs._copy_file  # noqa: SLF001 - the copy of each file, wrapped to act meanwhile
+    seen: dict[str, object] = {}
+
+    def act_meanwhile(graphs: PoolGraphs, source: str, target: str) -> object:
+        if not seen:
+            read = threading.Thread(target=lambda: seen.setdefault("read", store.count("b")))
+            read.start()
+            read.join(10)
+            writer = threading.Thread(target=lambda: store.upsert("a", _points(1, rows=1, marker="v2")))
+            writer.start()
+            writer.join(0.5)
+            seen["write waited"] = writer.is_alive()
+            seen["writer"] = writer
+        return copy_file(graphs, source, target)
+
+    monkeypatch.setattr(PoolGraphs, "_copy_file", act_meanwhile)
+    assert store.index_pools() == [POOL]
+    writer = seen.pop("writer")
+    assert isinstance(writer, threading.Thread)
+    writer.join(10)
+
+    assert seen == {"read": ROWS, "write waited": True}
+    assert store.payloads("a", [_id(1, 0)])[_id(1, 0)]["marker"] == "v2"  # written once the copy was made
+    store.close()
