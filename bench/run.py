@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         raw_lat = []
         for i in range(args.queries):
             t0 = time.perf_counter()
-            raw_store.search("raw", encoder.encode([QUERIES[i % len(QUERIES)]])[0].tolist(), 10)
+            raw_store.search("raw", encoder.encode([query_text(i)])[0].tolist(), 10)
             raw_lat.append(time.perf_counter() - t0)
     finally:
         from ray import serve
@@ -259,6 +259,12 @@ async def _gate_bf16(candidate: Any, reference: Any) -> dict[str, Any]:
     return {"verdict": report.verdict.value, "min_cosine": report.min_cosine, "mean_cosine": report.mean_cosine}
 
 
+def query_text(i: int) -> str:
+    """The i-th query of a latency run: each text once (the replica caches a query's vector, so a
+    repeated text would time a cache hit, not the encode a new question costs)."""
+    return f"{QUERIES[i % len(QUERIES)]} (case {i})"
+
+
 async def _mcp_latency(settings: Any, n: int) -> list[float]:
     from mcp import Client
     from ray import serve
@@ -274,7 +280,7 @@ async def _mcp_latency(settings: Any, n: int) -> list[float]:
         await client.call_tool("search_code", {"query": "warm-up", "k": 10})
         for i in range(n):
             t0 = time.perf_counter()
-            result = await client.call_tool("search_code", {"query": QUERIES[i % len(QUERIES)], "k": 10})
+            result = await client.call_tool("search_code", {"query": query_text(i), "k": 10})
             samples.append(time.perf_counter() - t0)
             if result.is_error:
                 raise RuntimeError(f"search_code failed: {result.content}")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.run import QUERIES, query_text
 from bench.scale import CASE_FILE, _engine_direct, reuse_case, serving_builds
 from bench.scale_rows import VectorDraw, row_templates, write_index
 from cluster.index.catalog import IndexCatalog
@@ -74,3 +75,9 @@ def test_reuse_refuses_a_folder_no_kept_case_left(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     with pytest.raises(SystemExit, match=CASE_FILE):
         reuse_case(tmp_path, argparse.Namespace(seed=0, queries=1, mcp_queries=1), {})
+
+
+def test_latency_runs_ask_each_query_text_once() -> None:
+    texts = [query_text(i) for i in range(200)]
+    assert len(set(texts)) == 200  # a repeated text would time the replica's vector cache, not an encode
+    assert all(text.startswith(QUERIES[i % len(QUERIES)]) for i, text in enumerate(texts))
