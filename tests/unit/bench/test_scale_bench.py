@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from bench.run import QUERIES, query_text
-from bench.scale import CASE_FILE, _engine_direct, reuse_case, serving_builds
+from bench.scale import CASE_FILE, _engine_direct, _pooled_rows_at_last_pass, reuse_case, serving_builds
 from bench.scale_rows import VectorDraw, row_templates, write_index
 from cluster.index.catalog import IndexCatalog
 from cluster.index.payload import RowPayload
+from cluster.index.store.edge import EdgeStore
 from cluster.index.store.engines import open_vector_store
 from cluster.settings import VectorIndexSettings
 from cluster.space import EncoderIdentity
@@ -81,3 +82,17 @@ def test_latency_runs_ask_each_query_text_once() -> None:
     texts = [query_text(i) for i in range(200)]
     assert len(set(texts)) == 200  # a repeated text would time the replica's vector cache, not an encode
     assert all(text.startswith(QUERIES[i % len(QUERIES)]) for i, text in enumerate(texts))
+
+
+def test_a_pool_past_the_threshold_is_graph_indexed_before_it_is_measured(tmp_path: Path) -> None:
+    tuning = VectorIndexSettings(exact_below_rows=60)  # the second index takes the pool past it
+    store = EdgeStore(tmp_path, tuning)
+    catalog, draw = IndexCatalog(store), VectorDraw(WIDTH)
+    templates = row_templates(CHUNKS, IDENTITY)
+    written = [write_index(catalog, f"scale{k:03d}", IDENTITY, templates, draw, 40) for k in range(3)]
+    store.index_pools()  # the pass the second index started, waited for
+    store.close()
+
+    assert _pooled_rows_at_last_pass(tmp_path) in (80, 120)  # the third index's rows: replayed, or next pass
+    engine = _engine_direct(tmp_path, [w.build for w in written], VectorDraw(WIDTH, stream=2).draw(20), tuning)
+    assert engine["recall_at_10"] >= 0.9
