@@ -48,7 +48,7 @@ import numpy as np
 from bench.run import QUERIES, ROOT, _mcp_latency, latency_summary
 from bench.scale_rows import VectorDraw, Written, row_templates, write_index
 from cluster.environment import set_local_env_defaults
-from cluster.index.store.edge import EdgeStore
+from cluster.index import EdgeStore
 
 set_local_env_defaults()
 

@@ -36,6 +36,7 @@ from cluster.index.records import (
 )
 from cluster.index.representations import name_text
 from cluster.index.scope import GROUP_PREFIX, resolve_scope
+from cluster.index.store.edge import EdgeStore
 from cluster.index.store.edge_indexing import edge_search_params
 from cluster.index.store.edge_pool import edge_shards
 from cluster.index.store.engines import open_vector_store
@@ -56,6 +57,7 @@ __all__ = [
     "CarriedRow",
     "CarryResult",
     "CommitHit",
+    "EdgeStore",
     "Glob",
     "HistoryState",
     "HistoryStore",
