@@ -56,6 +56,7 @@ RESULTS = ROOT / "bench" / "results"
 NAMESPACE = "bench-scale"
 TOP_K = 10
 FLOAT32 = 4
+WARM_QUERIES = 20  # untimed searches through the index actor first (others than the timed ones)
 CASE_FILE = "case.json"  # what a kept case's folder says of how it was written (`--keep`, `--reuse`)
 
 
@@ -142,8 +143,11 @@ def _index_actor_pid() -> int | None:
     return None
 
 
-def _through_ray(settings: Any, identity: Any, queries: np.ndarray, mcp_queries: int) -> dict[str, Any]:
-    """The index actor's search (what search_code sends it) and MCP search_code; the actor's RSS."""
+def _through_ray(
+    settings: Any, identity: Any, queries: np.ndarray, warm: np.ndarray, mcp_queries: int
+) -> dict[str, Any]:
+    """The index actor's search (what search_code sends it) and MCP search_code; the actor's RSS. The
+    `warm` queries (others than the timed ones) go first, untimed: a serving store is warm."""
     import ray
 
     from bench.process_memory import read_process
@@ -178,9 +182,11 @@ def _through_ray(settings: Any, identity: Any, queries: np.ndarray, mcp_queries:
                 limit=TOP_K,
                 fusion=settings.search,
             )
-            for i, vector in enumerate(queries)
+            for i, vector in enumerate([*warm, *queries])
         ]
-        ray.get(index.search.remote(searches[0]))  # the shards open on first use
+        for search in searches[: len(warm)]:  # the shards open on first use; their pages come in
+            ray.get(index.search.remote(search))
+        searches = searches[len(warm) :]
         timed = []
         for search in searches:
             started = time.perf_counter()
@@ -293,9 +299,10 @@ def measure_case(
     if len(builds) != case["indexes"]:
         raise RuntimeError(f"the store serves {len(builds)} indexes, the case wrote {case['indexes']}")
     queries = VectorDraw(identity.width, seed=case.get("seed", args.seed), stream=2).draw(args.queries)
+    warm = VectorDraw(identity.width, seed=case.get("seed", args.seed), stream=3).draw(WARM_QUERIES)
     engine = _engine_direct(data_dir, builds, queries, settings.store.vector_index)
     print(f"engine alone: {engine}", flush=True)
-    ray_side = _through_ray(settings, identity, queries, args.mcp_queries)
+    ray_side = _through_ray(settings, identity, queries, warm, args.mcp_queries)
     print(f"through Ray: {ray_side}", flush=True)
     raw = case["rows"] * 2 * identity.width * FLOAT32
     rss = ray_side["rss_bytes"]
