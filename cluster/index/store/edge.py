@@ -80,7 +80,7 @@ class EdgeStore(PagedReads):
         self._lock = threading.RLock()
         self._shards: dict[str, qe.EdgeShard] = {}
         self._pools = Pools(self._root / POOLS_DIR, self._collections, self._new_shard)  # small collections
-        self._graphs = PoolGraphs(self._pools, self._lock, lambda: self._tuning.exact_below_rows)
+        self._graphs = PoolGraphs(self._pools, self._lock, self._tuning.exact_below_rows)
         self._configs: dict[str, dict[str, Any]] = {}  # collection.json of each collection seen
         self._closed = False
         make_private(self._root)

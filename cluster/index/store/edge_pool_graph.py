@@ -29,7 +29,6 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,8 +83,8 @@ class PoolGraphs:
     thread of its own, `run` on the caller's; `stop` (at close) kills a pass's child and waits for its
     thread."""
 
-    def __init__(self, pools: Pools, lock: threading.RLock, threshold_rows: Callable[[], int]) -> None:
-        self._pools, self._lock, self._threshold = pools, lock, threshold_rows
+    def __init__(self, pools: Pools, lock: threading.RLock, threshold_rows: int) -> None:
+        self._pools, self._lock, self._threshold = pools, lock, max(1, threshold_rows)
         self._changed: dict[str, int] = {}  # rows changed since the last pass, by pool
         self._journals: dict[str, PoolJournal] = {}  # the pools a pass is indexing a copy of
         self._copying: set[str] = set()  # the pools whose files are being copied: their writes wait
@@ -111,12 +110,11 @@ class PoolGraphs:
 
     def needs_pass(self, pool: str) -> bool:
         """True when the pool holds `exact_below_rows` rows or more and that many changed since its
-        last pass, and no pass is indexing it now."""
-        threshold = max(1, self._threshold())
-        if pool in self._journals:
+        last pass, and no pass is indexing it now. The changes are asked first: the pool's rows are an
+        exact count, made only when the changes call for a pass."""
+        if pool in self._journals or self._changes(pool) < self._threshold:
             return False
-        rows = self._pools.rows(pool)
-        return rows >= threshold and self._changes(pool, rows) >= threshold
+        return self._pools.rows(pool) >= self._threshold
 
     # --- passes -------------------------------------------------------------------
 
@@ -183,12 +181,11 @@ class PoolGraphs:
     def _note(self, pool: str, rows: int) -> None:
         self._changed[pool] = self._changes(pool) + rows
 
-    def _changes(self, pool: str, rows: int | None = None) -> int:
+    def _changes(self, pool: str) -> int:
         """Rows changed since the last pass; first asked, the rows the pool holds beyond those its last
         pass indexed (`pool.json`)."""
         if pool not in self._changed:
-            held = self._pools.rows(pool) if rows is None else rows
-            self._changed[pool] = abs(held - self._pools.graphed_rows(pool))
+            self._changed[pool] = abs(self._pools.rows(pool) - self._pools.graphed_rows(pool))
         return self._changed[pool]
 
     def _copy(self, pool: str) -> Path:
