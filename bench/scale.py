@@ -1,7 +1,7 @@
 """A million chunks and a hundred indexes: the store at scale, against the engine alone, same run.
 
     python -m bench.scale [--sizes 100000,300000,1000000] [--indexes 1,100] [--quantization none,int8]
-                          [--pool-below-rows 0,10000] [--keep]
+                          [--pool-below-rows 0,20000] [--keep]
     python -m bench.scale --reuse <a folder --keep left> [--reuse ...]
 
 No model writes the rows: synthetic ones (`bench/scale_rows.py`: clustered unit vectors of the packaged

@@ -21,7 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 DEFAULT_DATA_DIR = Path("~/.samespace/data").expanduser()
 DEFAULT_EXACT_BELOW_ROWS = 20_000
-DEFAULT_POOL_BELOW_ROWS = 10_000
+# A build too small for a graph of its own shares its width's pool, which gets graphs once it is large.
+# Pooling only below 10 000 (as before) left builds of 10-20k rows a shard each (~130 MB of RAM), searched
+# by a full scan in an engine call of their own.
+DEFAULT_POOL_BELOW_ROWS = DEFAULT_EXACT_BELOW_ROWS
 DEFAULT_HNSW_M = 16
 DEFAULT_HNSW_EF_CONSTRUCT = 100
 DEFAULT_HNSW_EF = 128
@@ -69,7 +72,13 @@ class VectorIndexSettings(BaseModel):
     )
     payload_on_disk: bool = Field(
         default=True,
-        description="Row payloads (source text) memory-mapped from disk; the filtered fields have indexes in RAM.",
+        description="Row payloads (source text) memory-mapped from disk; the filtered fields have indexes.",
+    )
+    payload_indexes_on_disk: bool = Field(
+        default=True,
+        description="The keyword fields' indexes memory-mapped from disk (their pages read as filters use "
+        "them, and evictable), not held on the heap: about 1.1 KB of RSS less per row once a collection has "
+        "its graph (measured at 100k rows), searches as fast. A pool's tenant key stays on the heap.",
     )
 
 

@@ -22,6 +22,7 @@ sets before it opens the store (actors/index_actor.py).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import threading
@@ -49,8 +50,8 @@ from cluster.index.store.edge_files import (
     read_json,
     write_json_atomic,
 )
-from cluster.index.store.edge_indexing import edge_collection_config, edge_search_params, index_shard_apart
-from cluster.index.store.edge_pool import POOLS_DIR, TENANT_KEY, TENANT_VECTOR, Pools, Tenant, own_payload, pool_name
+from cluster.index.store.edge_indexing import edge_search_params, index_shard_apart, keyword_index, new_shard
+from cluster.index.store.edge_pool import POOLS_DIR, Pools, Tenant, own_payload, pool_name
 from cluster.index.store.edge_pool_graph import PoolGraphs, recover_pool_folders
 
 __all__ = ["COLLECTIONS_DIR", "SHARD_DIR", "EdgeStore"]
@@ -79,8 +80,9 @@ class EdgeStore(PagedReads):
         self._collections = self._root / COLLECTIONS_DIR
         self._lock = threading.RLock()
         self._shards: dict[str, qe.EdgeShard] = {}
-        self._pools = Pools(self._root / POOLS_DIR, self._collections, self._new_shard)  # small collections
-        self._graphs = PoolGraphs(self._pools, self._lock, self._tuning.exact_below_rows)
+        self._new_shard = functools.partial(new_shard, tuning=self._tuning)  # (folder, width, fields, pool=)
+        self._pools = Pools(self._root / POOLS_DIR, self._collections, self._new_shard, keyword_index(self._tuning))
+        self._graphs = PoolGraphs(self._pools, self._lock, self._tuning.exact_below_rows, keyword_index(self._tuning))
         self._configs: dict[str, dict[str, Any]] = {}  # collection.json of each collection seen
         self._closed = False
         make_private(self._root)
@@ -123,21 +125,6 @@ class EdgeStore(PagedReads):
                 # The commit marker goes last: until it exists the directory is a torn create.
                 write_json_atomic(directory / CONFIG_FILE, config, "create_collection")
             self._configs[name] = config
-
-    def _new_shard(self, shard_dir: Path, width: int, fields: Sequence[str], pool: bool = False) -> qe.EdgeShard:
-        """A new shard with keyword indexes on `fields` (a pool's: and its tenant key and vector), flushed."""
-        config = edge_collection_config(width, self._tuning, TENANT_VECTOR if pool else None)
-        shard = qe.EdgeShard.create(str(shard_dir), config)
-        try:
-            if pool:
-                shard.update(qe.UpdateOperation.create_field_index(TENANT_KEY, qe.KeywordIndexParams(is_tenant=True)))
-            for field in fields:
-                shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
-            shard.flush()
-        except BaseException:
-            shard.close()
-            raise
-        return shard
 
     def drop_collection(self, name: str) -> None:
         check_name(name, "drop_collection")

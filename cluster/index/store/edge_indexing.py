@@ -14,15 +14,17 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import qdrant_edge as qe
 
 from cluster.errors import StoreError
+from cluster.index.store.edge_pool import TENANT_KEY, TENANT_VECTOR
 from cluster.index.store.protocol import CODE_VECTOR, KEYWORD_VECTOR, NAME_VECTOR, threshold_kb
 from cluster.settings import VectorIndexSettings
 
-__all__ = ["edge_collection_config", "edge_search_params", "index_shard_apart"]
+__all__ = ["edge_collection_config", "edge_search_params", "index_shard_apart", "keyword_index", "new_shard"]
 
 # The child: open the shard, build what its configuration asks for, flush, close. qdrant_edge only:
 # it runs wherever the store does, whatever the working directory or the import path.
@@ -63,6 +65,30 @@ def edge_collection_config(width: int, tuning: VectorIndexSettings, pool_vector:
         # ~160 MB of RAM as it loads.
         wal_enabled=tuning.write_ahead_log,
     )
+
+
+def new_shard(
+    shard_dir: Path, width: int, fields: Sequence[str], *, tuning: VectorIndexSettings, pool: bool = False
+) -> qe.EdgeShard:
+    """A new shard with keyword indexes on `fields` (a pool's: and its tenant key, on the heap, and its
+    tenant vector), flushed."""
+    shard = qe.EdgeShard.create(str(shard_dir), edge_collection_config(width, tuning, TENANT_VECTOR if pool else None))
+    try:
+        if pool:
+            shard.update(qe.UpdateOperation.create_field_index(TENANT_KEY, qe.KeywordIndexParams(is_tenant=True)))
+        for field in fields:
+            shard.update(qe.UpdateOperation.create_field_index(field, keyword_index(tuning)))
+        shard.flush()
+    except BaseException:
+        shard.close()
+        raise
+    return shard
+
+
+def keyword_index(tuning: VectorIndexSettings) -> qe.KeywordIndexParams:
+    """A keyword field's index: memory-mapped from disk (cold: its pages read as filters use them) or on
+    the heap, as `payload_indexes_on_disk` says."""
+    return qe.KeywordIndexParams(memory=qe.Memory.Cold if tuning.payload_indexes_on_disk else qe.Memory.Pinned)
 
 
 def edge_search_params(tuning: VectorIndexSettings) -> qe.SearchParams:

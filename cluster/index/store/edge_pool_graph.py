@@ -83,8 +83,11 @@ class PoolGraphs:
     thread of its own, `run` on the caller's; `stop` (at close) kills a pass's child and waits for its
     thread."""
 
-    def __init__(self, pools: Pools, lock: threading.RLock, threshold_rows: int) -> None:
+    def __init__(
+        self, pools: Pools, lock: threading.RLock, threshold_rows: int, keyword_index: qe.KeywordIndexParams
+    ) -> None:
         self._pools, self._lock, self._threshold = pools, lock, max(1, threshold_rows)
+        self._keyword_index = keyword_index  # how a keyword field indexed during a pass is indexed on the copy
         self._changed: dict[str, int] = {}  # rows changed since the last pass, by pool
         self._journals: dict[str, PoolJournal] = {}  # the pools a pass is indexing a copy of
         self._copying: set[str] = set()  # the pools whose files are being copied: their writes wait
@@ -227,18 +230,18 @@ class PoolGraphs:
         with engine_errors("index_vectors"):
             indexed = qe.EdgeShard.load(str(copy))
             try:
-                _replay(journal, live, indexed)
+                _replay(journal, live, indexed, self._keyword_index)
                 indexed.flush()
             finally:
                 indexed.close()
         self._pools.replace_shard(pool, copy, OLD_SHARD_DIR)
 
 
-def _replay(journal: PoolJournal, live: qe.EdgeShard, copy: qe.EdgeShard) -> None:
+def _replay(journal: PoolJournal, live: qe.EdgeShard, copy: qe.EdgeShard, keyword_index: qe.KeywordIndexParams) -> None:
     """Bring the copy to what the pool holds now: fields, then drops, then the rows written meanwhile
     as they are now (a row written then dropped is gone from both)."""
     for name in journal.fields:
-        copy.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+        copy.update(qe.UpdateOperation.create_field_index(name, keyword_index))
     for collection in journal.dropped:
         rows = qe.Filter(must=[qe.FieldCondition(key=TENANT_KEY, match=qe.MatchValue(collection))])
         copy.update(qe.UpdateOperation.delete_points_by_filter(rows))

@@ -79,6 +79,12 @@ def _leg_query(leg: Leg) -> Any:
     return models.SparseVector(indices=list(leg.vector.indices), values=list(leg.vector.values))
 
 
+def _keyword_index(tuning: VectorIndexSettings) -> models.KeywordIndexParams:
+    """A keyword field's index: memory-mapped (cold) or on the heap, as `payload_indexes_on_disk` says."""
+    memory = models.Memory.COLD if tuning.payload_indexes_on_disk else models.Memory.PINNED
+    return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, memory=memory)
+
+
 def _index_config(width: int, tuning: VectorIndexSettings) -> dict[str, Any]:
     """A new collection's HNSW, quantisation and payload placement, as `store.vector_index` says (the
     server's thresholds, like Edge's, in kilobytes of one vector)."""
@@ -179,7 +185,7 @@ class QdrantServerStore(PagedReads):
                 if self._local:  # "Payload indexes have no effect in the local Qdrant"
                     warnings.simplefilter("ignore", UserWarning)
                 for field in keyword_fields:
-                    self._client.create_payload_index(name, field, models.PayloadSchemaType.KEYWORD, wait=True)
+                    self._client.create_payload_index(name, field, _keyword_index(self._tuning), wait=True)
 
     def index_vectors(self, collection: str) -> bool:
         """Nothing to do: a server builds its collections' indexes in the background."""

@@ -4,6 +4,7 @@ same as exact; a smaller one is left for exact search."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from cluster.index.store.edge import COLLECTIONS_DIR, SHARD_DIR, EdgeStore
 from cluster.index.store.edge_indexing import index_shard_apart
 from cluster.index.store.protocol import threshold_kb
 from cluster.settings import StoreSettings, VectorIndexSettings
-from cluster.types import FusionParams, StoredPoint
+from cluster.types import FusionParams, PayloadFilter, StoredPoint
 
 WIDTH = 32
 ROWS = 600
@@ -83,6 +84,29 @@ def test_a_large_collection_gets_its_graph_before_it_serves_and_searches_as_exac
     assert info.indexed_vectors_count >= 2 * ROWS  # both dense vectors have a graph
 
 
+def _keyword_index_placements(data_dir: Path, name: str, field: str) -> set[bool]:
+    """Whether each indexed (immutable) segment keeps `field`'s keyword index on disk, as the engine
+    recorded it (segments/<id>/payload_index/config.json)."""
+    segments = data_dir / COLLECTIONS_DIR / name / SHARD_DIR / "segments"
+    found: set[bool] = set()
+    for config in segments.glob("*/payload_index/config.json"):
+        for index in json.loads(config.read_text())["indexed_types"][field]:
+            if index["index_type"] == "keyword_index" and index["mutability"] == "immutable":
+                found.add(bool(index["storage_type"]["mmap"]["is_on_disk"]))
+    return found
+
+
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_keyword_indexes_are_memory_mapped_or_on_the_heap_as_set(tmp_path: Path, on_disk: bool) -> None:
+    tuning = VectorIndexSettings(exact_below_rows=ROWS // 2, payload_indexes_on_disk=on_disk)
+    store = EdgeStore(tmp_path, tuning)
+    _filled(store, "big")
+    assert store.index_vectors("big") is True
+    assert store.count("big", PayloadFilter(equals={"path": "src/f3.py"})) == len(range(3, ROWS, 7))
+    store.close()
+    assert _keyword_index_placements(tmp_path, "big", "path") == {on_disk}
+
+
 def test_a_small_collection_is_left_for_exact_search(tmp_path: Path) -> None:
     store = EdgeStore(tmp_path, VectorIndexSettings(exact_below_rows=ROWS + 1))
     _filled(store, "small")
@@ -124,5 +148,6 @@ def test_the_setting_is_in_rows_and_the_engine_threshold_in_kilobytes() -> None:
     assert threshold_kb(20_000, 384) == 30_000  # 20k float32 vectors of 384
     assert threshold_kb(0, 384) == 1  # 0 would mean "never index" to Qdrant
     assert StoreSettings().vector_index.exact_below_rows == 20_000
+    assert StoreSettings().vector_index.pool_below_rows == 20_000  # every build too small for its own graph
     with pytest.raises(ValueError, match="quantization"):
         VectorIndexSettings(quantization="binary")  # type: ignore[arg-type]
