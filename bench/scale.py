@@ -186,24 +186,26 @@ def _through_ray(
 
         index = get_index_actor(settings)
         ray.get(index.names.remote())
-        searches = [
-            SearchQuery.of_text(
-                QUERIES[i % len(QUERIES)],
-                "hybrid",
-                vector=vector,
-                identity=identity,
-                scope=None,
-                filter=None,
-                limit=TOP_K,
-                fusion=settings.search,
-            )
-            for i, vector in enumerate([*warm, *queries])
-        ]
-        for search in searches[: len(warm)]:  # the shards open on first use; their pages come in
+
+        def searches(vectors: np.ndarray) -> list[SearchQuery]:
+            return [
+                SearchQuery.of_text(
+                    QUERIES[i % len(QUERIES)],
+                    "hybrid",
+                    vector=vector,
+                    identity=identity,
+                    scope=None,
+                    filter=None,
+                    limit=TOP_K,
+                    fusion=settings.search,
+                )
+                for i, vector in enumerate(vectors)
+            ]
+
+        for search in searches(warm):  # the shards open on first use; their pages come in
             ray.get(index.search.remote(search))
-        searches = searches[len(warm) :]
         timed = []
-        for search in searches:
+        for search in searches(queries):
             started = time.perf_counter()
             answer = ray.get(index.search.remote(search))
             timed.append(time.perf_counter() - started)

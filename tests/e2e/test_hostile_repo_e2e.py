@@ -5,8 +5,9 @@ AWS key inside code and in `.aws/credentials`, an OpenRouter key in `.env`, an n
 the `.git/config` remote reached through an in-repo symlink, a file listed in `.git/info/exclude`),
 a minified bundle and 10,000-deep nesting. It is indexed by the real reindex job (a Ray job) while
 the cloud lane embeds beside the local actor. Then no canary appears in anything the fake received,
-in any MCP or `/rlm/ask` response, in the store's files, or in the job log; positive controls (a
-plain marker word) prove each of those channels can see text at all. The job succeeds and
+in any MCP or `/rlm/ask` response, in the store's files (their bytes, and the text the engine reads
+back from them), or in the job log; positive controls (a plain marker word, a plain definition's
+name) prove each of those channels can see text at all. The job succeeds and
 `index_status` reports the skips by reason. Also: a root that vanished is an error, and a root
 whose files all vanished does not wipe the serving index.
 """
@@ -41,6 +42,7 @@ UPSTREAM = "hostile-exact"
 TAG = uuid.uuid4().hex[:12]
 DEPTH = 2_000
 MARKER = f"plainmarker{TAG}"  # not a secret: must be findable everywhere text goes (positive control)
+SYMBOL = f"plainsymbol{TAG}"  # a plain definition's name: the store's keyword indexes keep names as written
 # Canary secrets, assembled at run time so no committed file holds a literal credential.
 CANARIES = {
     "pem": f"MIIEpAIBAAKCAQEA{TAG}pemcanary" + "Q" * 24,
@@ -68,7 +70,10 @@ def write_hostile_repo(root: Path) -> Path:
             )
             for i in range(30)
         },
-        "pkg/marker.py": f'def describe_marker():\n    """Return the plain marker word."""\n    return "{MARKER}"\n',
+        "pkg/marker.py": (
+            f'def describe_marker():\n    """Return the plain marker word."""\n    return "{MARKER}"\n\n\n'
+            f"def {SYMBOL}():\n    return 1\n"
+        ),
         "src/keys.py": (
             "def load_fallback_key():\n    return '''" + pem_block(CANARIES["pem"]) + "'''\n\n\n"
             "def key_size():\n    return 2048\n"
@@ -293,11 +298,19 @@ def test_rlm_ask_returns_no_canary(hostile: Hostile) -> None:
         assert not leaked(response.text), (query, leaked(response.text))
 
 
-def test_no_canary_is_in_the_stores_files(hostile: Hostile) -> None:
+async def test_no_canary_is_in_the_stores_files_or_in_its_text(hostile: Hostile) -> None:
     blobs = [path.read_bytes() for path in hostile.data_dir.rglob("*") if path.is_file()]
-    assert any(MARKER.encode() in blob for blob in blobs)  # the store keeps payload text readably
+    # The engine's keyword indexes keep names uncompressed, whether or not its log was truncated yet.
+    assert any(SYMBOL.encode() in blob for blob in blobs)  # positive control: the byte scan sees stored strings
     for name, secret in CANARIES.items():
         assert not any(secret.encode() in blob for blob in blobs), name
+    # Payload text is LZ4-compressed on disk, where a byte scan can miss a string (a repeat inside it becomes
+    # a back-reference): every stored line is read back through the engine instead.
+    found = await tool(hostile, "grep_code", pattern=MARKER, regex=False, repo=INDEX)
+    assert [m["path"] for m in found["matches"]] == ["pkg/marker.py"]  # positive control: grep reads stored text
+    for name, secret in CANARIES.items():
+        found = await tool(hostile, "grep_code", pattern=secret, regex=False, repo=INDEX)
+        assert found["matches"] == [] and found["files_searched"] > 0, (name, found)
 
 
 def test_a_vanished_root_is_an_error_and_the_index_keeps_serving(
