@@ -187,10 +187,12 @@ def hostile(
             ray.kill(ray.get_actor(entry["name"], namespace=NAMESPACE))
 
 
-async def tool(env: Hostile, name: str, **arguments: Any) -> dict[str, Any]:
+async def tool(env: Hostile, name: str, keep: bool = True, **arguments: Any) -> dict[str, Any]:
+    """Call an MCP tool; `keep` adds its answer to those the no-answer-holds-a-canary check reads."""
     result = await call_tool(env.mcp_url, name, arguments)
     text = result_text(result)
-    env.responses.append(text + json.dumps(result.structured_content or {}))
+    if keep:
+        env.responses.append(text + json.dumps(result.structured_content or {}))
     assert not result.is_error, text
     return result.structured_content or {}
 
@@ -305,20 +307,13 @@ async def test_no_canary_is_in_the_stores_files_or_in_its_text(hostile: Hostile)
     for name, secret in CANARIES.items():
         assert not any(secret.encode() in blob for blob in blobs), name
     # Payload text is LZ4-compressed on disk, where a byte scan can miss a string (a repeat inside it becomes
-    # a back-reference): every stored line is read back through the engine instead.
-    found = await stored_lines(hostile, MARKER)
+    # a back-reference): every stored line is read back through the engine instead. Not kept: grep_code's
+    # answer echoes its pattern, here a canary.
+    found = await tool(hostile, "grep_code", keep=False, pattern=MARKER, regex=False, repo=INDEX)
     assert [m["path"] for m in found["matches"]] == ["pkg/marker.py"]  # positive control: grep reads stored text
     for name, secret in CANARIES.items():
-        found = await stored_lines(hostile, secret)
+        found = await tool(hostile, "grep_code", keep=False, pattern=secret, regex=False, repo=INDEX)
         assert found["matches"] == [] and found["files_searched"] > 0, name
-
-
-async def stored_lines(env: Hostile, literal: str) -> dict[str, Any]:
-    """grep_code's lines holding `literal`. Not through `tool`: the answer echoes its pattern, here a
-    canary, and `tool` keeps every answer for the check that no MCP answer holds one."""
-    result = await call_tool(env.mcp_url, "grep_code", {"pattern": literal, "regex": False, "repo": INDEX})
-    assert not result.is_error, result_text(result)
-    return result.structured_content or {}
 
 
 def test_a_vanished_root_is_an_error_and_the_index_keeps_serving(
