@@ -54,6 +54,7 @@ DEFAULT_DASHBOARD_PORT = 8265
 DEFAULT_METRICS_PORT = 8266
 METRICS_PORT_FLAG = "--metrics-export-port"
 STOP_GRACE_S = 15.0  # SIGTERM, then SIGKILL for what is left (the raylet drains its workers first)
+KILL_WAIT_S = 5.0  # SIGKILL again and again, this long at most, until the session has no process left
 TCP_LISTEN = "0A"  # the state column of a listening socket in /proc/net/tcp
 DAEMONS = frozenset({"gcs_server", "raylet"})  # a session holding one of these is a Ray head's
 # `ray start` options whose ports default to fixed numbers (the dashboard agent's 52365, ...): a
@@ -285,7 +286,8 @@ def daemon_pids(session: int) -> list[int]:
 
 
 def stop_session(session: int, grace_s: float = STOP_GRACE_S) -> bool:
-    """SIGTERM every process of a Ray head's session, SIGKILL what is left after `grace_s`.
+    """SIGTERM every process of a Ray head's session, SIGKILL what is left after `grace_s` (again, for
+    up to KILL_WAIT_S, until no process of the session is left).
 
     A session with no GCS or raylet is left alone (the record is stale and the id may be reused);
     returns whether there was a head to stop.
@@ -296,7 +298,12 @@ def stop_session(session: int, grace_s: float = STOP_GRACE_S) -> bool:
     deadline = time.monotonic() + grace_s
     while session_members(session) and time.monotonic() < deadline:
         time.sleep(0.25)
-    _signal_all(session_members(session), signal.SIGKILL)
+    # SIGKILL until none is left: a process forked after a listing is in none of it (a raylet starting a
+    # worker as it stops), and one killed is still listed until it has exited.
+    deadline = time.monotonic() + KILL_WAIT_S
+    while (left := session_members(session)) and time.monotonic() < deadline:
+        _signal_all(left, signal.SIGKILL)
+        time.sleep(0.05)
     return True
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -383,6 +386,26 @@ def test_stop_leaves_a_session_that_holds_no_ray_head_alone() -> None:
     finally:
         os.kill(other.pid, signal.SIGKILL)
         other.wait()
+
+
+def test_stop_leaves_no_process_of_a_head_that_ignores_sigterm_and_keeps_forking(tmp_path: Path) -> None:
+    # A copy of sleep named raylet makes the session a Ray head's; its shell ignores SIGTERM and forks a
+    # long sleep every 10 ms, so a SIGKILL sent to one listing of the session misses those forked after it.
+    raylet = tmp_path / "raylet"
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", raylet)
+    script = f"trap '' TERM; {raylet} 60 & while :; do sleep 60 & sleep 0.01; done"
+    head = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while len(session_members(head.pid)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert daemon_pids(head.pid)  # positive control: a head, with forks under way
+        assert stop_session(head.pid, grace_s=0.2) is True
+        assert session_members(head.pid) == []  # none left, none still exiting
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
 
 
 def test_an_answer_prints_with_its_citations_and_fallbacks() -> None:
