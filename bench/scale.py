@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.run import QUERIES, ROOT, _mcp_latency, latency_summary
+from bench.run import QUERIES, ROOT, _mcp_latency, latency_summary, serve_as_run
 from bench.scale_rows import VectorDraw, Written, row_templates, write_index
 from cluster.environment import set_local_env_defaults
 from cluster.index import EdgeStore
@@ -175,6 +175,7 @@ def _through_ray(
         "SAMESPACE_STORE__VECTOR_INDEX__QUANTIZATION": settings.store.vector_index.quantization,
         "SAMESPACE_STORE__VECTOR_INDEX__WRITE_AHEAD_LOG": "false",
     }
+    mcp_port = serve_as_run()
     ray.init(
         address="local",
         num_cpus=os.cpu_count() or 2,
@@ -215,7 +216,7 @@ def _through_ray(
             if len(answer.hits) != TOP_K:
                 raise RuntimeError(f"the index actor answered {len(answer.hits)} hits, not {TOP_K}")
         ray.get([embedder.identity.remote() for embedder in ensure_embedders(settings)])
-        mcp = asyncio.run(_mcp_latency(settings, mcp_queries))
+        mcp = asyncio.run(_mcp_latency(settings, mcp_queries, mcp_port))
         pid = _index_actor_pid()
         memory = read_process(pid) if pid is not None else None
     finally:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.run import QUERIES, query_text
+from bench.run import QUERIES, query_text, serve_as_run
 from bench.scale import CASE_FILE, _engine_direct, _pooled_rows_at_last_pass, reuse_case, serving_builds
 from bench.scale_rows import VectorDraw, row_templates, write_index
 from cluster.index.catalog import IndexCatalog
@@ -76,6 +76,19 @@ def test_reuse_refuses_a_folder_no_kept_case_left(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     with pytest.raises(SystemExit, match=CASE_FILE):
         reuse_case(tmp_path, argparse.Namespace(seed=0, queries=1, mcp_queries=1), {})
+
+
+def test_mcp_is_measured_as_samespace_run_serves_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Ray the bench starts next serves MCP from the replica on the returned port (direct ingress,
+    as `samespace run`), with no task events; the environment is the bench process's own."""
+    environment = {"PATH": "/usr/bin"}
+    monkeypatch.setattr("os.environ", environment)
+    port = serve_as_run()
+    assert environment["RAY_SERVE_ENABLE_DIRECT_INGRESS"] == "1"
+    assert environment["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"] == str(port)
+    assert environment["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"] == str(port + 1)
+    assert environment["RAY_task_events_report_interval_ms"] == "0"
+    assert environment["PATH"] == "/usr/bin"
 
 
 def test_latency_runs_ask_each_query_text_once() -> None:
