@@ -81,7 +81,7 @@ class EdgeStore(PagedReads):
         self._lock = threading.RLock()
         self._shards: dict[str, qe.EdgeShard] = {}
         self._new_shard = functools.partial(new_shard, tuning=self._tuning)  # (folder, width, fields, pool=)
-        keyword = keyword_index(self._tuning)  # how a keyword field a pool takes in is indexed
+        keyword = functools.partial(keyword_index, self._tuning)  # how a keyword field a pool takes in is indexed
         self._pools = Pools(self._root / POOLS_DIR, self._collections, self._new_shard, keyword)
         self._graphs = PoolGraphs(self._pools, self._lock, self._tuning.exact_below_rows, keyword)
         self._configs: dict[str, dict[str, Any]] = {}  # collection.json of each collection seen

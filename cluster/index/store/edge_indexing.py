@@ -21,7 +21,7 @@ import qdrant_edge as qe
 
 from cluster.errors import StoreError
 from cluster.index.store.edge_pool import TENANT_KEY, TENANT_VECTOR
-from cluster.index.store.protocol import CODE_VECTOR, KEYWORD_VECTOR, NAME_VECTOR, threshold_kb
+from cluster.index.store.protocol import CODE_VECTOR, KEYWORD_VECTOR, NAME_VECTOR, index_on_disk, threshold_kb
 from cluster.settings import VectorIndexSettings
 
 __all__ = ["edge_collection_config", "edge_search_params", "index_shard_apart", "keyword_index", "new_shard"]
@@ -77,7 +77,7 @@ def new_shard(
         if pool:
             shard.update(qe.UpdateOperation.create_field_index(TENANT_KEY, qe.KeywordIndexParams(is_tenant=True)))
         for field in fields:
-            shard.update(qe.UpdateOperation.create_field_index(field, keyword_index(tuning)))
+            shard.update(qe.UpdateOperation.create_field_index(field, keyword_index(tuning, field)))
         shard.flush()
     except BaseException:
         shard.close()
@@ -85,10 +85,10 @@ def new_shard(
     return shard
 
 
-def keyword_index(tuning: VectorIndexSettings) -> qe.KeywordIndexParams:
+def keyword_index(tuning: VectorIndexSettings, field: str) -> qe.KeywordIndexParams:
     """A keyword field's index: memory-mapped from disk (cold: its pages read as filters use them) or on
-    the heap, as `payload_indexes_on_disk` says."""
-    return qe.KeywordIndexParams(memory=qe.Memory.Cold if tuning.payload_indexes_on_disk else qe.Memory.Pinned)
+    the heap, as `index_on_disk` says."""
+    return qe.KeywordIndexParams(memory=qe.Memory.Cold if index_on_disk(tuning, field) else qe.Memory.Pinned)
 
 
 def edge_search_params(tuning: VectorIndexSettings) -> qe.SearchParams:

@@ -154,14 +154,14 @@ class Pools:
     """The pools of one store folder (`pools/<pool>/shard`, `pool.json` written last): each opened on
     first use, created with the first collection it holds, and which collections it holds.
     `new_shard(folder, width, keyword fields, pool=True)` creates a pool's shard, `keyword_index` is how a
-    keyword field a collection brings is indexed. Call with the store's lock held."""
+    keyword field a collection brings is indexed (by its name). Call with the store's lock held."""
 
     def __init__(
         self,
         root: Path,
         collections: Path,
         new_shard: Callable[..., qe.EdgeShard],
-        keyword_index: qe.KeywordIndexParams,
+        keyword_index: Callable[[str], qe.KeywordIndexParams],
     ) -> None:
         self._root, self._collections, self._new_shard = root, collections, new_shard
         self._keyword_index = keyword_index
@@ -191,7 +191,7 @@ class Pools:
         slot = int(config.get("next_slot", 0)) if isinstance(config, dict) else 0
         for field in fields:
             if field not in indexed:
-                shard.update(qe.UpdateOperation.create_field_index(field, self._keyword_index))
+                shard.update(qe.UpdateOperation.create_field_index(field, self._keyword_index(field)))
                 indexed.append(field)
         shard.flush()
         kept = config if isinstance(config, dict) else {}

@@ -29,6 +29,7 @@ import logging
 import shutil
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,7 +85,11 @@ class PoolGraphs:
     thread."""
 
     def __init__(
-        self, pools: Pools, lock: threading.RLock, threshold_rows: int, keyword_index: qe.KeywordIndexParams
+        self,
+        pools: Pools,
+        lock: threading.RLock,
+        threshold_rows: int,
+        keyword_index: Callable[[str], qe.KeywordIndexParams],
     ) -> None:
         self._pools, self._lock, self._threshold = pools, lock, max(1, threshold_rows)
         self._keyword_index = keyword_index  # how a keyword field indexed during a pass is indexed on the copy
@@ -237,11 +242,13 @@ class PoolGraphs:
         self._pools.replace_shard(pool, copy, OLD_SHARD_DIR)
 
 
-def _replay(journal: PoolJournal, live: qe.EdgeShard, copy: qe.EdgeShard, keyword_index: qe.KeywordIndexParams) -> None:
+def _replay(
+    journal: PoolJournal, live: qe.EdgeShard, copy: qe.EdgeShard, keyword_index: Callable[[str], qe.KeywordIndexParams]
+) -> None:
     """Bring the copy to what the pool holds now: fields, then drops, then the rows written meanwhile
     as they are now (a row written then dropped is gone from both)."""
     for name in journal.fields:
-        copy.update(qe.UpdateOperation.create_field_index(name, keyword_index))
+        copy.update(qe.UpdateOperation.create_field_index(name, keyword_index(name)))
     for collection in journal.dropped:
         rows = qe.Filter(must=[qe.FieldCondition(key=TENANT_KEY, match=qe.MatchValue(collection))])
         copy.update(qe.UpdateOperation.delete_points_by_filter(rows))

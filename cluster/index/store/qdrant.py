@@ -33,6 +33,7 @@ from cluster.index.store.protocol import (
     check_width,
     engine_filter,
     hit,
+    index_on_disk,
     point_vectors,
     threshold_kb,
 )
@@ -79,9 +80,9 @@ def _leg_query(leg: Leg) -> Any:
     return models.SparseVector(indices=list(leg.vector.indices), values=list(leg.vector.values))
 
 
-def _keyword_index(tuning: VectorIndexSettings) -> models.KeywordIndexParams:
-    """A keyword field's index: memory-mapped (cold) or on the heap, as `payload_indexes_on_disk` says."""
-    memory = models.Memory.COLD if tuning.payload_indexes_on_disk else models.Memory.PINNED
+def _keyword_index(tuning: VectorIndexSettings, field: str) -> models.KeywordIndexParams:
+    """A keyword field's index: memory-mapped (cold) or on the heap, as `index_on_disk` says."""
+    memory = models.Memory.COLD if index_on_disk(tuning, field) else models.Memory.PINNED
     return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, memory=memory)
 
 
@@ -185,7 +186,7 @@ class QdrantServerStore(PagedReads):
                 if self._local:  # "Payload indexes have no effect in the local Qdrant"
                     warnings.simplefilter("ignore", UserWarning)
                 for field in keyword_fields:
-                    self._client.create_payload_index(name, field, _keyword_index(self._tuning), wait=True)
+                    self._client.create_payload_index(name, field, _keyword_index(self._tuning, field), wait=True)
 
     def index_vectors(self, collection: str) -> bool:
         """Nothing to do: a server builds its collections' indexes in the background."""

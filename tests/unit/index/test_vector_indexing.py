@@ -13,15 +13,18 @@ import pytest
 import qdrant_edge as qe
 
 from cluster.errors import StoreError
+from cluster.index.payload import CATEGORIES_FIELD
 from cluster.index.query import SearchQuery
 from cluster.index.store import edge as edge_module
 from cluster.index.store.edge import COLLECTIONS_DIR, SHARD_DIR, EdgeStore
 from cluster.index.store.edge_indexing import index_shard_apart
 from cluster.index.store.protocol import threshold_kb
+from cluster.ingest import TEST
 from cluster.settings import StoreSettings, VectorIndexSettings
 from cluster.types import FusionParams, PayloadFilter, StoredPoint
 
 WIDTH = 32
+CATEGORIES = ("function", "class", TEST)  # a row's one category, by its number
 ROWS = 600
 TOP_K = 10
 
@@ -33,7 +36,7 @@ def _unit(rows: int, seed: int) -> np.ndarray:
 
 
 def _filled(store: EdgeStore, name: str, rows: int = ROWS) -> None:
-    store.create_collection(name, WIDTH, ["path"])
+    store.create_collection(name, WIDTH, ["path", CATEGORIES_FIELD])
     code, names = _unit(rows, 1), _unit(rows, 2)
     store.upsert(
         name,
@@ -42,7 +45,11 @@ def _filled(store: EdgeStore, name: str, rows: int = ROWS) -> None:
                 id=str(uuid.UUID(int=i + 1)),
                 vector=code[i].tolist(),
                 name_vector=names[i].tolist(),
-                payload={"path": f"src/f{i % 7}.py", "text": f"def f{i}(): pass"},
+                payload={
+                    "path": f"src/f{i % 7}.py",
+                    "text": f"def f{i}(): pass",
+                    CATEGORIES_FIELD: [CATEGORIES[i % 3]],
+                },
             )
             for i in range(rows)
         ],
@@ -98,13 +105,16 @@ def _keyword_index_placements(data_dir: Path, name: str, field: str) -> set[bool
 
 @pytest.mark.parametrize("on_disk", [True, False])
 def test_keyword_indexes_are_memory_mapped_or_on_the_heap_as_set(tmp_path: Path, on_disk: bool) -> None:
+    """The categories index stays on the heap either way: every default search filters on it."""
     tuning = VectorIndexSettings(exact_below_rows=ROWS // 2, payload_indexes_on_disk=on_disk)
     store = EdgeStore(tmp_path, tuning)
     _filled(store, "big")
     assert store.index_vectors("big") is True
     assert store.count("big", PayloadFilter(equals={"path": "src/f3.py"})) == len(range(3, ROWS, 7))
+    assert store.count("big", PayloadFilter(none_of={CATEGORIES_FIELD: [TEST]})) == ROWS - len(range(2, ROWS, 3))
     store.close()
     assert _keyword_index_placements(tmp_path, "big", "path") == {on_disk}
+    assert _keyword_index_placements(tmp_path, "big", CATEGORIES_FIELD) == {False}
 
 
 def test_a_small_collection_is_left_for_exact_search(tmp_path: Path) -> None:
