@@ -18,7 +18,7 @@ from cluster.errors import CollectionNotFound, EncoderMismatch, IndexNotFound, S
 from cluster.index.fusion import Ranked, best_places, rank_candidates, tie_end
 from cluster.index.history_store import HistoryStore
 from cluster.index.keywords import defined_names
-from cluster.index.payload import KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, RowPlace, with_source
+from cluster.index.payload import GRAPH_FACT_FIELDS, KEYWORD_FIELDS, PAYLOAD_FIELDS, RowPayload, RowPlace, with_source
 from cluster.index.query import SearchQuery
 from cluster.index.records import (
     BuildProgress,
@@ -409,14 +409,14 @@ class IndexCatalog:
         return hits
 
     def _read_payloads(self, ranked: Ranked, start: int, end: int) -> set[int]:
-        """The whole payloads of the candidates ranked `start` to `end`, in place, read once per build;
-        the ranks read."""
+        """The payloads of the candidates ranked `start` to `end` but their code-graph facts, in place, read
+        once per build; the ranks read."""
         by_build: dict[str, list[int]] = {}
         for rank in range(start, end):
             by_build.setdefault(str(ranked[rank][1].payload["build"]), []).append(rank)
         read: set[int] = set()
         for build, ranks in by_build.items():
-            stored = self._store.payloads(build, [ranked[rank][1].id for rank in ranks])
+            stored = self._store.payloads(build, [ranked[rank][1].id for rank in ranks], leave_out=GRAPH_FACT_FIELDS)
             for rank in ranks:
                 candidate = ranked[rank][1]
                 if candidate.id in stored:

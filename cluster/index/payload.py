@@ -24,6 +24,7 @@ from cluster.types import Chunk, Definition, ImportBinding, Payload, Reference
 __all__ = [
     "CATEGORIES_FIELD",
     "DEFINES_FIELD",
+    "GRAPH_FACT_FIELDS",
     "HIT_FIELDS",
     "KEYWORD_FIELDS",
     "PAYLOAD_FIELDS",
@@ -123,6 +124,10 @@ class RowPayload(RowPlace):
 
 
 HIT_FIELDS = frozenset({"commit", "ref", "also_in"})  # set on a search hit, never stored per row
+# A row's code-graph facts: what navigation reads (by scroll), never a search hit's reader (its place, text
+# and provenance); a hit's payload is read without them, about half its size (a search's answer crosses
+# from the index actor to the replica).
+GRAPH_FACT_FIELDS = ("definitions", "references", "imports", DEFINES_FIELD, REFS_FIELD)
 PAYLOAD_FIELDS = frozenset(RowPayload.model_fields) - HIT_FIELDS  # a row lacking one is rewritten by the next reindex
 
 

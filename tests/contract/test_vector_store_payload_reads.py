@@ -79,6 +79,9 @@ def test_payloads_reads_whole_payloads_by_id_and_leaves_out_unknown_ids(store: V
     found = store.payloads("chunks", wanted)
 
     assert found == {points[3].id: points[3].payload, points[7].id: points[7].payload}
+    thin = store.payloads("chunks", [points[3].id], leave_out=["path", "absent"])
+    assert thin == {points[3].id: {k: v for k, v in points[3].payload.items() if k != "path"}}
+    assert "path" in points[3].payload
     assert store.payloads("chunks", []) == {}
     with pytest.raises(CollectionNotFound):
         store.payloads("missing", [points[3].id])

@@ -303,13 +303,16 @@ class EdgeStore(PagedReads):
                 records, next_offset = shard.scroll(request)
             return (records if tenant is None else [tenant.row(record) for record in records]), next_offset
 
-    def _read_points(self, collection_or_alias: str, ids: list[str], *, with_vectors: bool) -> Iterable[Any]:
+    def _read_points(
+        self, collection_or_alias: str, ids: list[str], *, with_vectors: bool, leave_out: Sequence[str] = ()
+    ) -> Iterable[Any]:
         with self._lock:
             self._check_open()
             shard, tenant = self._place(self._resolve(collection_or_alias))
             wanted = list[int | uuid.UUID | str](ids if tenant is None else [tenant.engine_id(i) for i in ids])
             with engine_errors("retrieve_points"):
-                records = shard.retrieve(wanted, with_payload=True, with_vector=with_vectors)
+                payload = qe.PayloadSelector.Exclude(list(leave_out)) if leave_out else True
+                records = shard.retrieve(wanted, with_payload=payload, with_vector=with_vectors)
             return records if tenant is None else [tenant.row(record) for record in records]
 
     # --- aliases ----------------------------------------------------------------

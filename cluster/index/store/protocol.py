@@ -103,8 +103,11 @@ class VectorStore(Protocol):
         by the IDF of the terms over all of them."""
         ...
 
-    def payloads(self, collection_or_alias: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The whole payloads of these points by canonical id; an id the collection lacks is left out."""
+    def payloads(
+        self, collection_or_alias: str, ids: Sequence[str], *, leave_out: Sequence[str] = ()
+    ) -> dict[str, dict[str, Any]]:
+        """The payloads of these points by canonical id, whole but for the `leave_out` keys (the engine
+        does not read them); an id the collection lacks is left out."""
         ...
 
     def index_vectors(self, collection: str) -> bool:
@@ -358,8 +361,9 @@ class CandidatePool:
     def add(self, leg: str, points: Iterable[Any]) -> None:
         """One leg's points (ids and scores; payloads come with `fill`)."""
         for point in points:
-            point_id = str(point.id)
-            self._order.setdefault(point_id, point.id)
+            raw = point.id  # Qdrant Edge makes a new UUID object at each read of `id`
+            point_id = str(raw)
+            self._order.setdefault(point_id, raw)
             if leg == DEFINITION_LEG:
                 self._defined.add(point_id)
             else:

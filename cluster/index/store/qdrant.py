@@ -293,9 +293,12 @@ class QdrantServerStore(PagedReads):
                 with_vectors=page.with_vectors,
             )
 
-    def _read_points(self, collection_or_alias: str, ids: list[str], *, with_vectors: bool) -> Iterable[Any]:
+    def _read_points(
+        self, collection_or_alias: str, ids: list[str], *, with_vectors: bool, leave_out: Sequence[str] = ()
+    ) -> Iterable[Any]:
+        payload = models.PayloadSelectorExclude(exclude=list(leave_out)) if leave_out else True
         with self._call("retrieve_points", collection_or_alias):
-            return self._client.retrieve(collection_or_alias, ids, with_payload=True, with_vectors=with_vectors)
+            return self._client.retrieve(collection_or_alias, ids, with_payload=payload, with_vectors=with_vectors)
 
     # --- aliases ----------------------------------------------------------------
 

@@ -106,9 +106,13 @@ class PagedReads(ABC):
     def query(self, collection_or_alias: str, query: SearchQuery, *, payloads: bool = True) -> list[CandidateHit]:
         """The candidates of a search in one collection (`VectorStore.query`)."""
 
-    def payloads(self, collection_or_alias: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def payloads(
+        self, collection_or_alias: str, ids: Sequence[str], *, leave_out: Sequence[str] = ()
+    ) -> dict[str, dict[str, Any]]:
         wanted = [canonical_id(point_id) for point_id in ids]
-        records = self._read_points(collection_or_alias, wanted, with_vectors=False) if wanted else []
+        records = (
+            self._read_points(collection_or_alias, wanted, with_vectors=False, leave_out=leave_out) if wanted else []
+        )
         return {str(record.id): dict(record.payload or {}) for record in records}
 
     def _page(self, collection_or_alias: str, page: Page) -> tuple[list[Any], str | None]:
@@ -123,6 +127,8 @@ class PagedReads(ABC):
         """One page of records (id, vector, payload) and the engine's next offset (None: the end)."""
 
     @abstractmethod
-    def _read_points(self, collection_or_alias: str, ids: list[str], *, with_vectors: bool) -> Iterable[Any]:
-        """The records (id, payload, and the vectors when `with_vectors`) of these canonical ids; one the
-        collection lacks is left out."""
+    def _read_points(
+        self, collection_or_alias: str, ids: list[str], *, with_vectors: bool, leave_out: Sequence[str] = ()
+    ) -> Iterable[Any]:
+        """The records (id, payload but its `leave_out` keys, and the vectors when `with_vectors`) of these
+        canonical ids; one the collection lacks is left out."""

@@ -13,6 +13,7 @@ import pytest
 from cluster.index.catalog import IndexCatalog, point_id, point_payload
 from cluster.index.fusion import ALSO_IN, fuse_candidates
 from cluster.index.keywords import chunk_keywords, query_keywords
+from cluster.index.payload import GRAPH_FACT_FIELDS
 from cluster.index.query import SearchQuery
 from cluster.index.store.engines import open_vector_store
 from cluster.index.store.protocol import VectorStore
@@ -161,9 +162,11 @@ class _CountingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    def payloads(self, collection: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def payloads(
+        self, collection: str, ids: Sequence[str], *, leave_out: Sequence[str] = ()
+    ) -> dict[str, dict[str, Any]]:
         self.read += len(ids)
-        return self.store.payloads(collection, ids)
+        return self.store.payloads(collection, ids, leave_out=leave_out)
 
 
 def test_only_the_payloads_of_the_places_kept_are_read_and_a_place_in_two_indexes_is_one_hit(tmp_path: Path) -> None:
@@ -178,6 +181,9 @@ def test_only_the_payloads_of_the_places_kept_are_read_and_a_place_in_two_indexe
     one, _ = catalog.search_all(search, ["main"])
     assert len(one) == 2 and counting.read == 2  # of ~30 candidates, the two kept
     assert all(hit.payload["text"].startswith("def f") and "\0read" not in hit.payload for hit in one)
+    assert all(not set(GRAPH_FACT_FIELDS) & set(hit.payload) for hit in one)  # navigation's, not a hit's
+    stored = counting.store.payloads(one[0].payload["build"], [one[0].id])[one[0].id]
+    assert stored["defines"] == [one[0].payload["symbol"]]  # the row holds them
     both, _ = catalog.search_all(search)
     assert [h.payload["path"] for h in both] == [h.payload["path"] for h in one]  # each place once
     mirrored = {path for path, _, _ in many[:3]}
