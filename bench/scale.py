@@ -164,8 +164,9 @@ def _index_actor_pid() -> int | None:
 def _through_ray(
     settings: Any, identity: Any, queries: np.ndarray, warm: np.ndarray, mcp_queries: int
 ) -> dict[str, Any]:
-    """The index actor's search (what search_code sends it) and MCP search_code; the actor's RSS. The
-    `warm` queries (others than the timed ones) go first, untimed: a serving store is warm."""
+    """The index actor's search (what search_code sends it: hybrid, its default controls, test code left
+    out) and MCP search_code; the actor's RSS. The `warm` queries (others than the timed ones) go
+    first, untimed: a serving store is warm."""
     import ray
 
     from bench.process_memory import read_process
@@ -187,6 +188,8 @@ def _through_ray(
     try:
         from actors import ensure_embedders, get_index_actor
         from cluster.index.query import SearchQuery
+        from cluster.ingest import SearchControls
+        from cluster.search import DEFAULT_SEARCH_TESTS
 
         index = get_index_actor(settings)
         ray.get(index.names.remote())
@@ -202,7 +205,7 @@ def _through_ray(
                     filter=None,
                     limit=TOP_K,
                     fusion=settings.search,
-                )
+                ).model_copy(update={"controls": SearchControls(tests=DEFAULT_SEARCH_TESTS)})
                 for i, vector in enumerate(vectors)
             ]
 
