@@ -184,7 +184,7 @@ class VectorStore(Protocol):
 # Keyword fields whose indexes stay on the heap when `payload_indexes_on_disk` maps the others from disk:
 # every default search_code filters on them (test code left out), on every leg, and a memory-mapped
 # index makes that filter cost (300k rows, the dense leg under it: 2.45 ms mapped, 1.74 ms on the heap,
-# 1.22 ms unfiltered). One value or two a row: about 37 bytes a row on the heap.
+# 1.22 ms unfiltered). One value or two a row: its index files are about 37 bytes a row.
 HEAP_INDEXED_FIELDS = frozenset({CATEGORIES_FIELD})
 
 
