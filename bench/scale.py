@@ -19,7 +19,11 @@ collection, the default pools the small ones), on a fresh data folder:
    definitions; the default scope, every index), p50/p99, and the RSS of its process against the
    vectors' raw float32 size (both dense vectors of every row);
 4. MCP `search_code` over streamable HTTP on Serve (the SDK client; the query encoded by the packaged
-   model), p50/p99.
+   model in `embedding.precision`), p50/p99.
+
+The rows are labelled with the encoder space of `embedding.precision` (fp32 unless
+`SAMESPACE_EMBEDDING__PRECISION=bf16` says otherwise: a bf16 deployment, whose query encodes are
+faster on a CPU with native bf16); a kept case is measured in the precision it was written in.
 
 Before 2-4 the store's files are read once (the page cache holds them, as a store serving for a while
 has them), and the index actor answers 20 untimed queries of its own.
@@ -278,6 +282,7 @@ def run_case(
             "indexes_with_graph": sum(w.indexed for w in written),
             "pooled_rows_at_last_pass": _pooled_rows_at_last_pass(data_dir),
             "disk_bytes": _disk_bytes(data_dir),
+            "precision": identity.precision,
             "seed": args.seed,
         }
         (work / CASE_FILE).write_text(json.dumps(case, indent=2))
@@ -296,8 +301,12 @@ def reuse_case(work: Path, args: argparse.Namespace, shared: dict[str, Any]) -> 
     if not written.is_file():
         raise SystemExit(f"{work} holds no {CASE_FILE}: not a folder `python -m bench.scale --keep` left")
     case = json.loads(written.read_text())
+    precision = case.get("precision", "fp32")  # cases kept before the field was written were fp32
+    if precision != shared["identity"].precision:
+        setting = f"SAMESPACE_EMBEDDING__PRECISION={precision}"
+        raise SystemExit(f"{work} was written in {precision}: measure it with {setting}")
     print(f"--- reusing {work}: {case['rows']} rows in {case['indexes']} indexes, written then", flush=True)
-    return {**measure_case(case, work / "data", args, shared), "reused": str(work)}
+    return {**measure_case({**case, "precision": precision}, work / "data", args, shared), "reused": str(work)}
 
 
 def measure_apart(work: Path, args: argparse.Namespace) -> dict[str, Any]:

@@ -4,6 +4,7 @@ leg's recall against exact search."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,17 @@ def test_reuse_refuses_a_folder_no_kept_case_left(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     with pytest.raises(SystemExit, match=CASE_FILE):
         reuse_case(tmp_path, argparse.Namespace(seed=0, queries=1, mcp_queries=1), {})
+
+
+@pytest.mark.parametrize(("written", "serving"), [("bf16", "fp32"), (None, "bf16")])
+def test_reuse_refuses_a_case_written_in_another_precision(tmp_path: Path, written: str | None, serving: str) -> None:
+    """Its rows are labelled with the space they were written in: queries of another precision would be
+    refused by every index, so the bench names the setting instead (a case kept before the field: fp32)."""
+    case = {"rows": 1, "indexes": 1} | ({"precision": written} if written else {})
+    (tmp_path / CASE_FILE).write_text(json.dumps(case))
+    shared = {"identity": IDENTITY.model_copy(update={"precision": serving})}
+    with pytest.raises(SystemExit, match=f"SAMESPACE_EMBEDDING__PRECISION={written or 'fp32'}"):
+        reuse_case(tmp_path, argparse.Namespace(seed=0, queries=1, mcp_queries=1), shared)
 
 
 def test_mcp_is_measured_as_samespace_run_serves_it(monkeypatch: pytest.MonkeyPatch) -> None:

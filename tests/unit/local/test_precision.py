@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from pydantic import ValidationError
+from sentence_transformers import SentenceTransformer
 
 from cluster.gate.probe import MIN_COSINE, ProbeTarget, Regime, Verdict, probe
-from cluster.local.encoder import LocalEncoder
+from cluster.local.encoder import LocalEncoder, resolve_model_path
 from cluster.settings import EmbeddingSettings
 from cluster.space import EncoderIdentity
 
@@ -80,3 +82,25 @@ def test_the_query_path_gives_the_rows_encode_gives_alone_and_batched(
     assert float((rows * batched).sum(axis=1).min()) > 0.9999  # padding to the longest changes nothing
     assert float((rows * alone).sum(axis=1).min()) > 0.9999
     np.testing.assert_allclose(np.linalg.norm(alone, axis=1), 1.0, atol=1e-5)
+
+
+def linear_dtypes(encoder: LocalEncoder) -> set[torch.dtype]:
+    return {m.weight.dtype for m in encoder._model.modules() if isinstance(m, torch.nn.Linear)}  # noqa: SLF001
+
+
+def test_bf16_casts_its_linear_layers_once_and_gives_autocasts_vectors_bit_for_bit(
+    encoders: dict[str, LocalEncoder],
+) -> None:
+    """bf16 is autocast's arithmetic: the linear layers' weights are rounded to bf16 once, at load, not on
+    every call, and every vector is the one autocast over the model's fp32 weights gives, bulk and query
+    path alike."""
+    bf16 = encoders["bf16"]
+    assert linear_dtypes(bf16) == {torch.bfloat16} and linear_dtypes(encoders["fp32"]) == {torch.float32}
+    model = SentenceTransformer(resolve_model_path(None), device="cpu")
+    texts = ["parse a date string", "def retry(request, attempts=3):\n    return backoff(request)", "x" * 900]
+    with torch.inference_mode(), torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+        alone = model.encode(texts[:1], normalize_embeddings=True, convert_to_numpy=True)
+    assert np.array_equal(bf16.encode(texts), reference)
+    assert np.array_equal(bf16.encode_queries(texts[:1]), alone)  # alone: a batch pads to its longest text
+    assert not np.array_equal(encoders["fp32"].encode(texts), reference)  # the reference is bf16 arithmetic
