@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from cluster.local.batcher import QueryBatcher
 from cluster.local.chat_client import LocalChatClient, context_window_of
-from cluster.local.encoder import LocalEncoder, pick_device
+from cluster.local.encoder import WEIGHT_SUFFIXES, LocalEncoder, pick_device, resolve_model_path
 from cluster.local.memory import IdleTrim, return_free_heap
 from cluster.local.reranker import LocalReranker
 
 __all__ = [
+    "WEIGHT_SUFFIXES",
     "IdleTrim",
     "LocalChatClient",
     "LocalEncoder",
@@ -16,5 +17,6 @@ __all__ = [
     "QueryBatcher",
     "context_window_of",
     "pick_device",
+    "resolve_model_path",
     "return_free_heap",
 ]

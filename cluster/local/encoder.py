@@ -75,6 +75,9 @@ class LocalEncoder:
         self._model.eval()  # inference only: `encode_queries` relies on it, `encode` repeats it
         if settings.max_seq_length is not None:
             self._model.max_seq_length = settings.max_seq_length
+        # A token's forward pass costs about twice this in floating-point operations, plus attention's
+        # own (which grows with the sequence). Counted before int8 replaces the linear layers.
+        self.dense_weights = sum(m.weight.numel() for m in self._model.modules() if isinstance(m, torch.nn.Linear))
         self.precision = settings.precision
         if self.precision == "int8":
             if device != "cpu":
@@ -132,6 +135,12 @@ class LocalEncoder:
             rows = self._model(features)["sentence_embedding"]
             rows = torch.nn.functional.normalize(rows.float(), p=2, dim=1)
         return self._checked(rows.cpu().numpy())
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Tokens the model reads for each text (its special tokens in, cut at `max_seq_length`): the
+        work a text costs, padding aside."""
+        features = self._model.preprocess(texts)
+        return [int(n) for n in features["attention_mask"].sum(dim=1).tolist()]
 
     def _checked(self, vectors: object) -> np.ndarray:
         rows = np.asarray(vectors, dtype=np.float32)
