@@ -9,6 +9,7 @@ waiting when the model comes free in one call.
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 import threading
 from collections import OrderedDict
@@ -17,7 +18,7 @@ import numpy as np
 import ray
 
 from cluster.local.batcher import QueryBatcher
-from cluster.local.encoder import LocalEncoder, pick_device
+from cluster.local.encoder import LocalEncoder, actor_cpu_threads, pick_device
 from cluster.local.memory import IdleTrim
 from cluster.providers import ProviderInfo, ProviderKind
 from cluster.roles import EMBEDDING_ROLES
@@ -47,7 +48,8 @@ class EmbedderActor:
         context = ray.get_runtime_context()
         self._name = name
         self._node_id = context.get_node_id()
-        self._encoder = LocalEncoder(settings, device=device)
+        threads = actor_cpu_threads(settings, os.cpu_count() or 1) if device == "cpu" else None
+        self._encoder = LocalEncoder(settings, device=device, cpu_threads=threads)
         self._idle_trim = IdleTrim()  # the heap a reindex grew goes back to the OS when it stops
         self._queries = QueryBatcher(self._encode_queries, max_batch=QUERY_CONCURRENCY)
         self._served = 0

@@ -70,9 +70,10 @@ def alive_nodes(settings: SamespaceSettings) -> list[_Node]:
 
 
 def _per_accelerator(
-    settings: SamespaceSettings, actor_cls: Any, prefix: str, init_args: tuple[Any, ...]
+    settings: SamespaceSettings, actor_cls: Any, prefix: str, init_args: tuple[Any, ...], cpu_actors: int = 1
 ) -> list[ActorHandle]:
-    """One actor per accelerator share on every node that has one, plus the CPU actor when wanted."""
+    """One actor per accelerator share on every node that has one, plus `cpu_actors` CPU actors when
+    wanted (sharing the CPU slot's reservation: what one reserved before)."""
     embedding = settings.embedding
     nodes = alive_nodes(settings)
     handles: list[ActorHandle] = []
@@ -101,14 +102,17 @@ def _per_accelerator(
                 )
     wants_cpu = embedding.cpu_embedder == "always" or (embedding.cpu_embedder == "auto" and not has_accelerators)
     if wants_cpu or embedding.device == "cpu":
-        name = embedder_actor_name(None, 0, "cpu", prefix=prefix)
-        handles.append(get_or_start(actor_cls, settings, name, *init_args, name, num_cpus=CPU_ACTOR_CPUS))
+        for slot in range(cpu_actors):
+            name = embedder_actor_name(None, slot, "cpu", prefix=prefix)
+            cpus = CPU_ACTOR_CPUS / cpu_actors
+            handles.append(get_or_start(actor_cls, settings, name, *init_args, name, num_cpus=cpus))
     return handles
 
 
 def ensure_embedders(settings: SamespaceSettings) -> list[ActorHandle]:
     """Embedder actors for the current cluster: a node added since gets its actors now."""
-    return _per_accelerator(settings, EmbedderActor, EMBEDDER_PREFIX, (settings.embedding,))
+    embedding = settings.embedding
+    return _per_accelerator(settings, EmbedderActor, EMBEDDER_PREFIX, (embedding,), embedding.cpu_actors)
 
 
 def ensure_rerankers(settings: SamespaceSettings) -> list[ActorHandle]:

@@ -213,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         "reindex": {
             "texts_per_chunk": 2,
             "job_precision": settings.embedding.precision,
+            "cpu_embedders": settings.embedding.cpu_actors,  # embedding.cpu_actors: one process per share of the cores
             "raw_chunks_per_s": round(raw_rate, 2),
             "raw_bf16_chunks_per_s": round(raw_rates["bf16"], 2),
             "raw_bf16_over_raw": round(raw_rates["bf16"] / raw_rate, 3),

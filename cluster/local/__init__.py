@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cluster.local.batcher import QueryBatcher
 from cluster.local.chat_client import LocalChatClient, context_window_of
-from cluster.local.encoder import WEIGHT_SUFFIXES, LocalEncoder, pick_device, resolve_model_path
+from cluster.local.encoder import WEIGHT_SUFFIXES, LocalEncoder, actor_cpu_threads, pick_device, resolve_model_path
 from cluster.local.memory import IdleTrim, return_free_heap
 from cluster.local.reranker import LocalReranker
 
@@ -15,6 +15,7 @@ __all__ = [
     "LocalEncoder",
     "LocalReranker",
     "QueryBatcher",
+    "actor_cpu_threads",
     "context_window_of",
     "pick_device",
     "resolve_model_path",

@@ -55,6 +55,11 @@ def pick_device(requested: str, gpu_ids: list[int] | list[str]) -> str:
     return requested
 
 
+def actor_cpu_threads(settings: EmbeddingSettings, cores: int) -> int:
+    """Torch threads of one CPU embedder actor: `cpu_threads`, else the node's `cores` shared by its `cpu_actors`."""
+    return settings.cpu_threads or max(1, cores // settings.cpu_actors)
+
+
 class LocalEncoder:
     """One loaded model. encode() returns L2-normalised float32 rows of exactly `width`."""
 

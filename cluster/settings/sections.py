@@ -91,7 +91,18 @@ class EmbeddingSettings(_Section):
         "only; minimum cosine 0.84: the gate refuses it beside fp32). Part of the encoder identity; the gate "
         "decides whether an encoder of another precision may write into an index.",
     )
-    cpu_threads: int | None = Field(default=None, ge=1, description="torch threads on CPU; None = the node's cores.")
+    cpu_threads: int | None = Field(
+        default=None, ge=1, description="torch threads on CPU; None = the node's cores (shared by cpu_actors)."
+    )
+    cpu_actors: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="CPU embedder actors (when the cluster runs a CPU embedder), each with cpu_threads torch threads, "
+        "None: the node's cores / cpu_actors. Processes of one thread each encode a small model faster than one "
+        "process whose threads wait on each other (MiniLM, 2 cores: 2 x 1 thread 14% faster than 1 x 2), at the "
+        "cost of a model copy each and a query encoded on fewer threads.",
+    )
     gpus_per_actor: float = Field(default=1.0, gt=0, le=8, description="GPU share of one GPU embedder actor.")
     accelerator_resource: str = Field(
         default="GPU", min_length=1, description="Ray resource that marks an accelerator (one embedder per unit)."
