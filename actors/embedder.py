@@ -31,7 +31,7 @@ QUERY_CONCURRENCY = 32
 # torch threads of a query encode on CPU. A query shares the node's cores with the Serve proxy,
 # the replica and the index actor: with a second thread its OpenMP team spins waiting for a core
 # the others hold (measured on 2 cores: 1 thread 17 ms of CPU a query; 2 threads 24 ms idle, over
-# 100 ms with a neighbour busy). Bulk batches keep `embedding.cpu_threads`.
+# 100 ms with a neighbour busy). Bulk batches keep the actor's threads (`actor_cpu_threads`).
 QUERY_THREADS = 1
 
 

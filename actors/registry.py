@@ -102,9 +102,9 @@ def _per_accelerator(
                 )
     wants_cpu = embedding.cpu_embedder == "always" or (embedding.cpu_embedder == "auto" and not has_accelerators)
     if wants_cpu or embedding.device == "cpu":
+        cpus = CPU_ACTOR_CPUS / cpu_actors
         for slot in range(cpu_actors):
             name = embedder_actor_name(None, slot, "cpu", prefix=prefix)
-            cpus = CPU_ACTOR_CPUS / cpu_actors
             handles.append(get_or_start(actor_cls, settings, name, *init_args, name, num_cpus=cpus))
     return handles
 
